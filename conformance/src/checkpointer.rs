@@ -1,0 +1,263 @@
+//! The shared checkpointer suite: every `service_graph::Checkpointer` (the in-memory
+//! saver, the PostgreSQL saver, a user's own) is held to the same behaviours. A saver
+//! runs them all from one test file with [`checkpointer_tests!`](crate::checkpointer_tests),
+//! given an async factory returning a fresh [`SaverUnderTest`].
+
+use std::any::Any;
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use service_graph::{
+    CheckpointConfig, CheckpointListOptions, CheckpointTuple, Checkpointer, GraphError,
+};
+use service_types::{Metadata, PruneStrategy};
+
+/// A fresh, empty saver, plus whatever must stay alive while it is used (a
+/// database schema, a pool).
+pub struct SaverUnderTest {
+    /// The saver.
+    pub saver: Arc<dyn Checkpointer>,
+    /// Dropped when the test ends.
+    pub guard: Box<dyn Any + Send>,
+}
+
+impl std::fmt::Debug for SaverUnderTest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SaverUnderTest").finish_non_exhaustive()
+    }
+}
+
+fn meta(value: Value) -> Metadata {
+    value.as_object().cloned().unwrap_or_default()
+}
+
+/// Puts one checkpoint per run id, each the parent of the next.
+async fn chain(saver: &dyn Checkpointer, thread: &str, runs: &[&str]) -> Vec<CheckpointConfig> {
+    let mut parent = CheckpointConfig::new(thread, None);
+    let mut written = Vec::new();
+    for (step, run) in runs.iter().enumerate() {
+        parent = saver
+            .put(
+                &parent,
+                json!({"step": step}),
+                meta(json!({"step": step, "run_id": run})),
+            )
+            .await
+            .expect("put");
+        written.push(parent.clone());
+    }
+    written
+}
+
+async fn all(saver: &dyn Checkpointer, thread: &str) -> Vec<CheckpointTuple> {
+    saver
+        .list(
+            &CheckpointConfig::new(thread, None),
+            CheckpointListOptions::default(),
+        )
+        .await
+        .expect("list")
+}
+
+/// The latest checkpoint is the last put; parents link back; unknown threads have none.
+pub async fn latest_is_the_last_put_and_parents_link_back(saver: &dyn Checkpointer) {
+    let written = chain(saver, "t", &["r1", "r1", "r2"]).await;
+    let latest = saver
+        .get_tuple(&CheckpointConfig::new("t", None))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(latest.config, written[2]);
+    assert_eq!(latest.parent_config, Some(written[1].clone()));
+    assert_eq!(latest.checkpoint, json!({"step": 2}));
+    let first = saver.get_tuple(&written[0]).await.unwrap().unwrap();
+    assert_eq!(first.parent_config, None);
+    let nobody = saver
+        .get_tuple(&CheckpointConfig::new("nobody", None))
+        .await
+        .unwrap();
+    assert!(nobody.is_none());
+}
+
+/// Listing is newest first and honours `before`, `limit` and the metadata filter; a
+/// checkpoint id in the config lists only that checkpoint.
+pub async fn list_is_newest_first_with_before_limit_and_filter(saver: &dyn Checkpointer) {
+    let written = chain(saver, "t", &["r1", "r1", "r2", "r2"]).await;
+    let ids: Vec<_> = all(saver, "t")
+        .await
+        .iter()
+        .map(|t| t.config.clone())
+        .collect();
+    assert_eq!(ids, written.iter().rev().cloned().collect::<Vec<_>>());
+    let options = CheckpointListOptions {
+        before: written[3].checkpoint_id.clone(),
+        limit: Some(2),
+        filter: None,
+    };
+    let page = saver
+        .list(&CheckpointConfig::new("t", None), options)
+        .await
+        .unwrap();
+    assert_eq!(
+        page.iter().map(|t| t.config.clone()).collect::<Vec<_>>(),
+        vec![written[2].clone(), written[1].clone()]
+    );
+    let options = CheckpointListOptions {
+        filter: Some(meta(json!({"run_id": "r1"}))),
+        ..CheckpointListOptions::default()
+    };
+    let filtered = saver
+        .list(&CheckpointConfig::new("t", None), options)
+        .await
+        .unwrap();
+    assert_eq!(filtered.len(), 2);
+    let one = saver
+        .list(&written[1], CheckpointListOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(one.len(), 1);
+    assert_eq!(one[0].config, written[1]);
+}
+
+/// Subgraph namespaces of one thread are kept apart.
+pub async fn namespaces_are_kept_apart(saver: &dyn Checkpointer) {
+    chain(saver, "t", &["r1"]).await;
+    let sub = CheckpointConfig {
+        thread_id: "t".into(),
+        checkpoint_ns: "child".into(),
+        checkpoint_id: None,
+    };
+    let written = saver
+        .put(&sub, json!({"sub": true}), Metadata::new())
+        .await
+        .unwrap();
+    let latest_sub = saver.get_tuple(&sub).await.unwrap().unwrap();
+    assert_eq!(latest_sub.config, written);
+    assert_eq!(all(saver, "t").await.len(), 1);
+}
+
+/// A task's writes to a channel replace its earlier ones; writes to an unknown
+/// checkpoint are `NotFound`.
+pub async fn writes_of_a_task_and_channel_replace_earlier_ones(saver: &dyn Checkpointer) {
+    let written = chain(saver, "t", &["r"]).await;
+    saver
+        .put_writes(&written[0], "task", vec![("a".into(), json!(1))])
+        .await
+        .unwrap();
+    saver
+        .put_writes(
+            &written[0],
+            "task",
+            vec![("a".into(), json!(2)), ("b".into(), json!(3))],
+        )
+        .await
+        .unwrap();
+    let tuple = saver.get_tuple(&written[0]).await.unwrap().unwrap();
+    let values: Vec<_> = tuple
+        .pending_writes
+        .iter()
+        .map(|w| w.value.clone())
+        .collect();
+    assert_eq!(values, vec![json!(2), json!(3)]);
+    let unknown = CheckpointConfig::new("t", Some("nope".into()));
+    assert!(matches!(
+        saver.put_writes(&unknown, "task", Vec::new()).await,
+        Err(GraphError::NotFound(_))
+    ));
+}
+
+/// Thread copy keeps checkpoints and writes; rollback drops a run's checkpoints;
+/// keep-latest prune and delete do what they say.
+pub async fn copy_prune_and_rollback(saver: &dyn Checkpointer) {
+    let written = chain(saver, "t", &["r1", "r2", "r2"]).await;
+    saver
+        .put_writes(&written[2], "task", vec![("a".into(), json!(1))])
+        .await
+        .unwrap();
+    saver.copy_thread("t", "u").await.unwrap();
+    let copied = all(saver, "u").await;
+    assert_eq!(copied.len(), 3);
+    assert_eq!(copied[0].pending_writes.len(), 1);
+    saver.delete_run("t", "r2").await.unwrap();
+    assert_eq!(all(saver, "t").await.len(), 1);
+    saver.prune("u", PruneStrategy::KeepLatest).await.unwrap();
+    let kept = all(saver, "u").await;
+    assert_eq!(kept.len(), 1);
+    assert_eq!(kept[0].metadata.get("step"), Some(&json!(2)));
+    saver.delete_thread("u").await.unwrap();
+    assert!(all(saver, "u").await.is_empty());
+    saver.prune("t", PruneStrategy::Delete).await.unwrap();
+    assert!(all(saver, "t").await.is_empty());
+}
+
+/// Large checkpoint bodies come back unchanged.
+pub async fn large_bodies_round_trip(saver: &dyn Checkpointer) {
+    let big = json!({"messages": vec!["x".repeat(1000); 200]});
+    let config = saver
+        .put(
+            &CheckpointConfig::new("t", None),
+            big.clone(),
+            Metadata::new(),
+        )
+        .await
+        .unwrap();
+    let tuple = saver.get_tuple(&config).await.unwrap().unwrap();
+    assert_eq!(tuple.checkpoint, big);
+}
+
+/// The list filter is per-key equality, not containment.
+pub async fn filter_is_per_key_equality_not_containment(saver: &dyn Checkpointer) {
+    let root = CheckpointConfig::new("t", None);
+    saver
+        .put(&root, json!({}), meta(json!({"tags": ["a", "b"], "n": 1})))
+        .await
+        .unwrap();
+    let root = &root;
+    let count = |filter: Value| async move {
+        let options = CheckpointListOptions {
+            filter: Some(meta(filter)),
+            ..CheckpointListOptions::default()
+        };
+        saver.list(root, options).await.unwrap().len()
+    };
+    assert_eq!(count(json!({"tags": ["a", "b"]})).await, 1);
+    assert_eq!(count(json!({"tags": ["a"]})).await, 0);
+    assert_eq!(count(json!({"n": 2})).await, 0);
+    assert_eq!(count(json!({"missing": null})).await, 0);
+}
+
+/// Expands to one `#[tokio::test]` per checkpointer behaviour, each on a fresh saver
+/// from `$factory` (an `async fn() -> SaverUnderTest`).
+#[macro_export]
+macro_rules! checkpointer_tests {
+    ($factory:expr) => {
+        $crate::__checkpointer_suite!(($factory) [
+            latest_is_the_last_put_and_parents_link_back,
+            list_is_newest_first_with_before_limit_and_filter,
+            namespaces_are_kept_apart,
+            writes_of_a_task_and_channel_replace_earlier_ones,
+            copy_prune_and_rollback,
+            large_bodies_round_trip,
+            filter_is_per_key_equality_not_containment,
+        ]);
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __checkpointer_suite {
+    (($factory:expr) [$($name:ident),* $(,)?]) => {
+        mod checkpointer {
+            #[allow(unused_imports)]
+            use super::*;
+            $(
+                #[tokio::test]
+                async fn $name() {
+                    let under_test: $crate::checkpointer::SaverUnderTest = ($factory)().await;
+                    $crate::checkpointer::$name(under_test.saver.as_ref()).await;
+                    drop(under_test.guard);
+                }
+            )*
+        }
+    };
+}

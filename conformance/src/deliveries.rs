@@ -1,0 +1,316 @@
+//! The delivery state machine (pending → delivering → delivered | dead) and replay.
+//! Skipped (passing) for stores without a deliveries repository.
+
+use service_store::{AttemptOutcome, DeliveriesRepo, DeliveryQuery, DeliveryRecord, ErrorKind};
+use service_types::{DeliveryStatus, RunStatus, Timestamp};
+use uuid::Uuid;
+
+use crate::harness::{Factory, Harness, assert_kind};
+use crate::runs::with_webhook;
+
+/// A started, settled run's pending delivery row; `None` without deliveries.
+async fn settled_delivery(h: &Harness) -> Option<DeliveryRecord> {
+    h.store.deliveries()?;
+    let thread = h.thread().await.thread_id;
+    let run_id = h.started_run(thread).await.run_id;
+    let settled = h
+        .store
+        .runs()
+        .settle(run_id, with_webhook(RunStatus::Success))
+        .await
+        .expect("settle");
+    Some(settled.delivery.expect("delivery row"))
+}
+
+fn repo(h: &Harness) -> &dyn DeliveriesRepo {
+    h.store.deliveries().expect("deliveries capability")
+}
+
+fn lease(h: &Harness) -> Timestamp {
+    h.now().plus_minutes(1.0)
+}
+
+async fn claim(h: &Harness, id: Uuid) -> DeliveryRecord {
+    repo(h)
+        .claim(id, h.now(), lease(h))
+        .await
+        .expect("claim")
+        .expect("due")
+}
+
+/// The first (inline) attempt counts as attempt 1 and marks the row delivering.
+pub async fn delivery_first_attempt_counts_one(factory: Factory) {
+    let h = Harness::new(&factory).await;
+    let Some(row) = settled_delivery(&h).await else {
+        return;
+    };
+    let id = row.delivery.delivery_id;
+    let claimed = claim(&h, id).await;
+    assert_eq!(
+        (claimed.delivery.status, claimed.delivery.attempt),
+        (DeliveryStatus::Delivering, 1)
+    );
+    assert_eq!(
+        repo(&h).claim(id, h.now(), lease(&h)).await.expect("claim"),
+        None,
+        "held by the first caller"
+    );
+}
+
+/// A 2xx marks the row delivered and clears its payload.
+pub async fn delivery_success_clears_payload(factory: Factory) {
+    let h = Harness::new(&factory).await;
+    let Some(row) = settled_delivery(&h).await else {
+        return;
+    };
+    let id = row.delivery.delivery_id;
+    claim(&h, id).await;
+    let done = repo(&h)
+        .finish_attempt(id, AttemptOutcome::Delivered)
+        .await
+        .expect("finish");
+    assert_eq!(
+        (done.delivery.status, done.payload.clone()),
+        (DeliveryStatus::Delivered, None)
+    );
+    assert!(!done.delivery.replayable);
+    assert_eq!(repo(&h).get(id).await.expect("get"), Some(done));
+    assert_kind(
+        repo(&h).finish_attempt(id, AttemptOutcome::Delivered).await,
+        ErrorKind::Conflict,
+    );
+}
+
+/// A failure with attempts left goes back to pending at next_attempt_at, keeping the
+/// reason; the retry is attempt 2.
+pub async fn delivery_failure_schedules_retry(factory: Factory) {
+    let h = Harness::new(&factory).await;
+    let Some(row) = settled_delivery(&h).await else {
+        return;
+    };
+    let id = row.delivery.delivery_id;
+    claim(&h, id).await;
+    let retry_at = h.now().plus_minutes(5.0);
+    let outcome = AttemptOutcome::Retry {
+        error: "HTTP 500".into(),
+        retry_at,
+    };
+    let failed = repo(&h).finish_attempt(id, outcome).await.expect("finish");
+    assert_eq!(
+        (failed.delivery.status, failed.delivery.next_attempt_at),
+        (DeliveryStatus::Pending, Some(retry_at))
+    );
+    assert_eq!(failed.delivery.last_error.as_deref(), Some("HTTP 500"));
+    assert!(failed.payload.is_some() && failed.delivery.replayable);
+    assert!(
+        repo(&h)
+            .claim_due(h.now(), lease(&h), 10)
+            .await
+            .expect("claim due")
+            .is_empty()
+    );
+    h.advance_minutes(5.0);
+    let due = repo(&h)
+        .claim_due(h.now(), lease(&h), 10)
+        .await
+        .expect("claim due");
+    assert_eq!(
+        due.iter()
+            .map(|r| (r.delivery.delivery_id, r.delivery.attempt))
+            .collect::<Vec<_>>(),
+        vec![(id, 2)]
+    );
+}
+
+/// Exhausted attempts make the row dead; its payload is kept until retain_until, then
+/// purged.
+pub async fn delivery_dead_keeps_payload_for_retention(factory: Factory) {
+    let h = Harness::new(&factory).await;
+    let Some(row) = settled_delivery(&h).await else {
+        return;
+    };
+    let id = row.delivery.delivery_id;
+    claim(&h, id).await;
+    let retain_until = h.now().plus_minutes(24.0 * 60.0);
+    let outcome = AttemptOutcome::Dead {
+        error: "host refused".into(),
+        retain_until,
+    };
+    let dead = repo(&h).finish_attempt(id, outcome).await.expect("finish");
+    assert_eq!(
+        (dead.delivery.status, dead.delivery.next_attempt_at),
+        (DeliveryStatus::Dead, None)
+    );
+    assert!(dead.payload.is_some() && dead.delivery.replayable);
+    h.advance_minutes(23.0 * 60.0);
+    assert_eq!(repo(&h).purge_expired(h.now()).await.expect("purge"), 0);
+    h.advance_minutes(60.0);
+    assert_eq!(repo(&h).purge_expired(h.now()).await.expect("purge"), 1);
+    let purged = repo(&h).get(id).await.expect("get").expect("row stays");
+    assert_eq!((purged.payload, purged.delivery.replayable), (None, false));
+}
+
+/// Replay makes a dead (or pending) delivery due now; attempts resume.
+pub async fn delivery_replay_makes_undelivered_due_now(factory: Factory) {
+    let h = Harness::new(&factory).await;
+    let Some(row) = settled_delivery(&h).await else {
+        return;
+    };
+    let (id, run_id) = (row.delivery.delivery_id, row.delivery.run_id);
+    claim(&h, id).await;
+    let outcome = AttemptOutcome::Dead {
+        error: "exhausted".into(),
+        retain_until: h.now().plus_minutes(60.0),
+    };
+    repo(&h).finish_attempt(id, outcome).await.expect("finish");
+    h.advance_minutes(1.0);
+    let replayed = repo(&h).replay(run_id, id).await.expect("replay");
+    assert_eq!(
+        (replayed.status, replayed.next_attempt_at),
+        (DeliveryStatus::Pending, Some(h.now()))
+    );
+    let due = repo(&h)
+        .claim_due(h.now(), lease(&h), 10)
+        .await
+        .expect("claim due");
+    assert_eq!(
+        due.iter()
+            .map(|r| (r.delivery.delivery_id, r.delivery.attempt))
+            .collect::<Vec<_>>(),
+        vec![(id, 2)]
+    );
+}
+
+/// Replaying a delivered delivery is a conflict (HTTP 409) and changes nothing.
+pub async fn delivery_replay_of_delivered_conflicts(factory: Factory) {
+    let h = Harness::new(&factory).await;
+    let Some(row) = settled_delivery(&h).await else {
+        return;
+    };
+    let (id, run_id) = (row.delivery.delivery_id, row.delivery.run_id);
+    claim(&h, id).await;
+    let done = repo(&h)
+        .finish_attempt(id, AttemptOutcome::Delivered)
+        .await
+        .expect("finish");
+    assert_kind(repo(&h).replay(run_id, id).await, ErrorKind::Conflict);
+    assert_eq!(repo(&h).get(id).await.expect("get"), Some(done));
+}
+
+/// Replaying with a delivery id that belongs to another run is NotFound (HTTP 404).
+pub async fn delivery_replay_with_another_runs_id_is_not_found(factory: Factory) {
+    let h = Harness::new(&factory).await;
+    let Some(row) = settled_delivery(&h).await else {
+        return;
+    };
+    let other = settled_delivery(&h).await.expect("second row");
+    assert_kind(
+        repo(&h)
+            .replay(other.delivery.run_id, row.delivery.delivery_id)
+            .await,
+        ErrorKind::NotFound,
+    );
+    assert_kind(
+        repo(&h).replay(row.delivery.run_id, Uuid::now_v7()).await,
+        ErrorKind::NotFound,
+    );
+}
+
+/// A run's deliveries list oldest first, filter by status and page; never payloads.
+pub async fn delivery_list_by_run_filters_status_and_pages(factory: Factory) {
+    let h = Harness::new(&factory).await;
+    let Some(row) = settled_delivery(&h).await else {
+        return;
+    };
+    let run_id = row.delivery.run_id;
+    let other = settled_delivery(&h).await.expect("second row");
+    let listed = repo(&h)
+        .list(run_id, &DeliveryQuery::default())
+        .await
+        .expect("list");
+    assert_eq!(listed, vec![row.delivery.clone()]);
+    let delivered = DeliveryQuery {
+        status: Some(DeliveryStatus::Delivered),
+        ..Default::default()
+    };
+    assert!(
+        repo(&h)
+            .list(run_id, &delivered)
+            .await
+            .expect("list")
+            .is_empty()
+    );
+    let skipped = DeliveryQuery {
+        offset: 1,
+        ..Default::default()
+    };
+    assert!(
+        repo(&h)
+            .list(run_id, &skipped)
+            .await
+            .expect("list")
+            .is_empty()
+    );
+    let others = repo(&h)
+        .list(other.delivery.run_id, &DeliveryQuery::default())
+        .await
+        .expect("list");
+    assert_eq!(others.len(), 1);
+}
+
+/// Due rows are claimed by one caller only; a stalled attempt is reclaimed once its
+/// lease passes.
+pub async fn delivery_claim_due_is_exclusive_and_recovers_stalled(factory: Factory) {
+    let h = Harness::new(&factory).await;
+    let Some(row) = settled_delivery(&h).await else {
+        return;
+    };
+    let id = row.delivery.delivery_id;
+    assert_eq!(
+        repo(&h)
+            .claim_due(h.now(), lease(&h), 10)
+            .await
+            .expect("claim due")
+            .len(),
+        1
+    );
+    assert!(
+        repo(&h)
+            .claim_due(h.now(), lease(&h), 10)
+            .await
+            .expect("claim due")
+            .is_empty()
+    );
+    h.advance_minutes(1.0);
+    let reclaimed = repo(&h)
+        .claim_due(h.now(), lease(&h), 10)
+        .await
+        .expect("claim due");
+    assert_eq!(
+        reclaimed
+            .iter()
+            .map(|r| (r.delivery.delivery_id, r.delivery.attempt))
+            .collect::<Vec<_>>(),
+        vec![(id, 2)]
+    );
+}
+
+/// Deleting the thread or the run leaves its deliveries in place.
+pub async fn delivery_rows_survive_thread_and_run_delete(factory: Factory) {
+    let h = Harness::new(&factory).await;
+    let Some(row) = settled_delivery(&h).await else {
+        return;
+    };
+    h.store
+        .threads()
+        .delete(row.delivery.thread_id)
+        .await
+        .expect("delete thread");
+    let kept = repo(&h).get(row.delivery.delivery_id).await.expect("get");
+    assert_eq!(kept, Some(row.clone()));
+    let listed = repo(&h)
+        .list(row.delivery.run_id, &DeliveryQuery::default())
+        .await
+        .expect("list");
+    assert_eq!(listed.len(), 1);
+}

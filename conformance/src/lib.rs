@@ -1,0 +1,199 @@
+//! The shared store-driver conformance suite.
+//!
+//! Every rule of SPEC's store sections is a `pub async fn` taking a [`Factory`]
+//! (something that builds a fresh, empty [`service_store::Store`] around a
+//! [`service_store::ManualClock`]), grouped in a module per SPEC section. A driver
+//! runs them all from one test file with [`conformance_tests!`], which also runs the
+//! proptest model tests in [`model`]. Nothing here assumes a particular driver.
+
+pub mod assistants;
+pub mod checkpointer;
+pub mod crons;
+pub mod deliveries;
+pub mod harness;
+pub mod idempotency;
+pub mod item_ttl;
+pub mod limits;
+pub mod model;
+pub mod namespaces;
+pub mod ordering;
+pub mod runs;
+pub mod store_filter;
+pub mod thread_ttl;
+pub mod threads;
+
+pub use harness::{Factory, Harness, StoreFactory, TestEnv, run};
+
+/// Expands to one `#[test]` per conformance rule, plus the model tests, each building
+/// its store with `$factory` (an expression implementing [`StoreFactory`], e.g. an
+/// `async fn(TestEnv) -> Store`). Tests land in one module per SPEC section.
+#[macro_export]
+macro_rules! conformance_tests {
+    ($factory:expr) => {
+        $crate::__conformance_suite! {
+            ($factory)
+            store_filter: [
+                filter_applies_to_top_level_keys_and_dotted_names_are_literal,
+                filter_keys_and_operators_are_anded_and_bare_scalar_is_equality,
+                filter_supports_each_operator,
+                filter_ordering_ops_never_match_strings,
+                filter_absent_key_matches_only_ne_and_nin,
+                filter_present_null_is_distinct_from_absent,
+                filter_empty_operator_object_matches_everything,
+                filter_unknown_operator_or_non_scalar_operand_is_invalid,
+                filter_applies_before_paging,
+            ];
+            namespaces: [
+                namespace_wildcard_stands_for_exactly_one_segment,
+                namespace_prefix_anchors_first_and_suffix_anchors_last,
+                namespace_longer_pattern_never_matches_shorter_selects_subtree,
+                namespace_max_depth_truncates_and_dedupes_before_paging,
+                namespace_results_sorted_elementwise_shorter_first,
+                namespace_omitted_prefix_matches_every_namespace,
+                namespace_search_prefix_selects_subtree,
+                namespace_empty_or_dotted_label_is_invalid,
+            ];
+            limits: [
+                limits_search_limit_above_1000_is_rejected,
+                limits_omitted_limit_returns_max_page_size,
+                limits_max_page_size_clamps_client_limits,
+                limits_counts_are_not_bounded,
+                limits_run_list_is_not_bounded_by_page_size,
+                limits_run_list_limit_above_1000_is_clamped,
+                limits_namespace_list_limit_above_1000_is_clamped,
+                limits_namespace_list_obeys_max_page_size,
+                limits_active_runs_are_bounded,
+            ];
+            ordering: [
+                ordering_run_list_newest_first_ties_by_run_id_desc,
+                ordering_latest_run_ties_by_run_id_desc,
+                ordering_queue_oldest_first_ties_by_run_id_asc,
+                ordering_thread_search_ties_by_thread_id,
+                ordering_assistant_search_ties_by_assistant_id,
+                ordering_cron_search_ties_by_cron_id,
+                ordering_item_search_newest_first_ties_by_namespace_then_key,
+            ];
+            thread_ttl: [
+                thread_ttl_expires_minutes_after_create,
+                thread_ttl_patch_restarts_the_clock,
+                thread_ttl_null_pins_and_absent_keeps,
+                thread_expired_stays_readable_until_swept,
+                thread_expired_query_is_bounded_earliest_first,
+                thread_ttl_must_be_positive,
+            ];
+            item_ttl: [
+                item_ttl_expired_reads_as_absent_at_once,
+                item_refresh_on_read_extends_expiry,
+                item_get_without_refresh_keeps_expiry,
+                item_search_with_refresh_extends_expiry,
+                item_put_restarts_expiry_and_no_ttl_never_expires,
+                item_sweep_removes_expired_only,
+                item_ttl_must_be_positive,
+            ];
+            assistants: [
+                assistant_create_is_version_one_with_snapshot,
+                assistant_create_existing_conflicts_or_returns_existing,
+                assistant_update_mints_max_plus_one,
+                assistant_set_latest_reactivates_without_new_snapshot,
+                assistant_set_latest_unknown_version_is_not_found,
+                assistant_versions_newest_first_filter_and_page,
+                assistant_delete_removes_versions,
+                assistant_search_filters_and_reports_total,
+            ];
+            threads: [
+                thread_create_is_idle_with_null_values,
+                thread_create_existing_conflicts_or_returns_existing,
+                thread_patch_merges_metadata_and_bumps_updated_at,
+                thread_mirror_error_writes_metadata_error_and_success_clears_it,
+                thread_search_enforced_metadata_is_anded,
+                thread_search_enforced_metadata_key_collision_matches_nothing,
+                thread_search_filters_ids_status_and_values,
+                thread_search_sorts_by_each_field,
+                thread_count_by_status,
+                thread_copy_duplicates_state_under_new_id,
+                thread_delete_cascades_to_runs_and_thread_crons,
+            ];
+            runs: [
+                run_create_is_pending_on_an_existing_thread,
+                run_claim_serializes_runs_of_one_thread,
+                run_claim_waits_for_available_at,
+                run_cancel_pending_is_immediate_and_sends_no_webhook,
+                run_cancel_running_is_a_durable_request,
+                run_settle_cancel_wins_the_race,
+                run_settle_writes_status_error_and_delivery_in_one_step,
+                run_settle_of_never_started_run_writes_no_delivery,
+                run_settle_reports_interrupted_webhook_status,
+                run_settle_of_terminal_run_is_a_noop,
+                run_list_filters_status_and_pages,
+                run_active_lists_pending_and_running,
+                run_delete_removes_only_that_run,
+                run_concurrent_claims_never_double_run_a_thread,
+            ];
+            crons: [
+                cron_next_run_date_is_read_in_its_timezone,
+                cron_end_time_stops_firings,
+                cron_invalid_schedule_or_timezone_is_invalid,
+                cron_due_and_advance_fire_each_occurrence_once,
+                cron_disable_pauses_and_resume_skips_missed_firings,
+                cron_update_recomputes_schedule_and_merges_metadata,
+                cron_search_and_count_filter,
+                cron_thread_must_exist_and_delete_removes,
+            ];
+            idempotency: [
+                idempotency_first_begin_acquires_duplicate_is_in_progress,
+                idempotency_completed_key_replays_response,
+                idempotency_fingerprint_mismatch,
+                idempotency_abandon_releases_the_key,
+                idempotency_expired_key_starts_fresh,
+                idempotency_concurrent_duplicates_acquire_once,
+            ];
+            deliveries: [
+                delivery_first_attempt_counts_one,
+                delivery_success_clears_payload,
+                delivery_failure_schedules_retry,
+                delivery_dead_keeps_payload_for_retention,
+                delivery_replay_makes_undelivered_due_now,
+                delivery_replay_of_delivered_conflicts,
+                delivery_replay_with_another_runs_id_is_not_found,
+                delivery_list_by_run_filters_status_and_pages,
+                delivery_claim_due_is_exclusive_and_recovers_stalled,
+                delivery_rows_survive_thread_and_run_delete,
+            ];
+        }
+
+        mod model {
+            #[allow(unused_imports)]
+            use super::*;
+
+            #[test]
+            fn items_match_reference_model() {
+                $crate::model::items_match_reference_model($factory);
+            }
+
+            #[test]
+            fn threads_match_reference_model() {
+                $crate::model::threads_match_reference_model($factory);
+            }
+        }
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __conformance_suite {
+    (($factory:expr) $($module:ident: [$($test:ident),* $(,)?];)*) => {
+        $(
+            mod $module {
+                #[allow(unused_imports)]
+                use super::*;
+
+                $(
+                    #[test]
+                    fn $test() {
+                        $crate::run($factory, $crate::$module::$test);
+                    }
+                )*
+            }
+        )*
+    };
+}

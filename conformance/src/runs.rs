@@ -1,0 +1,484 @@
+//! Runs as the queue: claims, cancel, the atomic settle.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use serde_json::json;
+use service_store::{
+    ActiveRunsQuery, CancelOutcome, ErrorKind, RunListQuery, Settlement, WebhookRequest,
+};
+use service_types::{DeliveryStatus, RunError, RunStatus};
+use uuid::Uuid;
+
+use crate::harness::{Factory, Harness, assert_kind, obj, settlement};
+
+/// A settlement carrying a webhook.
+pub fn with_webhook(status: RunStatus) -> Settlement {
+    Settlement {
+        webhook: Some(WebhookRequest {
+            url: "https://example.test/hook".into(),
+            payload: obj(json!({"run_id": "r", "values": {"n": 1}})),
+            payload_truncated: false,
+        }),
+        ..settlement(status)
+    }
+}
+
+/// A new run is pending; its thread must exist and its id must be new.
+pub async fn run_create_is_pending_on_an_existing_thread(factory: Factory) {
+    let h = Harness::new(&factory).await;
+    let thread = h.thread().await;
+    let run = h.run_on(thread.thread_id).await;
+    assert_eq!(
+        (run.status, run.created_at, run.error.clone()),
+        (RunStatus::Pending, h.now(), None)
+    );
+    assert_eq!(
+        h.store.runs().get(run.run_id).await.expect("get"),
+        Some(run.clone())
+    );
+    assert_kind(
+        h.store.runs().create(h.new_run(Uuid::now_v7())).await,
+        ErrorKind::NotFound,
+    );
+    let duplicate = service_store::NewRun {
+        run_id: run.run_id,
+        ..h.new_run(thread.thread_id)
+    };
+    assert_kind(h.store.runs().create(duplicate).await, ErrorKind::Conflict);
+}
+
+/// One thread runs one run at a time: the next claim skips it until the running run
+/// settles, and meanwhile takes other threads' runs.
+pub async fn run_claim_serializes_runs_of_one_thread(factory: Factory) {
+    let h = Harness::new(&factory).await;
+    let a = h.thread().await.thread_id;
+    let b = h.thread().await.thread_id;
+    let a1 = h.run_on(a).await.run_id;
+    let a2 = h.run_on(a).await.run_id;
+    let b1 = h.run_on(b).await.run_id;
+    let hr = &h;
+    let claim = move || async move {
+        hr.store
+            .runs()
+            .claim_next(hr.now())
+            .await
+            .expect("claim")
+            .map(|run| run.run_id)
+    };
+    assert_eq!(claim().await, Some(a1));
+    assert_eq!(claim().await, Some(b1));
+    assert_eq!(claim().await, None);
+    h.store
+        .runs()
+        .settle(a1, settlement(RunStatus::Success))
+        .await
+        .expect("settle");
+    assert_eq!(claim().await, Some(a2));
+    let running = h.store.runs().get(a2).await.expect("get").expect("exists");
+    assert_eq!(running.status, RunStatus::Running);
+}
+
+/// A delayed run is not claimed before available_at, and the worker learns when.
+pub async fn run_claim_waits_for_available_at(factory: Factory) {
+    let h = Harness::new(&factory).await;
+    let thread = h.thread().await.thread_id;
+    let due = h.now().plus_minutes(2.0);
+    let delayed = service_store::NewRun {
+        available_at: due,
+        ..h.new_run(thread)
+    };
+    let run_id = h.store.runs().create(delayed).await.expect("create").run_id;
+    assert_eq!(
+        h.store.runs().claim_next(h.now()).await.expect("claim"),
+        None
+    );
+    assert_eq!(
+        h.store
+            .runs()
+            .next_available_at(h.now())
+            .await
+            .expect("next"),
+        Some(due)
+    );
+    h.advance_minutes(2.0);
+    assert_eq!(
+        h.store
+            .runs()
+            .next_available_at(h.now())
+            .await
+            .expect("next"),
+        None
+    );
+    let claimed = h.store.runs().claim_next(h.now()).await.expect("claim");
+    assert_eq!(claimed.map(|run| run.run_id), Some(run_id));
+}
+
+/// Cancelling a pending run cancels it at once; it never starts, so no webhook.
+pub async fn run_cancel_pending_is_immediate_and_sends_no_webhook(factory: Factory) {
+    let h = Harness::new(&factory).await;
+    let thread = h.thread().await.thread_id;
+    let run_id = h.run_on(thread).await.run_id;
+    let outcome = h.store.runs().request_cancel(run_id).await.expect("cancel");
+    assert!(
+        matches!(&outcome, CancelOutcome::Cancelled(run) if run.status == RunStatus::Cancelled)
+    );
+    assert_eq!(
+        h.store.runs().claim_next(h.now()).await.expect("claim"),
+        None
+    );
+    let settled = h
+        .store
+        .runs()
+        .settle(run_id, with_webhook(RunStatus::Success))
+        .await
+        .expect("settle");
+    assert_eq!(
+        (settled.changed, settled.run.status, settled.delivery),
+        (false, RunStatus::Cancelled, None)
+    );
+    let again = h.store.runs().request_cancel(run_id).await.expect("cancel");
+    assert!(matches!(again, CancelOutcome::AlreadyTerminal(_)));
+    assert_kind(
+        h.store.runs().request_cancel(Uuid::now_v7()).await,
+        ErrorKind::NotFound,
+    );
+}
+
+/// Cancelling a running run leaves it running with a durable cancel mark.
+pub async fn run_cancel_running_is_a_durable_request(factory: Factory) {
+    let h = Harness::new(&factory).await;
+    let thread = h.thread().await.thread_id;
+    let run_id = h.started_run(thread).await.run_id;
+    assert!(!h.store.runs().cancel_requested(run_id).await.expect("flag"));
+    let outcome = h.store.runs().request_cancel(run_id).await.expect("cancel");
+    assert!(matches!(&outcome, CancelOutcome::Requested(run) if run.status == RunStatus::Running));
+    assert!(h.store.runs().cancel_requested(run_id).await.expect("flag"));
+}
+
+/// A cancel requested before settle wins: the run ends cancelled whatever the
+/// settlement said, and the webhook reports cancelled.
+pub async fn run_settle_cancel_wins_the_race(factory: Factory) {
+    let h = Harness::new(&factory).await;
+    let thread = h.thread().await.thread_id;
+    let run_id = h.started_run(thread).await.run_id;
+    h.store.runs().request_cancel(run_id).await.expect("cancel");
+    let mut outcome = with_webhook(RunStatus::Error);
+    outcome.error = Some(RunError::new("ValueError", "late"));
+    let settled = h
+        .store
+        .runs()
+        .settle(run_id, outcome)
+        .await
+        .expect("settle");
+    assert_eq!(
+        (settled.run.status, settled.run.error.clone()),
+        (RunStatus::Cancelled, None)
+    );
+    if let Some(delivery) = settled.delivery {
+        assert_eq!(
+            delivery.payload.expect("payload")["status"],
+            json!("cancelled")
+        );
+    }
+}
+
+/// Settle writes terminal status, error and (run started + webhook) the pending
+/// delivery row in one step; the row is readable at once.
+pub async fn run_settle_writes_status_error_and_delivery_in_one_step(factory: Factory) {
+    let h = Harness::new(&factory).await;
+    let thread = h.thread().await.thread_id;
+    let run_id = h.started_run(thread).await.run_id;
+    h.advance_minutes(1.0);
+    let mut outcome = with_webhook(RunStatus::Error);
+    outcome.error = Some(RunError::new("ValueError", "boom"));
+    let settled = h
+        .store
+        .runs()
+        .settle(run_id, outcome)
+        .await
+        .expect("settle");
+    assert!(settled.changed);
+    assert_eq!(
+        (settled.run.status, settled.run.updated_at),
+        (RunStatus::Error, h.now())
+    );
+    assert_eq!(
+        settled.run.error.as_ref().map(|e| e.message.as_str()),
+        Some("boom")
+    );
+    let stored = h
+        .store
+        .runs()
+        .get(run_id)
+        .await
+        .expect("get")
+        .expect("exists");
+    assert_eq!(stored, settled.run);
+    let Some(deliveries) = h.store.deliveries() else {
+        assert_eq!(
+            settled.delivery, None,
+            "a store without deliveries writes no row"
+        );
+        return;
+    };
+    let delivery = settled
+        .delivery
+        .expect("delivery row written with the status");
+    assert_eq!(
+        (delivery.delivery.status, delivery.delivery.attempt),
+        (DeliveryStatus::Pending, 0)
+    );
+    assert_eq!(delivery.delivery.next_attempt_at, Some(h.now()));
+    assert_eq!(
+        (delivery.delivery.run_id, delivery.delivery.thread_id),
+        (run_id, thread)
+    );
+    assert!(delivery.delivery.replayable);
+    let payload = delivery.payload.clone().expect("payload");
+    assert_eq!(
+        (payload["status"].clone(), payload["values"].clone()),
+        (json!("error"), json!({"n": 1}))
+    );
+    assert_eq!(
+        deliveries
+            .get(delivery.delivery.delivery_id)
+            .await
+            .expect("get"),
+        Some(delivery)
+    );
+}
+
+/// A run settled without having started gets no delivery row.
+pub async fn run_settle_of_never_started_run_writes_no_delivery(factory: Factory) {
+    let h = Harness::new(&factory).await;
+    let thread = h.thread().await.thread_id;
+    let run_id = h.run_on(thread).await.run_id;
+    let settled = h
+        .store
+        .runs()
+        .settle(run_id, with_webhook(RunStatus::Cancelled))
+        .await
+        .expect("settle");
+    assert_eq!(
+        (settled.run.status, settled.delivery),
+        (RunStatus::Cancelled, None)
+    );
+}
+
+/// A run that paused on an interrupt is stored as success; its webhook says interrupted.
+pub async fn run_settle_reports_interrupted_webhook_status(factory: Factory) {
+    let h = Harness::new(&factory).await;
+    let thread = h.thread().await.thread_id;
+    let run_id = h.started_run(thread).await.run_id;
+    let outcome = Settlement {
+        interrupted: true,
+        ..with_webhook(RunStatus::Success)
+    };
+    let settled = h
+        .store
+        .runs()
+        .settle(run_id, outcome)
+        .await
+        .expect("settle");
+    assert_eq!(settled.run.status, RunStatus::Success);
+    if h.store.capabilities().deliveries {
+        let payload = settled.delivery.and_then(|d| d.payload).expect("payload");
+        assert_eq!(payload["status"], json!("interrupted"));
+    }
+}
+
+/// Settling a terminal run is a no-op returning it; a non-terminal status is invalid.
+pub async fn run_settle_of_terminal_run_is_a_noop(factory: Factory) {
+    let h = Harness::new(&factory).await;
+    let thread = h.thread().await.thread_id;
+    let run_id = h.started_run(thread).await.run_id;
+    assert_kind(
+        h.store
+            .runs()
+            .settle(run_id, settlement(RunStatus::Running))
+            .await,
+        ErrorKind::Invalid,
+    );
+    let first = h
+        .store
+        .runs()
+        .settle(run_id, settlement(RunStatus::Success))
+        .await
+        .expect("settle");
+    h.advance_minutes(1.0);
+    let second = h
+        .store
+        .runs()
+        .settle(run_id, with_webhook(RunStatus::Error))
+        .await
+        .expect("settle");
+    assert_eq!((second.changed, second.delivery), (false, None));
+    assert_eq!(second.run, first.run);
+    assert_kind(
+        h.store
+            .runs()
+            .settle(Uuid::now_v7(), settlement(RunStatus::Success))
+            .await,
+        ErrorKind::NotFound,
+    );
+}
+
+/// The run list filters by status and pages with offset.
+pub async fn run_list_filters_status_and_pages(factory: Factory) {
+    let h = Harness::new(&factory).await;
+    let thread = h.thread().await.thread_id;
+    let done = h.started_run(thread).await.run_id;
+    h.store
+        .runs()
+        .settle(done, settlement(RunStatus::Success))
+        .await
+        .expect("settle");
+    let mut pending = Vec::new();
+    for _ in 0..3 {
+        h.advance_minutes(1.0);
+        pending.push(h.run_on(thread).await.run_id);
+    }
+    let query = RunListQuery {
+        status: Some(RunStatus::Pending),
+        limit: Some(2),
+        offset: 1,
+    };
+    let listed: Vec<Uuid> = h
+        .store
+        .runs()
+        .list(thread, &query)
+        .await
+        .expect("list")
+        .into_iter()
+        .map(|r| r.run_id)
+        .collect();
+    assert_eq!(listed, vec![pending[1], pending[0]]);
+    let query = RunListQuery {
+        status: Some(RunStatus::Success),
+        ..Default::default()
+    };
+    assert_eq!(
+        h.store
+            .runs()
+            .list(thread, &query)
+            .await
+            .expect("list")
+            .len(),
+        1
+    );
+}
+
+/// Active runs list pending and running runs, per thread or across threads.
+pub async fn run_active_lists_pending_and_running(factory: Factory) {
+    let h = Harness::new(&factory).await;
+    let a = h.thread().await.thread_id;
+    let b = h.thread().await.thread_id;
+    let running = h.started_run(a).await.run_id;
+    let queued = h.run_on(a).await.run_id;
+    let other = h.run_on(b).await.run_id;
+    let done = h.run_on(b).await.run_id;
+    h.store.runs().request_cancel(done).await.expect("cancel");
+    let hr = &h;
+    let ids = move |query: ActiveRunsQuery| async move {
+        hr.store
+            .runs()
+            .active(&query)
+            .await
+            .expect("active")
+            .into_iter()
+            .map(|r| r.run_id)
+            .collect::<HashSet<_>>()
+    };
+    assert_eq!(
+        ids(ActiveRunsQuery::default()).await,
+        HashSet::from([running, queued, other])
+    );
+    let of_a = ActiveRunsQuery {
+        thread_id: Some(a),
+        ..Default::default()
+    };
+    assert_eq!(ids(of_a).await, HashSet::from([running, queued]));
+    let pending_only = ActiveRunsQuery {
+        status: Some(RunStatus::Pending),
+        ..Default::default()
+    };
+    assert_eq!(ids(pending_only).await, HashSet::from([queued, other]));
+}
+
+/// Delete removes one run (running ones too, freeing the thread); unknown is NotFound.
+pub async fn run_delete_removes_only_that_run(factory: Factory) {
+    let h = Harness::new(&factory).await;
+    let thread = h.thread().await.thread_id;
+    let running = h.started_run(thread).await.run_id;
+    let next = h.run_on(thread).await.run_id;
+    h.store.runs().delete(running).await.expect("delete");
+    assert_eq!(h.store.runs().get(running).await.expect("get"), None);
+    let claimed = h
+        .store
+        .runs()
+        .claim_next(h.now())
+        .await
+        .expect("claim")
+        .map(|run| run.run_id);
+    assert_eq!(claimed, Some(next));
+    assert_kind(h.store.runs().delete(running).await, ErrorKind::NotFound);
+}
+
+/// Many concurrent workers never run two runs of one thread at once and never claim
+/// a run twice.
+pub async fn run_concurrent_claims_never_double_run_a_thread(factory: Factory) {
+    let h = Arc::new(Harness::new(&factory).await);
+    let mut threads = Vec::new();
+    for _ in 0..4 {
+        let thread = h.thread().await.thread_id;
+        for _ in 0..5 {
+            h.run_on(thread).await;
+        }
+        threads.push(thread);
+    }
+    let mut workers = Vec::new();
+    for _ in 0..8 {
+        let h = h.clone();
+        workers.push(tokio::spawn(async move {
+            let mut done = Vec::new();
+            let mut idle_rounds = 0;
+            while idle_rounds < 50 {
+                match h.store.runs().claim_next(h.now()).await.expect("claim") {
+                    Some(run) => {
+                        idle_rounds = 0;
+                        let active = ActiveRunsQuery {
+                            thread_id: Some(run.thread_id),
+                            status: Some(RunStatus::Running),
+                            ..Default::default()
+                        };
+                        let running = h.store.runs().active(&active).await.expect("active");
+                        assert_eq!(running.len(), 1, "one running run per thread");
+                        tokio::task::yield_now().await;
+                        h.store
+                            .runs()
+                            .settle(run.run_id, settlement(RunStatus::Success))
+                            .await
+                            .expect("settle");
+                        done.push(run.run_id);
+                    }
+                    None => {
+                        idle_rounds += 1;
+                        tokio::task::yield_now().await;
+                    }
+                }
+            }
+            done
+        }));
+    }
+    let mut claimed = Vec::new();
+    for worker in workers {
+        claimed.extend(worker.await.expect("worker"));
+    }
+    let unique: HashSet<Uuid> = claimed.iter().copied().collect();
+    assert_eq!(
+        (claimed.len(), unique.len()),
+        (20, 20),
+        "each run claimed exactly once"
+    );
+}

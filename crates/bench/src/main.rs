@@ -1,0 +1,113 @@
+//! `bench`: drives a server that speaks the LangGraph SDKs' HTTP protocol with the
+//! scenarios of docs/performance.md and prints one JSON line per measurement (stdout)
+//! plus a human table (stderr). `bench summarize` turns several runs' JSON lines into
+//! the markdown tables of docs/performance.md.
+
+mod client;
+mod load;
+mod report;
+mod scenarios;
+mod stats;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Load benchmark for the agent-run HTTP API.
+#[derive(Debug, Parser)]
+#[command(name = "bench")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run scenarios against a server (and the raw ceiling, when given).
+    Run(RunArgs),
+    /// Summarise the JSON lines of several runs as markdown (median, min–max).
+    Summarize(report::SummarizeArgs),
+}
+
+/// Options of `bench run`.
+#[derive(Clone, Debug, clap::Args)]
+pub(crate) struct RunArgs {
+    /// Base URL of the server under test.
+    #[arg(long, default_value = "http://127.0.0.1:8123")]
+    url: String,
+    /// Base URL of the raw HTTP ceiling (`bench-ceiling`), driven with S1's pattern.
+    #[arg(long)]
+    ceiling_url: Option<String>,
+    /// Process id of the server under test (S6 reads its VmRSS).
+    #[arg(long)]
+    server_pid: Option<u32>,
+    /// Scenarios to run, comma-separated (s1..s7).
+    #[arg(long, default_value = "s1,s2,s3,s4,s5,s6,s7", value_delimiter = ',')]
+    scenarios: Vec<String>,
+    /// Measured seconds per load.
+    #[arg(long, default_value_t = 3.0)]
+    duration: f64,
+    /// Warm-up seconds before each load (not recorded).
+    #[arg(long, default_value_t = 1.0)]
+    warmup: f64,
+    /// Measure exactly this many operations per load instead of `--duration`.
+    #[arg(long)]
+    count: Option<u64>,
+    /// S4: supersteps per `steps` run.
+    #[arg(long, default_value_t = 200)]
+    steps: u64,
+    /// S5: items in the searched namespace.
+    #[arg(long, default_value_t = 10_000)]
+    store_items: u64,
+    /// S6: threads created, each with one `echo` run.
+    #[arg(long, default_value_t = 10_000)]
+    memory_threads: u64,
+    /// Worker threads of the load tool's own runtime (1 = single-threaded).
+    #[arg(long, default_value_t = 1)]
+    client_threads: usize,
+    /// A label copied into every JSON line (e.g. `memory`, `postgres`).
+    #[arg(long, default_value = "")]
+    label: String,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Summarize(args) => match report::summarize(&args) {
+            Ok(markdown) => {
+                print!("{markdown}");
+                ExitCode::SUCCESS
+            }
+            Err(error) => {
+                eprintln!("error: {error}");
+                ExitCode::FAILURE
+            }
+        },
+        Command::Run(args) => {
+            let runtime = if args.client_threads <= 1 {
+                tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+            } else {
+                tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(args.client_threads)
+                    .enable_all()
+                    .build()
+            };
+            let runtime = match runtime {
+                Ok(runtime) => runtime,
+                Err(error) => {
+                    eprintln!("error: cannot start the runtime: {error}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            match runtime.block_on(scenarios::run_all(args)) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(error) => {
+                    eprintln!("error: {error}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+    }
+}

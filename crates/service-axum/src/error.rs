@@ -1,0 +1,62 @@
+//! The one mapping from engine errors to HTTP responses.
+
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+use service_engine::{EngineError, ErrorKind};
+
+/// An engine error on its way to the client.
+#[derive(Debug)]
+pub struct ApiError(pub EngineError);
+
+impl From<EngineError> for ApiError {
+    fn from(error: EngineError) -> Self {
+        Self(error)
+    }
+}
+
+/// Result alias of handlers.
+pub type ApiResult<T> = Result<T, ApiError>;
+
+/// The status code of an error kind.
+pub fn status_of(kind: ErrorKind) -> StatusCode {
+    match kind {
+        ErrorKind::BadRequest => StatusCode::BAD_REQUEST,
+        ErrorKind::NotFound => StatusCode::NOT_FOUND,
+        ErrorKind::Conflict => StatusCode::CONFLICT,
+        ErrorKind::Unprocessable | ErrorKind::CapabilityMissing => StatusCode::UNPROCESSABLE_ENTITY,
+        ErrorKind::GraphLoadFailed | ErrorKind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+        ErrorKind::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+        ErrorKind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let error = self.0;
+        let status = status_of(error.kind);
+        if status.is_server_error() {
+            tracing::error!(status = status.as_u16(), error = %error.chain(), "request failed");
+        }
+        // `message` is what SPEC names; `detail` carries the same text for tools
+        // written against the reference server, which the Python SDK also reads.
+        let mut body = json!({
+            "status": status.as_u16(),
+            "message": error.message,
+            "detail": error.message,
+        });
+        if let Some(code) = error.code {
+            body["code"] = json!(code);
+        }
+        if let Some(details) = &error.details {
+            body["details"] = details.clone();
+        }
+        (status, Json(body)).into_response()
+    }
+}
+
+/// A 422 for a body or query that does not fit the schema.
+pub(crate) fn unprocessable(message: impl Into<String>) -> ApiError {
+    ApiError(EngineError::unprocessable(message))
+}

@@ -1,0 +1,180 @@
+//! Request decoding that accepts what both SDKs send: bodies with unknown keys, empty
+//! bodies on POSTs that carry none, percent-encoded path ids, and query strings in
+//! both list encodings (`k=a&k=b` and `k=["a","b"]`) and boolean spellings.
+
+use axum::body::Bytes;
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::request::Parts;
+use serde::de::DeserializeOwned;
+use uuid::Uuid;
+
+use crate::error::{ApiError, unprocessable};
+
+/// A JSON body; an empty body reads as `{}`.
+#[derive(Debug)]
+pub(crate) struct JsonBody<T>(pub T);
+
+impl<T, S> FromRequest<S> for JsonBody<T>
+where
+    T: DeserializeOwned,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let bytes = Bytes::from_request(request, state)
+            .await
+            .map_err(|error| unprocessable(format!("Could not read the request body: {error}")))?;
+        let text: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) {
+            b"{}"
+        } else {
+            &bytes
+        };
+        let value: serde_json::Value = serde_json::from_slice(text)
+            .map_err(|_| unprocessable("Invalid JSON in request body"))?;
+        serde_path_to_error::deserialize(value)
+            .map(JsonBody)
+            .map_err(|error| {
+                let path = error.path().to_string();
+                let inner = error.into_inner();
+                if path == "." {
+                    unprocessable(format!("Invalid request body: {inner}"))
+                } else {
+                    unprocessable(format!("Invalid request body at '{path}': {inner}"))
+                }
+            })
+    }
+}
+
+/// Parsed query parameters, in order, keys possibly repeated.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct QueryParams(Vec<(String, String)>);
+
+impl<S: Send + Sync> FromRequestParts<S> for QueryParams {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        Ok(Self::parse(parts.uri.query().unwrap_or_default()))
+    }
+}
+
+fn decode(text: &str) -> String {
+    let spaced = text.replace('+', " ");
+    percent_encoding::percent_decode_str(&spaced)
+        .decode_utf8_lossy()
+        .into_owned()
+}
+
+impl QueryParams {
+    /// Parses a raw query string.
+    pub(crate) fn parse(query: &str) -> Self {
+        Self(
+            query
+                .split('&')
+                .filter(|pair| !pair.is_empty())
+                .map(|pair| {
+                    let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+                    (decode(key), decode(value))
+                })
+                .collect(),
+        )
+    }
+
+    /// The first non-empty value of `key` (an empty value counts as absent).
+    pub(crate) fn get(&self, key: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(name, value)| name == key && !value.is_empty())
+            .map(|(_, value)| value.as_str())
+    }
+
+    /// A boolean: `true`/`True`/`1`/`yes` or `false`/`False`/`0`/`no`.
+    pub(crate) fn bool(&self, key: &str) -> Result<Option<bool>, ApiError> {
+        match self.get(key) {
+            None => Ok(None),
+            Some(text) => match text.to_ascii_lowercase().as_str() {
+                "true" | "1" | "yes" => Ok(Some(true)),
+                "false" | "0" | "no" => Ok(Some(false)),
+                _ => Err(unprocessable(format!(
+                    "Invalid boolean for '{key}': {text}"
+                ))),
+            },
+        }
+    }
+
+    /// An integer.
+    pub(crate) fn int(&self, key: &str) -> Result<Option<i64>, ApiError> {
+        self.get(key)
+            .map(|text| {
+                text.parse()
+                    .map_err(|_| unprocessable(format!("Invalid {key} {text}")))
+            })
+            .transpose()
+    }
+
+    /// A list: repeated keys, a JSON array in one key, or a comma-separated value.
+    pub(crate) fn list(&self, key: &str) -> Vec<String> {
+        let mut items = Vec::new();
+        for (name, value) in &self.0 {
+            if name != key || value.is_empty() {
+                continue;
+            }
+            if value.starts_with('[')
+                && let Ok(array) = serde_json::from_str::<Vec<String>>(value)
+            {
+                items.extend(array);
+                continue;
+            }
+            items.extend(
+                value
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|part| !part.is_empty())
+                    .map(str::to_owned),
+            );
+        }
+        items
+    }
+}
+
+/// Parses a path id, answering 422 `Invalid <what> ID: must be a UUID` otherwise.
+pub(crate) fn uuid(what: &str, text: &str) -> Result<Uuid, ApiError> {
+    Uuid::parse_str(text).map_err(|_| unprocessable(format!("Invalid {what} ID: must be a UUID")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lists_accept_both_sdk_encodings() {
+        let python = QueryParams::parse("select=run_id&select=status");
+        assert_eq!(python.list("select"), ["run_id", "status"]);
+        let js = QueryParams::parse("select=%5B%22run_id%22%2C%22status%22%5D");
+        assert_eq!(js.list("select"), ["run_id", "status"]);
+        assert!(
+            QueryParams::parse("stream_mode=")
+                .list("stream_mode")
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn booleans_accept_every_spelling() {
+        let params = QueryParams::parse("a=1&b=0&c=true&d=False&e=yes&f=maybe");
+        assert_eq!(params.bool("a").unwrap(), Some(true));
+        assert_eq!(params.bool("b").unwrap(), Some(false));
+        assert_eq!(params.bool("c").unwrap(), Some(true));
+        assert_eq!(params.bool("d").unwrap(), Some(false));
+        assert_eq!(params.bool("e").unwrap(), Some(true));
+        assert!(params.bool("f").is_err());
+        assert_eq!(params.bool("missing").unwrap(), None);
+    }
+
+    #[test]
+    fn values_are_percent_decoded() {
+        let params = QueryParams::parse("namespace=users.u%201&key=a+b");
+        assert_eq!(params.get("namespace"), Some("users.u 1"));
+        assert_eq!(params.get("key"), Some("a b"));
+    }
+}

@@ -1,0 +1,221 @@
+//! `Idempotency-Key`: a retried POST with the same key replays the recorded response
+//! instead of acting again.
+//!
+//! The first request with a key claims it in the store (so a concurrent duplicate gets
+//! 409 instead of acting too), runs, and records its status, headers and body. A
+//! response that streams (SSE, or a wait body) is recorded by its head alone: it
+//! carries a `Location` to re-join the same run, and a replay answers with that join
+//! (a stream replays from the first frame). The same key with a different request is
+//! refused with 422.
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use service_engine::{Engine, EngineError};
+use service_store::{Begin, StoredResponse};
+use sha2::{Digest, Sha256};
+
+use crate::error::ApiError;
+
+/// Largest request body an idempotent request may carry.
+const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
+/// Header marking a recorded response that is replayed by re-joining its run.
+const REJOIN: &str = "x-service-idempotent-rejoin";
+
+pub(crate) async fn idempotency(
+    State(engine): State<Engine>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let Some(key) = request
+        .headers()
+        .get("idempotency-key")
+        .and_then(|value| value.to_str().ok())
+        .map(str::to_owned)
+    else {
+        return next.run(request).await;
+    };
+    if request.method() != Method::POST || key.is_empty() || key.len() > 255 {
+        return next.run(request).await;
+    }
+    let (parts, body) = request.into_parts();
+    let bytes = match axum::body::to_bytes(body, MAX_BODY_BYTES).await {
+        Ok(bytes) => bytes,
+        Err(error) => {
+            return ApiError(EngineError::bad_request(format!(
+                "Could not read the request body: {error}"
+            )))
+            .into_response();
+        }
+    };
+    let fingerprint = fingerprint(&parts.method, &parts.uri, &bytes);
+    let now = engine.store_now();
+    let expires_at = now.plus_millis(engine.config().idempotency_ttl.as_millis() as i64);
+    let claim = engine
+        .store()
+        .idempotency()
+        .begin(&key, &fingerprint, now, expires_at)
+        .await;
+    match claim {
+        Err(error) => ApiError(error.into()).into_response(),
+        Ok(Begin::FingerprintMismatch) => ApiError(EngineError::unprocessable(
+            "This Idempotency-Key was already used with a different request; use a new key for a new request",
+        ))
+        .into_response(),
+        Ok(Begin::InProgress) => ApiError(EngineError::conflict(
+            "A request with this Idempotency-Key is still in progress; retry once it has finished",
+        ))
+        .into_response(),
+        Ok(Begin::Completed(recorded)) => {
+            let prefix = mount_prefix(&parts);
+            replay(recorded, &prefix, parts.headers, next).await
+        }
+        Ok(Begin::Acquired) => {
+            let request = Request::from_parts(parts, Body::from(bytes));
+            let response = next.run(request).await;
+            record(&engine, &key, response).await
+        }
+    }
+}
+
+fn fingerprint(method: &Method, uri: &Uri, body: &[u8]) -> String {
+    let mut hasher = Sha256::new();
+    hasher.update(method.as_str().as_bytes());
+    hasher.update(b" ");
+    hasher.update(uri.path().as_bytes());
+    hasher.update(b"?");
+    hasher.update(uri.query().unwrap_or_default().as_bytes());
+    hasher.update(b"\n");
+    hasher.update(body);
+    hasher
+        .finalize()
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect()
+}
+
+fn is_streamed(headers: &HeaderMap) -> bool {
+    headers.contains_key(header::LOCATION)
+}
+
+async fn record(engine: &Engine, key: &str, response: Response) -> Response {
+    let repo = engine.store().idempotency();
+    if response.status().is_server_error() {
+        // A failure that did not act may be retried for real.
+        if let Err(error) = repo.abandon(key).await {
+            tracing::warn!(%error, "releasing an idempotency key failed");
+        }
+        return response;
+    }
+    let headers: Vec<(String, String)> = response
+        .headers()
+        .iter()
+        .filter(|(name, _)| *name != header::CONTENT_LENGTH && *name != header::TRANSFER_ENCODING)
+        .filter_map(|(name, value)| {
+            Some((name.as_str().to_owned(), value.to_str().ok()?.to_owned()))
+        })
+        .collect();
+    let status = response.status().as_u16();
+    if is_streamed(response.headers()) {
+        let mut recorded_headers = headers;
+        recorded_headers.push((REJOIN.to_owned(), "1".to_owned()));
+        let recorded = StoredResponse {
+            status,
+            headers: recorded_headers,
+            body: Vec::new(),
+        };
+        if let Err(error) = repo.complete(key, recorded).await {
+            tracing::warn!(%error, "recording an idempotent response failed");
+        }
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    let bytes = match axum::body::to_bytes(body, usize::MAX).await {
+        Ok(bytes) => bytes,
+        Err(error) => {
+            let _ = repo.abandon(key).await;
+            return ApiError(EngineError::internal(error)).into_response();
+        }
+    };
+    let recorded = StoredResponse {
+        status,
+        headers,
+        body: bytes.to_vec(),
+    };
+    if let Err(error) = repo.complete(key, recorded).await {
+        tracing::warn!(%error, "recording an idempotent response failed");
+    }
+    Response::from_parts(parts, Body::from(bytes))
+}
+
+/// The path the router is mounted under; recorded `Location`s start with it, while
+/// requests dispatched inside the router must not.
+fn mount_prefix(parts: &axum::http::request::Parts) -> String {
+    parts
+        .extensions
+        .get::<axum::extract::OriginalUri>()
+        .and_then(|original| {
+            original
+                .path()
+                .strip_suffix(parts.uri.path())
+                .map(str::to_owned)
+        })
+        .unwrap_or_default()
+}
+
+async fn replay(
+    recorded: StoredResponse,
+    prefix: &str,
+    request_headers: HeaderMap,
+    next: Next,
+) -> Response {
+    let rejoin = recorded.headers.iter().any(|(name, _)| name == REJOIN);
+    let location = recorded
+        .headers
+        .iter()
+        .find(|(name, _)| name == "location")
+        .map(|(_, value)| value.clone());
+    if rejoin && let Some(location) = location {
+        // Re-join the run the first request created, from its first frame.
+        let inner = location.strip_prefix(prefix).unwrap_or(&location);
+        let mut request = Request::get(inner).body(Body::empty()).unwrap_or_default();
+        for name in [header::AUTHORIZATION, HeaderName::from_static("x-api-key")] {
+            if let Some(value) = request_headers.get(&name) {
+                request.headers_mut().insert(name, value.clone());
+            }
+        }
+        request
+            .headers_mut()
+            .insert("last-event-id", HeaderValue::from_static("-1"));
+        let mut response = next.run(request).await;
+        // The replay names the run of the first request, as its response did.
+        for (name, value) in &recorded.headers {
+            if (name == "location" || name == "content-location")
+                && let Ok(value) = HeaderValue::try_from(value.as_str())
+            {
+                response.headers_mut().insert(
+                    HeaderName::from_static(if name == "location" {
+                        "location"
+                    } else {
+                        "content-location"
+                    }),
+                    value,
+                );
+            }
+        }
+        return response;
+    }
+    let mut response = Response::new(Body::from(recorded.body));
+    *response.status_mut() = StatusCode::from_u16(recorded.status).unwrap_or(StatusCode::OK);
+    for (name, value) in recorded.headers {
+        if let (Ok(name), Ok(value)) = (HeaderName::try_from(name), HeaderValue::try_from(value)) {
+            response.headers_mut().append(name, value);
+        }
+    }
+    response
+        .headers_mut()
+        .insert("idempotent-replayed", HeaderValue::from_static("true"));
+    response
+}

@@ -1,0 +1,53 @@
+//! `/ok`, `/info` and `/invoke/{graph_id}`.
+
+use axum::extract::{Path, State};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde_json::{Value, json};
+use service_engine::Engine;
+
+use crate::error::ApiResult;
+use crate::extract::JsonBody;
+
+pub(crate) fn routes() -> Router<Engine> {
+    Router::new()
+        .route("/", get(ok))
+        .route("/ok", get(ok))
+        .route("/info", get(info))
+        .route("/invoke/{graph_id}", post(invoke))
+}
+
+async fn ok() -> Json<Value> {
+    Json(json!({"ok": true}))
+}
+
+async fn info(State(engine): State<Engine>) -> Json<Value> {
+    Json(json!({
+        "version": env!("CARGO_PKG_VERSION"),
+        "langgraph_py_version": null,
+        "flags": {
+            "assistants": true,
+            "crons": true,
+            "langsmith": false,
+            "langsmith_tracing_replicas": false,
+            "langsmith_tracing_session_on_runs": false,
+        },
+        "host": {
+            "kind": "self-hosted",
+            "project_id": null,
+            "host_revision_id": null,
+            "revision_id": null,
+            "tenant_id": null,
+        },
+        "graphs": engine.graph_ids(),
+    }))
+}
+
+async fn invoke(
+    State(engine): State<Engine>,
+    Path(graph_id): Path<String>,
+    JsonBody(input): JsonBody<Value>,
+) -> ApiResult<Response> {
+    Ok(Json(engine.invoke(&graph_id, input).await?).into_response())
+}

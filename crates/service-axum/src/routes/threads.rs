@@ -1,0 +1,289 @@
+//! `/threads` routes: CRUD, search, copy, prune, state, history, thread stream.
+
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde_json::json;
+use service_engine::Engine;
+use service_engine::bus::{Replay, Topic};
+use service_types::{
+    Checkpoint, HistoryBefore, HistoryQuery, PruneStrategy, Thread, ThreadCreate, ThreadPatch,
+    ThreadPrune, ThreadSearch, ThreadStateAtCheckpoint, ThreadStateUpdate,
+};
+
+use crate::error::{ApiResult, unprocessable};
+use crate::extract::{JsonBody, QueryParams, uuid};
+use crate::project;
+use crate::routes::headers;
+use crate::sse::{ModeFilter, SseBody, sse_response};
+
+const SELECTABLE: [&str; 12] = [
+    "thread_id",
+    "created_at",
+    "updated_at",
+    "state_updated_at",
+    "metadata",
+    "config",
+    "status",
+    "values",
+    "interrupts",
+    "error",
+    "context",
+    "ttl",
+];
+
+pub(crate) fn routes() -> Router<Engine> {
+    Router::new()
+        .route("/threads", post(create))
+        .route("/threads/search", post(search))
+        .route("/threads/count", post(count))
+        .route("/threads/prune", post(prune))
+        .route(
+            "/threads/{thread_id}",
+            get(read).patch(update).delete(remove),
+        )
+        .route("/threads/{thread_id}/copy", post(copy))
+        .route("/threads/{thread_id}/state", get(state).post(update_state))
+        .route(
+            "/threads/{thread_id}/state/checkpoint",
+            post(state_at_checkpoint_body),
+        )
+        .route(
+            "/threads/{thread_id}/state/{checkpoint_id}",
+            get(state_at_checkpoint),
+        )
+        .route(
+            "/threads/{thread_id}/history",
+            get(history_get).post(history_post),
+        )
+        .route("/threads/{thread_id}/stream", get(join_stream))
+}
+
+fn thread_id(text: &str) -> ApiResult<uuid::Uuid> {
+    uuid("thread", text)
+}
+
+/// Thread JSON; the ttl only when asked for with `?include=ttl`.
+fn thread_body(mut thread: Thread, include_ttl: bool) -> Response {
+    if !include_ttl {
+        thread.ttl = None;
+    }
+    Json(thread).into_response()
+}
+
+async fn create(
+    State(engine): State<Engine>,
+    JsonBody(body): JsonBody<ThreadCreate>,
+) -> ApiResult<Response> {
+    Ok(thread_body(engine.create_thread(body).await?, false))
+}
+
+async fn read(
+    State(engine): State<Engine>,
+    Path(id): Path<String>,
+    query: QueryParams,
+) -> ApiResult<Response> {
+    let include_ttl = query.list("include").iter().any(|field| field == "ttl");
+    Ok(thread_body(
+        engine.get_thread(thread_id(&id)?).await?,
+        include_ttl,
+    ))
+}
+
+async fn update(
+    State(engine): State<Engine>,
+    Path(id): Path<String>,
+    request_headers: HeaderMap,
+    JsonBody(body): JsonBody<ThreadPatch>,
+) -> ApiResult<Response> {
+    let thread = engine.patch_thread(thread_id(&id)?, body).await?;
+    let minimal = request_headers
+        .get_all("prefer")
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .any(|value| value.split(',').any(|part| part.trim() == "return=minimal"));
+    if minimal {
+        return Ok(StatusCode::NO_CONTENT.into_response());
+    }
+    Ok(thread_body(thread, false))
+}
+
+async fn remove(State(engine): State<Engine>, Path(id): Path<String>) -> ApiResult<StatusCode> {
+    engine.delete_thread(thread_id(&id)?).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn search(
+    State(engine): State<Engine>,
+    JsonBody(body): JsonBody<ThreadSearch>,
+) -> ApiResult<Response> {
+    let select = body.select.clone().unwrap_or_default();
+    let extract = body.extract.clone();
+    let page = engine.search_threads(body, None).await?;
+    let threads: Vec<Thread> = page
+        .threads
+        .into_iter()
+        .map(|mut thread| {
+            thread.ttl = None;
+            thread
+        })
+        .collect();
+    let mut items = project::select(&threads, &select, &SELECTABLE)?;
+    if let Some(paths) = extract {
+        project::extract(&mut items, &paths)?;
+    }
+    let mut pairs = Vec::new();
+    if let Some(next) = page.next_offset {
+        pairs.push(("x-pagination-next", next.to_string()));
+    }
+    Ok((headers(&pairs), Json(items)).into_response())
+}
+
+async fn count(
+    State(engine): State<Engine>,
+    JsonBody(body): JsonBody<ThreadSearch>,
+) -> ApiResult<Json<u64>> {
+    Ok(Json(engine.count_threads(body, None).await?))
+}
+
+async fn copy(State(engine): State<Engine>, Path(id): Path<String>) -> ApiResult<Response> {
+    Ok(thread_body(
+        engine.copy_thread(thread_id(&id)?).await?,
+        false,
+    ))
+}
+
+async fn prune(
+    State(engine): State<Engine>,
+    JsonBody(body): JsonBody<ThreadPrune>,
+) -> ApiResult<Response> {
+    let strategy = body.strategy.unwrap_or(PruneStrategy::Delete);
+    let pruned = engine.prune_threads(body.thread_ids, strategy).await?;
+    Ok(Json(json!({ "pruned_count": pruned })).into_response())
+}
+
+async fn state(
+    State(engine): State<Engine>,
+    Path(id): Path<String>,
+    query: QueryParams,
+) -> ApiResult<Response> {
+    let subgraphs = query.bool("subgraphs")?.unwrap_or(false);
+    Ok(Json(
+        engine
+            .thread_state(thread_id(&id)?, None, subgraphs)
+            .await?,
+    )
+    .into_response())
+}
+
+async fn state_at_checkpoint(
+    State(engine): State<Engine>,
+    Path((id, checkpoint_id)): Path<(String, String)>,
+    query: QueryParams,
+) -> ApiResult<Response> {
+    let subgraphs = query.bool("subgraphs")?.unwrap_or(false);
+    let checkpoint = Checkpoint {
+        checkpoint_id: Some(checkpoint_id),
+        ..Checkpoint::default()
+    };
+    Ok(Json(
+        engine
+            .thread_state(thread_id(&id)?, Some(checkpoint), subgraphs)
+            .await?,
+    )
+    .into_response())
+}
+
+async fn state_at_checkpoint_body(
+    State(engine): State<Engine>,
+    Path(id): Path<String>,
+    JsonBody(body): JsonBody<ThreadStateAtCheckpoint>,
+) -> ApiResult<Response> {
+    let subgraphs = body.subgraphs.unwrap_or(false);
+    Ok(Json(
+        engine
+            .thread_state(thread_id(&id)?, Some(body.checkpoint), subgraphs)
+            .await?,
+    )
+    .into_response())
+}
+
+async fn update_state(
+    State(engine): State<Engine>,
+    Path(id): Path<String>,
+    JsonBody(body): JsonBody<ThreadStateUpdate>,
+) -> ApiResult<Response> {
+    Ok(Json(engine.update_thread_state(thread_id(&id)?, body).await?).into_response())
+}
+
+async fn history_post(
+    State(engine): State<Engine>,
+    Path(id): Path<String>,
+    JsonBody(body): JsonBody<HistoryQuery>,
+) -> ApiResult<Response> {
+    Ok(Json(engine.thread_history(thread_id(&id)?, body).await?).into_response())
+}
+
+async fn history_get(
+    State(engine): State<Engine>,
+    Path(id): Path<String>,
+    query: QueryParams,
+) -> ApiResult<Response> {
+    let body = HistoryQuery {
+        limit: query.int("limit")?,
+        before: query
+            .get("before")
+            .map(|id| HistoryBefore::Id(id.to_owned())),
+        ..HistoryQuery::default()
+    };
+    Ok(Json(engine.thread_history(thread_id(&id)?, body).await?).into_response())
+}
+
+/// `GET /threads/{id}/stream`: every frame of every run on the thread, run-done
+/// markers and state updates; never ends by itself. Modes: `run_modes` (default),
+/// `lifecycle`, `state_update` (query `stream_mode` or `stream_modes`).
+async fn join_stream(
+    State(engine): State<Engine>,
+    Path(id): Path<String>,
+    query: QueryParams,
+    request_headers: HeaderMap,
+) -> ApiResult<Response> {
+    let thread_id = thread_id(&id)?;
+    engine.get_thread(thread_id).await?;
+    let mut modes = query.list("stream_mode");
+    modes.extend(query.list("stream_modes"));
+    let mut events = Vec::new();
+    for mode in &modes {
+        match mode.as_str() {
+            "run_modes" => events.clear(),
+            "lifecycle" => events.push("metadata".to_owned()),
+            "state_update" => events.push("state_update".to_owned()),
+            other => {
+                return Err(unprocessable(format!(
+                    "Invalid thread stream mode: '{other}'"
+                )));
+            }
+        }
+    }
+    if modes.iter().any(|mode| mode == "run_modes") {
+        events.clear();
+    }
+    let last_event_id = request_headers
+        .get("last-event-id")
+        .and_then(|value| value.to_str().ok());
+    let replay = Replay::from_last_event_id(last_event_id)
+        .ok_or_else(|| unprocessable("Invalid last-event-id"))?;
+    let topic = Topic::Thread(thread_id);
+    engine.bus().open(topic).await;
+    let subscription = engine.bus().subscribe(topic, replay).await;
+    let body = SseBody {
+        prelude: Vec::new(),
+        subscription,
+        with_ids: true,
+        filter: ModeFilter::new(events),
+        on_drop: None,
+    };
+    Ok(sse_response(body, HeaderMap::new()))
+}

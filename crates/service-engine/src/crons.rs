@@ -1,0 +1,245 @@
+//! Crons: scheduled runs, and the scheduler that fires them.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use service_store::schedule::Schedule;
+use service_store::{CronFilter, CronPatch, CronQuery, NewCron};
+use service_types::{Cron, CronCreate, CronSearch, Metadata, OnCompletion, RunCreate};
+use uuid::Uuid;
+
+use crate::limits::{offset, search_limit};
+use crate::{Engine, EngineError, EngineResult, RunTarget};
+
+/// Crons fired per scheduler pass; a full batch triggers another pass at once.
+const FIRE_BATCH: usize = 100;
+
+fn cron_not_found() -> EngineError {
+    EngineError::not_found("Not Found")
+}
+
+/// Checks a schedule and time zone, answering 422 with the reason.
+fn check_schedule(schedule: &str, timezone: Option<&str>) -> EngineResult<()> {
+    Schedule::parse(schedule, timezone)
+        .map(|_| ())
+        .map_err(|error| EngineError::unprocessable(error.message))
+}
+
+impl Engine {
+    /// Creates a cron; `thread_id` makes it fire on that thread, else each firing is
+    /// a stateless run.
+    pub async fn create_cron(
+        &self,
+        thread_id: Option<Uuid>,
+        body: CronCreate,
+    ) -> EngineResult<Cron> {
+        check_schedule(&body.schedule, body.timezone.as_deref())?;
+        if let Some(webhook) = &body.run.webhook {
+            crate::runs::validate_webhook(webhook)?;
+        }
+        let assistant = self.resolve_run_assistant(&body.run.assistant_id).await?;
+        if let Some(thread_id) = thread_id {
+            self.get_thread(thread_id).await?;
+        }
+        let cron_id = Uuid::now_v7();
+        let mut run = body.run;
+        run.assistant_id = assistant.assistant_id.to_string();
+        let mut config = run.config.take().unwrap_or_default();
+        config
+            .configurable
+            .get_or_insert_with(Metadata::new)
+            .insert("cron_id".into(), json!(cron_id));
+        run.config = Some(config);
+        let metadata = run.metadata.clone().unwrap_or_default();
+        let mut payload = serde_json::to_value(&run).unwrap_or_else(|_| json!({}));
+        payload["schedule"] = json!(body.schedule);
+        if let Some(timezone) = &body.timezone {
+            payload["timezone"] = json!(timezone);
+        }
+        let new = NewCron {
+            cron_id,
+            assistant_id: Some(assistant.assistant_id),
+            thread_id,
+            user_id: Some(String::new()),
+            schedule: body.schedule,
+            timezone: body.timezone,
+            end_time: body.end_time,
+            payload,
+            metadata,
+            on_run_completed: match thread_id {
+                Some(_) => None,
+                None => Some(body.on_run_completed.unwrap_or_default()),
+            },
+            enabled: body.enabled.unwrap_or(true),
+        };
+        let cron = self.store().crons().create(new).await?;
+        self.inner.wake_crons.notify_one();
+        Ok(cron)
+    }
+
+    /// Reads a cron.
+    pub async fn get_cron(&self, cron_id: Uuid) -> EngineResult<Cron> {
+        self.store()
+            .crons()
+            .get(cron_id)
+            .await?
+            .ok_or_else(cron_not_found)
+    }
+
+    /// Updates a cron: schedule fields, enabled, metadata (merged) and payload keys.
+    pub async fn update_cron(
+        &self,
+        cron_id: Uuid,
+        body: service_types::CronPatch,
+    ) -> EngineResult<Cron> {
+        let current = self.get_cron(cron_id).await?;
+        let empty = body.schedule.is_none()
+            && body.end_time.is_none()
+            && body.timezone.is_none()
+            && body.enabled.is_none()
+            && body.on_run_completed.is_none()
+            && body.metadata.is_none()
+            && body.payload.is_empty();
+        if empty {
+            return Err(EngineError::bad_request("Request body cannot be empty"));
+        }
+        let schedule = body.schedule.as_deref().unwrap_or(&current.schedule);
+        let timezone = body.timezone.as_deref().or(current.timezone.as_deref());
+        check_schedule(schedule, timezone)?;
+        if let Some(Value::String(webhook)) = body.payload.get("webhook") {
+            crate::runs::validate_webhook(webhook)?;
+        }
+        let payload = (!body.payload.is_empty()).then(|| {
+            let mut payload = current.payload.clone();
+            if let Value::Object(map) = &mut payload {
+                map.extend(body.payload.clone());
+            }
+            payload
+        });
+        let patch = CronPatch {
+            schedule: body.schedule,
+            timezone: body.timezone.map(Some),
+            end_time: body.end_time,
+            payload,
+            metadata: body.metadata,
+            on_run_completed: body.on_run_completed.map(Some),
+            enabled: body.enabled,
+        };
+        let cron = self.store().crons().update(cron_id, patch).await?;
+        self.inner.wake_crons.notify_one();
+        Ok(cron)
+    }
+
+    /// Deletes a cron.
+    pub async fn delete_cron(&self, cron_id: Uuid) -> EngineResult<()> {
+        self.store()
+            .crons()
+            .delete(cron_id)
+            .await
+            .map_err(|error| match error.kind {
+                service_store::ErrorKind::NotFound => cron_not_found(),
+                _ => error.into(),
+            })
+    }
+
+    async fn cron_filter(&self, body: &CronSearch) -> EngineResult<CronFilter> {
+        let assistant_id = match &body.assistant_id {
+            Some(id) => Some(self.resolve_run_assistant(id).await?.assistant_id),
+            None => None,
+        };
+        Ok(CronFilter {
+            assistant_id,
+            thread_id: body.thread_id,
+            enabled: body.enabled,
+            metadata: body.metadata.clone(),
+        })
+    }
+
+    /// Searches crons.
+    pub async fn search_crons(&self, body: CronSearch) -> EngineResult<Vec<Cron>> {
+        let query = CronQuery {
+            filter: self.cron_filter(&body).await?,
+            sort_by: body.sort_by.unwrap_or_default(),
+            sort_order: body.sort_order.unwrap_or_default(),
+            limit: Some(search_limit(body.limit, 10)?),
+            offset: offset(body.offset)?,
+        };
+        Ok(self.store().crons().search(&query).await?)
+    }
+
+    /// Counts crons.
+    pub async fn count_crons(&self, body: CronSearch) -> EngineResult<u64> {
+        let filter = self.cron_filter(&body).await?;
+        Ok(self.store().crons().count(&filter).await?)
+    }
+
+    /// Fires due crons until none is due, then sleeps until the next minute boundary
+    /// (schedules have minute resolution) or until a cron changes.
+    pub(crate) async fn cron_loop(&self) {
+        loop {
+            self.fire_due_crons().await;
+            let now = self.now().unix_micros();
+            let minute = 60_000_000;
+            let wait = Duration::from_micros((minute - now.rem_euclid(minute)) as u64);
+            tokio::select! {
+                () = tokio::time::sleep(wait) => {}
+                () = self.inner.wake_crons.notified() => {}
+                () = self.inner.shutdown.cancelled() => return,
+            }
+        }
+    }
+
+    /// Starts one run per due cron occurrence; each occurrence fires once even with
+    /// several instances, because the store advances it with a compare-and-set.
+    pub async fn fire_due_crons(&self) {
+        loop {
+            let due = match self.store().crons().due(self.now(), FIRE_BATCH).await {
+                Ok(due) => due,
+                Err(error) => {
+                    tracing::error!(%error, "listing due crons failed");
+                    return;
+                }
+            };
+            for cron in &due {
+                self.fire(cron).await;
+            }
+            if due.len() < FIRE_BATCH {
+                return;
+            }
+        }
+    }
+
+    async fn fire(&self, cron: &Cron) {
+        let Some(fired_for) = cron.next_run_date else {
+            return;
+        };
+        match self.store().crons().advance(cron.cron_id, fired_for).await {
+            Ok(Some(_)) => {}
+            Ok(None) => return,
+            Err(error) => {
+                tracing::error!(cron_id = %cron.cron_id, %error, "advancing a cron failed");
+                return;
+            }
+        }
+        let mut body: RunCreate = match serde_json::from_value(cron.payload.clone()) {
+            Ok(body) => body,
+            Err(error) => {
+                tracing::error!(cron_id = %cron.cron_id, %error, "cron payload is not a run body");
+                return;
+            }
+        };
+        let target = match cron.thread_id {
+            Some(thread_id) => RunTarget::Thread(thread_id),
+            None => {
+                body.on_completion = Some(cron.on_run_completed.unwrap_or(OnCompletion::Delete));
+                RunTarget::Stateless
+            }
+        };
+        match self.create_run(target, body).await {
+            Ok(run) => tracing::info!(cron_id = %cron.cron_id, run_id = %run.run_id, "cron fired"),
+            Err(error) => {
+                tracing::error!(cron_id = %cron.cron_id, error = %error.chain(), "cron run failed to start")
+            }
+        }
+    }
+}

@@ -1,0 +1,27 @@
+//! The protocol engine: run queue and workers, multitask strategies, the stream bus
+//! with replay, the long-term store bridge, TTL sweepers, and typed errors. No HTTP
+//! here; the axum adapter maps these calls and errors onto routes.
+
+mod assistants;
+pub mod bus;
+mod config;
+pub mod coordination;
+mod crons;
+mod engine;
+mod error;
+mod invoke;
+mod items;
+pub mod limits;
+mod recovery;
+mod runs;
+mod sweep;
+mod threads;
+mod worker;
+
+pub use assistants::AssistantSearchPage;
+pub use config::EngineConfig;
+pub use engine::{Engine, EngineParts};
+pub use error::{EngineError, EngineResult, ErrorDetail, ErrorKind};
+pub use items::validate_namespace;
+pub use runs::RunTarget;
+pub use threads::ThreadSearchPage;

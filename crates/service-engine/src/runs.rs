@@ -1,0 +1,594 @@
+//! Run creation (validation, thread handling, multitask strategies), cancellation,
+//! listing, and the wait/join result body.
+
+use bytes::Bytes;
+use futures::StreamExt;
+use serde_json::{Map, Value, json};
+use service_store::{ActiveRunsQuery, CancelOutcome, NewRun, NewThread, RunListQuery};
+use service_types::{
+    Assistant, BulkCancel, BulkCancelStatus, CancelAction, Config, IfExists, IfNotExists, Metadata,
+    MultitaskStrategy, Run, RunCreate, RunStatus, Thread, ThreadStatus,
+};
+use uuid::Uuid;
+
+use crate::bus::{Delivery, Replay, Topic};
+use crate::limits::{clamped_limit, offset};
+use crate::{Engine, EngineError, EngineResult};
+
+/// Where a run executes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunTarget {
+    /// On an existing (or, with `if_not_exists: create`, new) thread.
+    Thread(Uuid),
+    /// On a temporary thread the service makes and, by default, deletes afterwards.
+    Stateless,
+}
+
+/// Event name of the internal record holding a run's wait/join result.
+pub(crate) const OUTCOME_EVENT: &str = "__outcome__";
+
+/// Metadata keys the server owns; clients cannot set them on a run.
+const RESERVED_METADATA: [&str; 4] = ["thread_id", "assistant_id", "run_id", "cron_id"];
+
+fn no_runs_to_cancel() -> EngineError {
+    EngineError::not_found("No runs found to cancel.")
+}
+
+impl Engine {
+    /// Creates a run: validates the body, prepares the thread, applies the multitask
+    /// strategy, inserts the pending row and wakes a worker.
+    pub async fn create_run(&self, target: RunTarget, body: RunCreate) -> EngineResult<Run> {
+        validate_run_body(&body, target)?;
+        let assistant = self.resolve_run_assistant(&body.assistant_id).await?;
+        match target {
+            RunTarget::Stateless => {
+                let thread_id = Uuid::now_v7();
+                let new = NewThread {
+                    thread_id,
+                    metadata: Metadata::new(),
+                    ttl: None,
+                };
+                let thread = self.store().threads().create(new, IfExists::Raise).await?;
+                self.insert_run(&thread, &assistant, body, true).await
+            }
+            RunTarget::Thread(thread_id) => {
+                let _gate = self.thread_gate(thread_id).lock().await;
+                let thread = match self.store().threads().get(thread_id).await? {
+                    Some(thread) => thread,
+                    None if body.if_not_exists == Some(IfNotExists::Create) => {
+                        let new = NewThread {
+                            thread_id,
+                            metadata: Metadata::new(),
+                            ttl: self
+                                .config()
+                                .thread_default_ttl_minutes
+                                .map(service_types::TtlSetting::Minutes),
+                        };
+                        self.store()
+                            .threads()
+                            .create(new, IfExists::DoNothing)
+                            .await?
+                    }
+                    None => return Err(EngineError::not_found("Thread or assistant not found.")),
+                };
+                let strategy = body.multitask_strategy.unwrap_or_default();
+                self.apply_multitask_strategy(thread_id, strategy).await?;
+                self.insert_run(&thread, &assistant, body, false).await
+            }
+        }
+    }
+
+    async fn apply_multitask_strategy(
+        &self,
+        thread_id: Uuid,
+        strategy: MultitaskStrategy,
+    ) -> EngineResult<()> {
+        let query = ActiveRunsQuery {
+            thread_id: Some(thread_id),
+            ..ActiveRunsQuery::default()
+        };
+        let active = self.store().runs().active(&query).await?;
+        if active.is_empty() {
+            return Ok(());
+        }
+        match strategy {
+            MultitaskStrategy::Reject => Err(EngineError::conflict(
+                "Thread is already running a task. Wait for it to finish or choose a different multitask strategy.",
+            )),
+            MultitaskStrategy::Enqueue => Ok(()),
+            MultitaskStrategy::Interrupt | MultitaskStrategy::Rollback => {
+                let action = if strategy == MultitaskStrategy::Rollback {
+                    CancelAction::Rollback
+                } else {
+                    CancelAction::Interrupt
+                };
+                for run in active {
+                    self.cancel_known_run(run, action).await?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    async fn insert_run(
+        &self,
+        thread: &Thread,
+        assistant: &Assistant,
+        body: RunCreate,
+        stateless: bool,
+    ) -> EngineResult<Run> {
+        let run_id = Uuid::now_v7();
+        let thread_id = thread.thread_id;
+        let mut metadata = assistant.metadata.clone();
+        metadata.extend(thread.metadata.clone());
+        if let Some(request) = body.metadata.clone() {
+            metadata.extend(
+                request
+                    .into_iter()
+                    .filter(|(key, _)| !RESERVED_METADATA.contains(&key.as_str())),
+            );
+        }
+        let kwargs = run_kwargs(&body, assistant, thread_id, run_id, stateless);
+        let after = body.after_seconds.unwrap_or(0.0).max(0.0);
+        let available_at = self.now().plus_millis((after * 1000.0) as i64);
+
+        // The thread names the graph and assistant of its latest run, and is busy
+        // before the row becomes claimable so a fast worker cannot be overtaken.
+        let mut thread_metadata = Metadata::new();
+        thread_metadata.insert("graph_id".into(), Value::String(assistant.graph_id.clone()));
+        thread_metadata.insert(
+            "assistant_id".into(),
+            Value::String(assistant.assistant_id.to_string()),
+        );
+        let patch = service_store::ThreadPatch {
+            metadata: Some(thread_metadata),
+            ttl: service_store::TtlChange::Keep,
+        };
+        self.store().threads().patch(thread_id, patch).await?;
+        self.store()
+            .threads()
+            .set_status(thread_id, ThreadStatus::Busy)
+            .await?;
+
+        self.inner.bus.open(Topic::Run(run_id)).await;
+        let new = NewRun {
+            run_id,
+            thread_id,
+            assistant_id: assistant.assistant_id,
+            metadata,
+            multitask_strategy: Some(body.multitask_strategy.unwrap_or_default()),
+            kwargs,
+            available_at,
+        };
+        let run = self.store().runs().create(new).await?;
+        self.wake_workers().await;
+        Ok(run)
+    }
+
+    /// Reads a run of a thread.
+    pub async fn get_run(&self, thread_id: Option<Uuid>, run_id: Uuid) -> EngineResult<Run> {
+        let run = self.store().runs().get(run_id).await?;
+        run.filter(|run| thread_id.is_none_or(|thread| run.thread_id == thread))
+            .ok_or_else(|| EngineError::not_found("Not Found"))
+    }
+
+    /// A thread's runs, newest first.
+    pub async fn list_runs(
+        &self,
+        thread_id: Uuid,
+        limit: Option<i64>,
+        offset_rows: Option<i64>,
+        status: Option<RunStatus>,
+    ) -> EngineResult<Vec<Run>> {
+        self.get_thread(thread_id).await?;
+        let query = RunListQuery {
+            status,
+            limit: Some(clamped_limit(limit, 100)?),
+            offset: offset(offset_rows)?,
+        };
+        Ok(self.store().runs().list(thread_id, &query).await?)
+    }
+
+    /// Deletes a run; a running one is cancelled first.
+    pub async fn delete_run(&self, thread_id: Uuid, run_id: Uuid) -> EngineResult<()> {
+        let run = self
+            .store()
+            .runs()
+            .get(run_id)
+            .await?
+            .filter(|run| run.thread_id == thread_id)
+            .ok_or_else(|| EngineError::not_found("Run not found"))?;
+        if !run.status.is_terminal() {
+            self.cancel_known_run(run, CancelAction::Interrupt).await?;
+        }
+        self.store().runs().delete(run_id).await?;
+        self.inner.bus.discard(Topic::Run(run_id)).await;
+        Ok(())
+    }
+
+    /// Cancels one run of a thread.
+    pub async fn cancel_run(
+        &self,
+        thread_id: Uuid,
+        run_id: Uuid,
+        action: CancelAction,
+    ) -> EngineResult<Run> {
+        let run = self
+            .store()
+            .runs()
+            .get(run_id)
+            .await?
+            .filter(|run| run.thread_id == thread_id && !run.status.is_terminal())
+            .ok_or_else(no_runs_to_cancel)?;
+        self.cancel_known_run(run, action).await
+    }
+
+    /// Cancels every run a bulk-cancel body selects; 404 when none matched.
+    pub async fn cancel_runs(&self, body: BulkCancel, action: CancelAction) -> EngineResult<usize> {
+        let runs = match (body.status, body.thread_id, body.run_ids) {
+            (Some(status), None, None) => {
+                let status = match status {
+                    BulkCancelStatus::Pending => Some(RunStatus::Pending),
+                    BulkCancelStatus::Running => Some(RunStatus::Running),
+                    BulkCancelStatus::All => None,
+                };
+                let query = ActiveRunsQuery {
+                    thread_id: None,
+                    status,
+                    limit: Some(self.config().max_page_size),
+                };
+                self.store().runs().active(&query).await?
+            }
+            (None, Some(thread_id), Some(run_ids)) => {
+                let mut runs = Vec::new();
+                for run_id in run_ids {
+                    if let Some(run) = self.store().runs().get(run_id).await?
+                        && run.thread_id == thread_id
+                        && !run.status.is_terminal()
+                    {
+                        runs.push(run);
+                    }
+                }
+                runs
+            }
+            (Some(_), _, _) => {
+                return Err(EngineError::unprocessable(
+                    "When providing a 'status', 'thread_id' and 'run_ids' must be omitted. Either provide 'status' alone, or 'thread_id' with 'run_ids'.",
+                ));
+            }
+            _ => {
+                return Err(EngineError::unprocessable(
+                    "Provide either 'status', or 'thread_id' together with 'run_ids'.",
+                ));
+            }
+        };
+        if runs.is_empty() {
+            return Err(no_runs_to_cancel());
+        }
+        let count = runs.len();
+        for run in runs {
+            self.cancel_known_run(run, action).await?;
+        }
+        Ok(count)
+    }
+
+    /// Cancels a run known to exist: a pending run is settled at once; a running one
+    /// is stopped by its worker, which settles it.
+    pub(crate) async fn cancel_known_run(
+        &self,
+        run: Run,
+        action: CancelAction,
+    ) -> EngineResult<Run> {
+        match self.store().runs().request_cancel(run.run_id).await? {
+            CancelOutcome::Cancelled(run) => {
+                self.finish_unstarted(&run, action).await?;
+                Ok(run)
+            }
+            CancelOutcome::Requested(run) => {
+                if let Some(active) = self.active().get(&run.run_id) {
+                    if action == CancelAction::Rollback {
+                        active
+                            .rollback
+                            .store(true, std::sync::atomic::Ordering::Relaxed);
+                    }
+                    active.cancel.cancel();
+                }
+                Ok(run)
+            }
+            CancelOutcome::AlreadyTerminal(_) => Err(no_runs_to_cancel()),
+        }
+    }
+
+    /// Wraps up a run cancelled before it started: no webhook, no graph call.
+    async fn finish_unstarted(&self, run: &Run, action: CancelAction) -> EngineResult<()> {
+        let values = self
+            .store()
+            .threads()
+            .get(run.thread_id)
+            .await?
+            .and_then(|thread| thread.values)
+            .unwrap_or_else(|| json!({}));
+        self.publish_outcome(run.run_id, &values).await;
+        self.inner.bus.close(Topic::Run(run.run_id)).await;
+        if action == CancelAction::Rollback {
+            self.store().runs().delete(run.run_id).await?;
+        }
+        self.release_thread(run.thread_id).await?;
+        self.wake_workers().await;
+        Ok(())
+    }
+
+    /// After a run left a thread: busy while other runs are queued, else idle unless
+    /// the thread is paused on an interrupt.
+    pub(crate) async fn release_thread(&self, thread_id: Uuid) -> EngineResult<()> {
+        let query = ActiveRunsQuery {
+            thread_id: Some(thread_id),
+            ..ActiveRunsQuery::default()
+        };
+        if !self.store().runs().active(&query).await?.is_empty() {
+            return Ok(());
+        }
+        let Some(thread) = self.store().threads().get(thread_id).await? else {
+            return Ok(());
+        };
+        if thread.status == ThreadStatus::Busy {
+            let status = if thread.interrupts.is_empty() {
+                ThreadStatus::Idle
+            } else {
+                ThreadStatus::Interrupted
+            };
+            self.store().threads().set_status(thread_id, status).await?;
+        }
+        Ok(())
+    }
+
+    /// Stops every pending or running run of a thread (thread deletion, ttl expiry).
+    pub(crate) async fn abort_thread_runs(&self, thread_id: Uuid) -> EngineResult<()> {
+        let query = ActiveRunsQuery {
+            thread_id: Some(thread_id),
+            ..ActiveRunsQuery::default()
+        };
+        for run in self.store().runs().active(&query).await? {
+            match self.store().runs().request_cancel(run.run_id).await? {
+                CancelOutcome::Requested(run) => {
+                    if let Some(active) = self.active().get(&run.run_id) {
+                        active.cancel.cancel();
+                    }
+                }
+                CancelOutcome::Cancelled(run) | CancelOutcome::AlreadyTerminal(run) => {
+                    self.inner.bus.close(Topic::Run(run.run_id)).await;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub(crate) async fn publish_outcome(&self, run_id: Uuid, body: &Value) {
+        let data = Bytes::from(serde_json::to_vec(body).unwrap_or_default());
+        self.inner
+            .bus
+            .publish(Topic::Run(run_id), OUTCOME_EVENT, data)
+            .await;
+    }
+
+    /// Waits until the run ends and returns its wait/join body: the final values (with
+    /// `__interrupt__` when it paused), `{"__error__": RunError}` when it failed, or the
+    /// thread's current values when it was cancelled.
+    pub async fn run_result(&self, run_id: Uuid) -> Value {
+        let topic = Topic::Run(run_id);
+        let mut last_seen = None;
+        'subscribe: loop {
+            let replay = last_seen.map_or(Replay::All, Replay::After);
+            let Some(mut subscription) = self.inner.bus.subscribe(topic, replay).await else {
+                break;
+            };
+            let mut outcome = None;
+            while let Some(delivery) = subscription.next().await {
+                match delivery {
+                    Delivery::Frame(frame) => {
+                        last_seen = Some(frame.id);
+                        if frame.event == OUTCOME_EVENT {
+                            outcome = serde_json::from_slice(&frame.data).ok();
+                        }
+                    }
+                    Delivery::Lagged => continue 'subscribe,
+                }
+            }
+            if let Some(outcome) = outcome {
+                return outcome;
+            }
+            break;
+        }
+        self.stored_result(run_id).await
+    }
+
+    /// The wait body rebuilt from the store, when the bus no longer has the run.
+    async fn stored_result(&self, run_id: Uuid) -> Value {
+        let Ok(Some(run)) = self.store().runs().get(run_id).await else {
+            return json!({"__error__": {"error": "HTTPException", "name": "HTTPException", "message": "404: Run not found"}});
+        };
+        if let Some(error) = run.error {
+            let error = if self.exposes_stacks() {
+                error
+            } else {
+                error.without_stacks()
+            };
+            return json!({ "__error__": error });
+        }
+        match self.store().threads().get(run.thread_id).await {
+            Ok(Some(thread)) => result_body(thread.values, &thread.interrupts),
+            _ => json!({}),
+        }
+    }
+}
+
+/// The wait body of values and pending interrupts.
+pub(crate) fn result_body(
+    values: Option<Value>,
+    interrupts: &service_types::PendingInterrupts,
+) -> Value {
+    let mut body = match values {
+        Some(Value::Object(map)) => map,
+        Some(other) if !other.is_null() => return other,
+        _ => Map::new(),
+    };
+    let pending: Vec<&service_types::Interrupt> = interrupts.values().flatten().collect();
+    if !pending.is_empty() {
+        body.insert("__interrupt__".into(), json!(pending));
+    }
+    Value::Object(body)
+}
+
+fn validate_run_body(body: &RunCreate, target: RunTarget) -> EngineResult<()> {
+    let configurable = body
+        .config
+        .as_ref()
+        .and_then(|config| config.configurable.as_ref())
+        .is_some_and(|configurable| !configurable.is_empty());
+    let context = body
+        .context
+        .as_ref()
+        .is_some_and(|context| !context.is_empty());
+    if configurable && context {
+        return Err(EngineError::bad_request(
+            "Cannot specify both configurable and context. Prefer setting context alone. Context was introduced in LangGraph 0.6.0 and is the long term planned replacement for configurable.",
+        ));
+    }
+    if target == RunTarget::Stateless
+        && body.command.as_ref().is_some_and(|command| {
+            command
+                .get("resume")
+                .is_some_and(|resume| !resume.is_null())
+        })
+    {
+        return Err(EngineError::bad_request(
+            "You must provide a thread_id when resuming.",
+        ));
+    }
+    if let Some(command) = &body.command
+        && !command.is_null()
+        && !command.is_object()
+    {
+        return Err(EngineError::unprocessable("command must be an object"));
+    }
+    if let Some(checkpoint_id) = &body.checkpoint_id
+        && Uuid::parse_str(checkpoint_id).is_err()
+    {
+        return Err(EngineError::unprocessable("Invalid checkpoint ID"));
+    }
+    if let Some(webhook) = &body.webhook {
+        validate_webhook(webhook)?;
+    }
+    if let Some(after) = body.after_seconds
+        && !(after.is_finite() && after >= 0.0)
+    {
+        return Err(EngineError::unprocessable(
+            "after_seconds must be a non-negative number",
+        ));
+    }
+    Ok(())
+}
+
+/// A webhook must be an absolute http(s) URL with a host.
+pub(crate) fn validate_webhook(url: &str) -> EngineResult<()> {
+    let rest = url
+        .strip_prefix("https://")
+        .or_else(|| url.strip_prefix("http://"))
+        .ok_or_else(|| {
+            EngineError::unprocessable(format!(
+                "Invalid webhook URL '{url}': must be an absolute http(s) URL"
+            ))
+        })?;
+    let host = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    if host.is_empty() || host.starts_with(':') {
+        return Err(EngineError::unprocessable(format!(
+            "Invalid webhook hostname '{host}'"
+        )));
+    }
+    Ok(())
+}
+
+/// The run options as stored on the row: everything a worker needs to execute it.
+fn run_kwargs(
+    body: &RunCreate,
+    assistant: &Assistant,
+    thread_id: Uuid,
+    run_id: Uuid,
+    stateless: bool,
+) -> Value {
+    let mut config: Config = assistant.config.clone();
+    if let Some(request) = &body.config {
+        if let Some(tags) = &request.tags {
+            config.tags = Some(tags.clone());
+        }
+        if request.recursion_limit.is_some() {
+            config.recursion_limit = request.recursion_limit;
+        }
+        let mut configurable = config.configurable.take().unwrap_or_default();
+        configurable.extend(request.configurable.clone().unwrap_or_default());
+        config.configurable = Some(configurable);
+        config.extra.extend(request.extra.clone());
+    }
+    let configurable = config.configurable.get_or_insert_with(Metadata::new);
+    configurable.insert("run_id".into(), json!(run_id));
+    configurable.insert("thread_id".into(), json!(thread_id));
+    configurable.insert("graph_id".into(), json!(assistant.graph_id));
+    configurable.insert("assistant_id".into(), json!(assistant.assistant_id));
+    let mut context = assistant.context.clone();
+    context.extend(body.context.clone().unwrap_or_default());
+    let stream_mode: Vec<&str> = body
+        .stream_modes()
+        .iter()
+        .map(|mode| mode.as_str())
+        .collect();
+    json!({
+        "input": body.input,
+        "command": body.command,
+        "config": config,
+        "context": context,
+        "stream_mode": stream_mode,
+        "interrupt_before": body.interrupt_before,
+        "interrupt_after": body.interrupt_after,
+        "webhook": body.webhook,
+        "feedback_keys": body.feedback_keys,
+        "subgraphs": body.stream_subgraphs.unwrap_or(false),
+        "resumable": body.stream_resumable.unwrap_or(false),
+        "checkpoint_id": body.checkpoint_id.clone().or_else(|| body.checkpoint.as_ref().and_then(|c| c.checkpoint_id.clone())),
+        "checkpoint_ns": body.checkpoint.as_ref().map(|c| c.checkpoint_ns.clone()),
+        "temporary": stateless,
+        "on_completion": body.on_completion.unwrap_or_default(),
+        "durability": body.durability,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn webhook_urls_must_be_absolute_http() {
+        assert!(validate_webhook("https://example.com/hook").is_ok());
+        assert!(validate_webhook("http://127.0.0.1:9000/x").is_ok());
+        assert!(validate_webhook("/relative").is_err());
+        assert!(validate_webhook("ftp://example.com").is_err());
+        assert!(validate_webhook("http:///nohost").is_err());
+    }
+
+    #[test]
+    fn result_body_adds_pending_interrupts() {
+        let mut interrupts = service_types::PendingInterrupts::new();
+        interrupts.insert(
+            "task".into(),
+            vec![service_types::Interrupt {
+                id: "i1".into(),
+                value: json!({"q": 1}),
+            }],
+        );
+        let body = result_body(Some(json!({"a": 1})), &interrupts);
+        assert_eq!(
+            body,
+            json!({"a": 1, "__interrupt__": [{"id": "i1", "value": {"q": 1}}]})
+        );
+        assert_eq!(result_body(None, &Default::default()), json!({}));
+    }
+}

@@ -1,0 +1,714 @@
+//! Workers: claim queued runs, drive the graph, publish frames, settle, mirror the
+//! thread. Workers sleep on a notification (or until a delayed run is due), never poll.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures::StreamExt;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use service_graph::{
+    AgentGraph, Chunk, GraphError, NodeSelection, RunContext, RunInput, RunnableConfig,
+    StateOptions, StateSnapshot, StreamOptions,
+};
+use service_store::{Settlement, ThreadMirror};
+use service_types::{
+    Config, Metadata, OnCompletion, Run, RunError, RunStatus, StreamMode, ThreadStatus,
+};
+use tokio_util::sync::CancellationToken;
+
+use crate::Engine;
+use crate::bus::Topic;
+use crate::engine::ActiveRun;
+use crate::runs::result_body;
+use crate::threads::pending_interrupts;
+
+/// The run options a worker reads back from the row's kwargs.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct RunPlan {
+    input: Option<Value>,
+    command: Option<Value>,
+    config: Config,
+    context: Metadata,
+    stream_mode: Vec<StreamMode>,
+    interrupt_before: Option<NodeSelection>,
+    interrupt_after: Option<NodeSelection>,
+    subgraphs: bool,
+    checkpoint_id: Option<String>,
+    checkpoint_ns: Option<String>,
+    temporary: bool,
+    on_completion: OnCompletion,
+}
+
+/// How driving the graph ended.
+enum Ending {
+    Completed,
+    Failed(RunError),
+    Cancelled,
+    TimedOut,
+}
+
+impl Engine {
+    /// Starts the workers and background tasks; returns immediately.
+    pub fn start(&self) {
+        for _ in 0..self.config().run_concurrency.max(1) {
+            let engine = self.clone();
+            self.inner
+                .tasks
+                .spawn(async move { engine.worker_loop().await });
+        }
+        let engine = self.clone();
+        self.inner
+            .tasks
+            .spawn(async move { engine.sweep_loop().await });
+        let engine = self.clone();
+        self.inner
+            .tasks
+            .spawn(async move { engine.cron_loop().await });
+        let engine = self.clone();
+        self.inner
+            .tasks
+            .spawn(async move { engine.recovery_loop().await });
+        let engine = self.clone();
+        self.inner
+            .tasks
+            .spawn(async move { engine.relay_other_work().await });
+    }
+
+    /// Stops claiming runs, lets in-flight runs finish within the grace period, then
+    /// cancels what is left and waits for the workers to settle it.
+    pub async fn shutdown(&self) {
+        self.inner.shutdown.cancel();
+        self.inner.tasks.close();
+        let grace = self.config().shutdown_grace;
+        if tokio::time::timeout(grace, self.inner.tasks.wait())
+            .await
+            .is_err()
+        {
+            let running: Vec<CancellationToken> = self
+                .active()
+                .values()
+                .map(|run| run.cancel.clone())
+                .collect();
+            tracing::warn!(
+                runs = running.len(),
+                "shutdown grace elapsed, cancelling runs"
+            );
+            for cancel in running {
+                cancel.cancel();
+            }
+            if tokio::time::timeout(Duration::from_secs(3), self.inner.tasks.wait())
+                .await
+                .is_err()
+            {
+                tracing::error!("workers did not stop within the shutdown budget");
+            }
+        }
+    }
+
+    /// Passes other instances' announcements (and their fallback polls) on to one
+    /// idle worker, so an idle instance polls the queue once per period, not once per
+    /// worker.
+    async fn relay_other_work(&self) {
+        loop {
+            tokio::select! {
+                () = self.inner.coordinator.other_work() => self.inner.wake.notify_one(),
+                () = self.inner.shutdown.cancelled() => return,
+            }
+        }
+    }
+
+    async fn worker_loop(&self) {
+        loop {
+            let notified = self.inner.wake.notified();
+            tokio::pin!(notified);
+            // Registered before looking at the queue, so a run queued in between
+            // still wakes this worker.
+            notified.as_mut().enable();
+            if self.inner.shutdown.is_cancelled() {
+                return;
+            }
+            let now = self.now();
+            match self.store().runs().claim_next(now).await {
+                Ok(Some(run)) => {
+                    // More may be queued: let another idle worker look too.
+                    self.inner.wake.notify_one();
+                    self.execute(run).await;
+                    continue;
+                }
+                Ok(None) => {}
+                Err(error) => {
+                    tracing::error!(%error, "claiming the next run failed");
+                    tokio::select! {
+                        () = tokio::time::sleep(Duration::from_secs(1)) => {}
+                        () = self.inner.shutdown.cancelled() => return,
+                    }
+                    continue;
+                }
+            }
+            let due = match self.store().runs().next_available_at(now).await {
+                Ok(due) => due,
+                Err(error) => {
+                    tracing::error!(%error, "reading the next delayed run failed");
+                    None
+                }
+            };
+            let wait = due.map(|due| {
+                let micros = (due.unix_micros() - now.unix_micros()).max(0) as u64;
+                Duration::from_micros(micros)
+            });
+            tokio::select! {
+                () = &mut notified => {}
+                () = sleep_or_forever(wait) => {}
+                () = self.inner.shutdown.cancelled() => return,
+            }
+        }
+    }
+
+    async fn execute(&self, run: Run) {
+        let started = Instant::now();
+        let cancel = CancellationToken::new();
+        let rollback = Arc::new(AtomicBool::new(false));
+        self.active().insert(
+            run.run_id,
+            ActiveRun {
+                cancel: cancel.clone(),
+                rollback: rollback.clone(),
+            },
+        );
+        // A cancel recorded between the claim and the registration above.
+        if self
+            .store()
+            .runs()
+            .cancel_requested(run.run_id)
+            .await
+            .unwrap_or(false)
+        {
+            cancel.cancel();
+        }
+        let plan: RunPlan = serde_json::from_value(run.kwargs.clone()).unwrap_or_else(|error| {
+            tracing::error!(run_id = %run.run_id, %error, "run options unreadable, running with defaults");
+            RunPlan::default()
+        });
+        let graph_id = run
+            .kwargs
+            .pointer("/config/configurable/graph_id")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+
+        // Held until the run is settled and mirrored, so another instance cannot start
+        // the thread's next run early, and a crash releases it.
+        let (ending, graph, _claim) = match self.inner.coordinator.claim_thread(run.thread_id).await
+        {
+            Ok(claim) => {
+                let (ending, graph) = self.drive(&run, &plan, &graph_id, cancel).await;
+                (ending, graph, Some(claim))
+            }
+            Err(error) => {
+                let error = RunError::new("ExecutionClaimError", error.chain());
+                (Ending::Failed(error), None, None)
+            }
+        };
+        self.finish(
+            &run,
+            &plan,
+            &graph_id,
+            ending,
+            graph,
+            rollback.load(Ordering::Relaxed),
+            started,
+        )
+        .await;
+        self.active().remove(&run.run_id);
+        self.wake_workers().await;
+    }
+
+    async fn drive(
+        &self,
+        run: &Run,
+        plan: &RunPlan,
+        graph_id: &str,
+        cancel: CancellationToken,
+    ) -> (Ending, Option<Arc<dyn AgentGraph>>) {
+        self.publish_run_frame(
+            run,
+            "metadata",
+            &json!({"run_id": run.run_id, "attempt": 1}),
+        )
+        .await;
+        let graph = match self.inner.graphs.load(graph_id).await {
+            Ok(graph) => graph,
+            Err(error) => return (Ending::Failed(error.to_run_error()), None),
+        };
+        let options = stream_options(plan);
+        let input = RunInput::from_request(plan.input.clone(), plan.command.clone());
+        let ctx = RunContext::new(cancel.clone()).with_store(self.long_term_store());
+        let wants_events = plan.stream_mode.contains(&StreamMode::Events);
+        let started = if wants_events {
+            match graph
+                .stream_events(input.clone(), options.clone(), ctx.clone())
+                .await
+            {
+                Err(GraphError::CapabilityMissing { .. }) => {
+                    graph.stream(input, options, ctx).await
+                }
+                other => other,
+            }
+        } else {
+            graph.stream(input, options, ctx).await
+        };
+        let mut chunks = match started {
+            Ok(chunks) => chunks,
+            Err(error) => return (self.ending_of(error, &cancel), Some(graph)),
+        };
+        let mut messages = MessageAccumulator::default();
+        let consume = async {
+            while let Some(item) = chunks.next().await {
+                match item {
+                    Ok(chunk) => self.publish_chunk(run, plan, &chunk, &mut messages).await,
+                    Err(error) => return Err(error),
+                }
+            }
+            Ok(())
+        };
+        let deadline = sleep_or_forever(self.config().run_timeout);
+        let ending = tokio::select! {
+            result = consume => match result {
+                Ok(()) if cancel.is_cancelled() => Ending::Cancelled,
+                Ok(()) => Ending::Completed,
+                Err(error) => self.ending_of(error, &cancel),
+            },
+            () = cancel.cancelled() => Ending::Cancelled,
+            () = self.cancelled_elsewhere(run.run_id) => {
+                cancel.cancel();
+                Ending::Cancelled
+            }
+            () = deadline => {
+                cancel.cancel();
+                Ending::TimedOut
+            }
+        };
+        (ending, Some(graph))
+    }
+
+    fn ending_of(&self, error: GraphError, cancel: &CancellationToken) -> Ending {
+        if matches!(error, GraphError::Cancelled) || cancel.is_cancelled() {
+            Ending::Cancelled
+        } else {
+            Ending::Failed(error.to_run_error())
+        }
+    }
+
+    async fn publish_chunk(
+        &self,
+        run: &Run,
+        plan: &RunPlan,
+        chunk: &Chunk,
+        messages: &mut MessageAccumulator,
+    ) {
+        let namespace = chunk.namespace();
+        if !namespace.is_empty() && !plan.subgraphs {
+            return;
+        }
+        let mode = chunk.mode();
+        let requested = |wanted: StreamMode| plan.stream_mode.contains(&wanted);
+        let suffix = if namespace.is_empty() {
+            String::new()
+        } else {
+            format!("|{}", namespace.join("|"))
+        };
+        if mode == "messages" {
+            if requested(StreamMode::MessagesTuple) {
+                self.publish_run_frame(run, &format!("messages{suffix}"), chunk.data())
+                    .await;
+            }
+            if requested(StreamMode::Messages) {
+                for (event, data) in messages.accept(chunk.data()) {
+                    self.publish_run_frame(run, &format!("{event}{suffix}"), &data)
+                        .await;
+                }
+            }
+            return;
+        }
+        let Some(mode) = StreamMode::parse(mode) else {
+            return;
+        };
+        if !requested(mode) {
+            return;
+        }
+        let event = if mode == StreamMode::Events {
+            "events".to_owned()
+        } else {
+            format!("{}{suffix}", mode.as_str())
+        };
+        self.publish_run_frame(run, &event, chunk.data()).await;
+    }
+
+    /// Publishes a frame on the run's topic and, when a thread stream listens, on the
+    /// thread's.
+    async fn publish_run_frame(&self, run: &Run, event: &str, data: &Value) {
+        let bytes = Bytes::from(serde_json::to_vec(data).unwrap_or_default());
+        self.inner
+            .bus
+            .publish(Topic::Run(run.run_id), event, bytes.clone())
+            .await;
+        self.publish_thread_bytes(run.thread_id, event, bytes).await;
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn finish(
+        &self,
+        run: &Run,
+        plan: &RunPlan,
+        graph_id: &str,
+        ending: Ending,
+        graph: Option<Arc<dyn AgentGraph>>,
+        rollback: bool,
+        started: Instant,
+    ) {
+        let thread_id = run.thread_id;
+        let thread_config = RunnableConfig::for_thread(thread_id.to_string());
+        let snapshot = match (&ending, &graph) {
+            (Ending::Completed, Some(graph)) => {
+                match graph
+                    .get_state(&thread_config, StateOptions::default())
+                    .await
+                {
+                    Ok(snapshot) => Some(snapshot),
+                    Err(error) => {
+                        tracing::warn!(run_id = %run.run_id, %error, "reading the final state failed");
+                        None
+                    }
+                }
+            }
+            _ => None,
+        };
+        let paused = snapshot
+            .as_ref()
+            .is_some_and(|snapshot| snapshot.is_paused());
+        let (status, error) = match &ending {
+            Ending::Completed => (RunStatus::Success, None),
+            Ending::Failed(error) => (RunStatus::Error, Some(error.clone())),
+            Ending::Cancelled => (RunStatus::Cancelled, None),
+            Ending::TimedOut => (
+                RunStatus::Timeout,
+                Some(RunError::new(
+                    "TimeoutError",
+                    format!(
+                        "Run exceeded the run timeout of {} ms",
+                        self.config().run_timeout.map_or(0, |t| t.as_millis())
+                    ),
+                )),
+            ),
+        };
+        if let Some(error) = &error {
+            tracing::error!(
+                run_id = %run.run_id,
+                thread_id = %thread_id,
+                graph_id,
+                error = %error.chain_summary(),
+                "run failed"
+            );
+            let client_error = self.client_error(error);
+            self.publish_run_frame(run, "error", &json!(client_error))
+                .await;
+        }
+        let settlement = Settlement {
+            status,
+            error: error.clone(),
+            interrupted: paused,
+            webhook: None,
+        };
+        let final_status = match self.store().runs().settle(run.run_id, settlement).await {
+            Ok(settled) => settled.run.status,
+            Err(error) => {
+                tracing::error!(run_id = %run.run_id, %error, "settling the run failed");
+                status
+            }
+        };
+
+        if final_status == RunStatus::Cancelled && rollback {
+            if let Err(error) = self
+                .inner
+                .checkpointer
+                .delete_run(&thread_id.to_string(), &run.run_id.to_string())
+                .await
+            {
+                tracing::error!(run_id = %run.run_id, %error, "rollback failed");
+            }
+            if let Err(error) = self.store().runs().delete(run.run_id).await {
+                tracing::warn!(run_id = %run.run_id, %error, "deleting the rolled-back run failed");
+            }
+        }
+
+        // A thread deleted right after the run is not worth mirroring onto.
+        let discard_thread = plan.temporary && plan.on_completion == OnCompletion::Delete;
+        let body = self
+            .mirror_after_run(
+                run,
+                graph.as_deref(),
+                snapshot,
+                final_status,
+                error.as_ref(),
+                !discard_thread,
+            )
+            .await;
+        self.publish_outcome(run.run_id, &body).await;
+        self.inner.bus.close(Topic::Run(run.run_id)).await;
+        self.publish_thread_event(
+            thread_id,
+            "metadata",
+            &json!({"status": "run_done", "run_id": run.run_id}),
+        )
+        .await;
+        tracing::info!(
+            run_id = %run.run_id,
+            thread_id = %thread_id,
+            graph_id,
+            status = final_status.as_str(),
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "run finished"
+        );
+        if plan.temporary && plan.on_completion == OnCompletion::Delete {
+            if let Err(error) = self.store().threads().delete(thread_id).await {
+                tracing::warn!(%thread_id, %error, "deleting the stateless run's thread failed");
+            }
+            if let Err(error) = self
+                .inner
+                .checkpointer
+                .delete_thread(&thread_id.to_string())
+                .await
+            {
+                tracing::warn!(%thread_id, %error, "deleting the stateless run's checkpoints failed");
+            }
+        }
+    }
+
+    /// Mirrors the turn onto the thread and returns the run's wait/join body.
+    async fn mirror_after_run(
+        &self,
+        run: &Run,
+        graph: Option<&dyn AgentGraph>,
+        final_state: Option<StateSnapshot>,
+        status: RunStatus,
+        error: Option<&RunError>,
+        keep_thread: bool,
+    ) -> Value {
+        let thread_id = run.thread_id;
+        let thread_status = match status {
+            RunStatus::Error | RunStatus::Timeout => Some((
+                ThreadStatus::Error,
+                error.map(|error| error.message.clone()),
+            )),
+            _ => None,
+        };
+        // The state read right after a successful run is still current; anything else
+        // (a cancel that won the race, a failure) is read again.
+        let mirrored = match (final_state.filter(|_| status == RunStatus::Success), graph) {
+            (Some(snapshot), _) if !keep_thread => Ok(snapshot),
+            (Some(snapshot), _) => self
+                .mirror_snapshot(thread_id, &snapshot, None)
+                .await
+                .map(|()| snapshot),
+            (None, Some(graph)) if !keep_thread => {
+                let config = RunnableConfig::for_thread(thread_id.to_string());
+                graph
+                    .get_state(&config, StateOptions::default())
+                    .await
+                    .map_err(crate::EngineError::from)
+            }
+            (None, Some(graph)) => {
+                self.mirror_from_graph(thread_id, graph, thread_status.clone())
+                    .await
+            }
+            (None, None) => Err(crate::EngineError::internal("graph unavailable")),
+        };
+        let snapshot = match mirrored {
+            Ok(snapshot) => Some(snapshot),
+            Err(_) if !keep_thread => None,
+            Err(_) => {
+                let (status, error) = thread_status.unwrap_or((ThreadStatus::Idle, None));
+                let mirror = ThreadMirror {
+                    status,
+                    values: None,
+                    interrupts: Default::default(),
+                    error,
+                };
+                // The thread may be gone (deleted while the run ran); nothing to mirror.
+                let _ = self.store().threads().mirror(thread_id, mirror).await;
+                None
+            }
+        };
+        if keep_thread && let Err(error) = self.release_thread_after_run(thread_id).await {
+            tracing::warn!(%thread_id, %error, "updating the thread status failed");
+        }
+        match (status, error) {
+            (RunStatus::Error, Some(error)) => json!({ "__error__": self.client_error(error) }),
+            _ => match snapshot {
+                Some(snapshot) => result_body(
+                    Some(snapshot.values.clone()),
+                    &pending_interrupts(&snapshot),
+                ),
+                None => json!({}),
+            },
+        }
+    }
+
+    /// Keeps a thread busy while other runs wait on it.
+    async fn release_thread_after_run(&self, thread_id: uuid::Uuid) -> crate::EngineResult<()> {
+        let query = service_store::ActiveRunsQuery {
+            thread_id: Some(thread_id),
+            ..Default::default()
+        };
+        if !self.store().runs().active(&query).await?.is_empty() {
+            self.store()
+                .threads()
+                .set_status(thread_id, ThreadStatus::Busy)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// The error as clients see it: without stacks unless they are exposed.
+    pub(crate) fn client_error(&self, error: &RunError) -> RunError {
+        if self.exposes_stacks() {
+            error.clone()
+        } else {
+            error.clone().without_stacks()
+        }
+    }
+
+    /// Publishes an event on a thread's stream, if anyone listens to it.
+    pub(crate) async fn publish_thread_event(
+        &self,
+        thread_id: uuid::Uuid,
+        event: &str,
+        data: &Value,
+    ) {
+        let bytes = Bytes::from(serde_json::to_vec(data).unwrap_or_default());
+        self.publish_thread_bytes(thread_id, event, bytes).await;
+    }
+
+    async fn publish_thread_bytes(&self, thread_id: uuid::Uuid, event: &str, data: Bytes) {
+        let topic = Topic::Thread(thread_id);
+        if self.inner.bus.is_open(topic).await {
+            self.inner.bus.publish(topic, event, data).await;
+        }
+    }
+}
+
+impl Engine {
+    /// Resolves when a cancel for this run was recorded by another instance; never
+    /// in-process, where cancels reach the run's token directly.
+    async fn cancelled_elsewhere(&self, run_id: uuid::Uuid) {
+        let Some(interval) = self.inner.coordinator.check_interval() else {
+            return std::future::pending().await;
+        };
+        loop {
+            tokio::time::sleep(interval).await;
+            if self
+                .store()
+                .runs()
+                .cancel_requested(run_id)
+                .await
+                .unwrap_or(false)
+            {
+                return;
+            }
+        }
+    }
+}
+
+/// The graph call options of a run: its config and checkpoint coordinates, the
+/// requested modes (the wait body comes from the final state, not from frames), and
+/// the run keys every checkpoint records.
+fn stream_options(plan: &RunPlan) -> StreamOptions {
+    let mut config = RunnableConfig::from(plan.config.clone());
+    if let Some(checkpoint_id) = &plan.checkpoint_id {
+        config = config.with_checkpoint_id(checkpoint_id.clone());
+    }
+    if let Some(ns) = &plan.checkpoint_ns {
+        config
+            .configurable
+            .insert("checkpoint_ns".into(), Value::String(ns.clone()));
+    }
+    let stream_mode = plan.stream_mode.clone();
+    let mut metadata = Metadata::new();
+    for key in ["run_id", "thread_id", "graph_id", "assistant_id"] {
+        if let Some(value) = config.configurable.get(key) {
+            metadata.insert(key.into(), value.clone());
+        }
+    }
+    metadata.insert("run_attempt".into(), json!(1));
+    StreamOptions {
+        stream_mode,
+        subgraphs: plan.subgraphs,
+        interrupt_before: plan.interrupt_before.clone(),
+        interrupt_after: plan.interrupt_after.clone(),
+        config,
+        context: plan.context.clone(),
+        metadata,
+    }
+}
+
+async fn sleep_or_forever(duration: Option<Duration>) {
+    match duration {
+        Some(duration) => tokio::time::sleep(duration).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Turns `["messages", [chunk, metadata]]` chunks into the `messages` mode's events:
+/// `messages/metadata` once per message id, then `messages/partial` with the message
+/// accumulated so far.
+#[derive(Default)]
+struct MessageAccumulator {
+    messages: std::collections::HashMap<String, Value>,
+}
+
+impl MessageAccumulator {
+    fn accept(&mut self, data: &Value) -> Vec<(&'static str, Value)> {
+        let (chunk, metadata) = match data {
+            Value::Array(pair) if pair.len() == 2 => (&pair[0], &pair[1]),
+            other => (other, &Value::Null),
+        };
+        let id = chunk
+            .get("id")
+            .and_then(Value::as_str)
+            .unwrap_or("message")
+            .to_owned();
+        let mut events = Vec::new();
+        let accumulated = match self.messages.get_mut(&id) {
+            Some(existing) => {
+                let addition = chunk
+                    .get("content")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                if let Some(Value::String(content)) = existing.get_mut("content") {
+                    content.push_str(addition);
+                }
+                existing.clone()
+            }
+            None => {
+                events.push((
+                    "messages/metadata",
+                    json!({ id.clone(): {"metadata": metadata} }),
+                ));
+                let mut message = chunk.clone();
+                if let Some(kind) = message.get_mut("type")
+                    && kind == "AIMessageChunk"
+                {
+                    *kind = Value::String("ai".into());
+                }
+                self.messages.insert(id, message.clone());
+                message
+            }
+        };
+        events.push(("messages/partial", json!([accumulated])));
+        events
+    }
+}

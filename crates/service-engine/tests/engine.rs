@@ -1,0 +1,426 @@
+//! Engine behaviour with the in-memory store, the example graphs and an injected
+//! clock: scheduling, expiry, timeouts, cancellation and per-thread serialization.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use service_engine::bus::MemoryBus;
+use service_engine::{Engine, EngineConfig, EngineParts, RunTarget};
+use service_graph::{Checkpointer, InMemorySaver};
+use service_store::{Clock, ManualClock};
+use service_store_memory::{MemoryOptions, memory_store};
+use service_types::{
+    CancelAction, CronCreate, MultitaskStrategy, Run, RunCreate, RunStatus, ThreadCreate,
+    ThreadStatus, Timestamp, TtlSetting,
+};
+use uuid::Uuid;
+
+struct Harness {
+    engine: Engine,
+    clock: Arc<ManualClock>,
+}
+
+fn harness(config: EngineConfig) -> Harness {
+    let clock = Arc::new(ManualClock::new(Timestamp::from_unix_micros(
+        1_800_000_000_000_000,
+    )));
+    let dyn_clock: Arc<dyn Clock> = clock.clone();
+    let checkpointer: Arc<dyn Checkpointer> = Arc::new(InMemorySaver::new());
+    let graphs =
+        Arc::new(service_example_graphs::registry(checkpointer.clone()).expect("example graphs"));
+    let engine = Engine::new(EngineParts {
+        store: memory_store(MemoryOptions::new(dyn_clock.clone())),
+        graphs,
+        checkpointer,
+        bus: MemoryBus::new(config.bus),
+        clock: dyn_clock,
+        config,
+    });
+    Harness { engine, clock }
+}
+
+async fn started(config: EngineConfig) -> Harness {
+    let harness = harness(config);
+    harness
+        .engine
+        .ensure_system_assistants()
+        .await
+        .expect("system assistants");
+    harness.engine.start();
+    harness
+}
+
+/// Polls `check` until it returns `Some`, for at most 10 s.
+async fn eventually<T, F, Fut>(mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "condition not met within 10 s"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+fn run_body(assistant: &str, input: Value) -> RunCreate {
+    RunCreate {
+        assistant_id: assistant.into(),
+        input: Some(input),
+        ..RunCreate::default()
+    }
+}
+
+async fn new_thread(engine: &Engine) -> Uuid {
+    engine
+        .create_thread(ThreadCreate::default())
+        .await
+        .expect("thread")
+        .thread_id
+}
+
+async fn settled(engine: &Engine, run: &Run) -> Run {
+    eventually(|| async {
+        let run = engine.get_run(Some(run.thread_id), run.run_id).await.ok()?;
+        run.status.is_terminal().then_some(run)
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_queued_run_executes_and_its_thread_mirrors_the_result() {
+    let Harness { engine, .. } = started(EngineConfig::default()).await;
+    let thread = new_thread(&engine).await;
+    let input = json!({"messages": [{"type": "human", "content": "hi"}]});
+    let run = engine
+        .create_run(RunTarget::Thread(thread), run_body("echo", input))
+        .await
+        .unwrap();
+    assert_eq!(
+        engine.run_result(run.run_id).await["messages"][1]["content"],
+        "echo: hi"
+    );
+    assert_eq!(settled(&engine, &run).await.status, RunStatus::Success);
+    let thread = engine.get_thread(thread).await.unwrap();
+    assert_eq!(thread.status, ThreadStatus::Idle);
+    assert_eq!(thread.values.unwrap()["messages"][1]["content"], "echo: hi");
+}
+
+#[tokio::test]
+async fn enqueued_runs_on_one_thread_execute_one_at_a_time_in_order() {
+    let Harness { engine, .. } = started(EngineConfig::default()).await;
+    let thread = new_thread(&engine).await;
+    let mut runs = Vec::new();
+    for delay in [300, 10] {
+        let mut body = run_body("slow", json!({"delay_ms": delay}));
+        body.multitask_strategy = Some(MultitaskStrategy::Enqueue);
+        runs.push(
+            engine
+                .create_run(RunTarget::Thread(thread), body)
+                .await
+                .unwrap(),
+        );
+    }
+    eventually(|| async {
+        let first = engine.get_run(Some(thread), runs[0].run_id).await.ok()?;
+        (first.status == RunStatus::Running).then_some(())
+    })
+    .await;
+    // Ten idle workers, yet the second run waits for the thread.
+    let second = engine.get_run(Some(thread), runs[1].run_id).await.unwrap();
+    assert_eq!(second.status, RunStatus::Pending);
+    assert_eq!(
+        engine.get_thread(thread).await.unwrap().status,
+        ThreadStatus::Busy
+    );
+    assert_eq!(settled(&engine, &runs[0]).await.status, RunStatus::Success);
+    assert_eq!(settled(&engine, &runs[1]).await.status, RunStatus::Success);
+    assert_eq!(
+        engine.get_thread(thread).await.unwrap().status,
+        ThreadStatus::Idle
+    );
+}
+
+#[tokio::test]
+async fn reject_refuses_a_second_run_while_the_thread_is_busy() {
+    let Harness { engine, .. } = started(EngineConfig::default()).await;
+    let thread = new_thread(&engine).await;
+    engine
+        .create_run(
+            RunTarget::Thread(thread),
+            run_body("slow", json!({"delay_ms": 5000})),
+        )
+        .await
+        .unwrap();
+    let mut second = run_body("echo", json!({}));
+    second.multitask_strategy = Some(MultitaskStrategy::Reject);
+    let error = engine
+        .create_run(RunTarget::Thread(thread), second)
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind, service_engine::ErrorKind::Conflict);
+}
+
+#[tokio::test]
+async fn cancel_stops_the_graph_mid_node() {
+    let Harness { engine, .. } = started(EngineConfig::default()).await;
+    let thread = new_thread(&engine).await;
+    let run = engine
+        .create_run(
+            RunTarget::Thread(thread),
+            run_body("slow", json!({"delay_ms": 60_000})),
+        )
+        .await
+        .unwrap();
+    eventually(|| async {
+        let run = engine.get_run(Some(thread), run.run_id).await.ok()?;
+        (run.status == RunStatus::Running).then_some(())
+    })
+    .await;
+    engine
+        .cancel_run(thread, run.run_id, CancelAction::Interrupt)
+        .await
+        .unwrap();
+    // Settles long before the node's 60 s sleep would end.
+    let run = settled(&engine, &run).await;
+    assert_eq!(run.status, RunStatus::Cancelled);
+    assert_ne!(
+        engine.get_thread(thread).await.unwrap().status,
+        ThreadStatus::Busy
+    );
+}
+
+#[tokio::test]
+async fn a_run_longer_than_the_run_timeout_ends_as_timeout() {
+    let config = EngineConfig {
+        run_timeout: Some(Duration::from_millis(50)),
+        ..EngineConfig::default()
+    };
+    let Harness { engine, .. } = started(config).await;
+    let thread = new_thread(&engine).await;
+    let run = engine
+        .create_run(
+            RunTarget::Thread(thread),
+            run_body("slow", json!({"delay_ms": 60_000})),
+        )
+        .await
+        .unwrap();
+    let run = settled(&engine, &run).await;
+    assert_eq!(run.status, RunStatus::Timeout);
+    assert_eq!(
+        engine.get_thread(thread).await.unwrap().status,
+        ThreadStatus::Error
+    );
+}
+
+#[tokio::test]
+async fn a_failed_run_records_its_error_chain_on_the_run_and_the_thread() {
+    let Harness { engine, .. } = started(EngineConfig::default()).await;
+    let thread = new_thread(&engine).await;
+    let run = engine
+        .create_run(
+            RunTarget::Thread(thread),
+            run_body("fail", json!({"messages": []})),
+        )
+        .await
+        .unwrap();
+    let body = engine.run_result(run.run_id).await;
+    assert_eq!(body["__error__"]["message"], "boom");
+    assert_eq!(body["__error__"]["cause"]["message"], "root cause");
+    let run = settled(&engine, &run).await;
+    assert_eq!(run.status, RunStatus::Error);
+    assert_eq!(run.error.unwrap().message, "boom");
+    let thread = engine.get_thread(thread).await.unwrap();
+    assert_eq!(thread.status, ThreadStatus::Error);
+    assert_eq!(thread.error.as_deref(), Some("boom"));
+    assert_eq!(thread.metadata["error"], "boom");
+}
+
+#[tokio::test]
+async fn a_due_cron_fires_one_run_per_occurrence() {
+    let Harness { engine, clock } = harness(EngineConfig::default());
+    engine.ensure_system_assistants().await.unwrap();
+    let thread = new_thread(&engine).await;
+    let body = CronCreate {
+        schedule: "*/5 * * * *".into(),
+        run: run_body(
+            "echo",
+            json!({"messages": [{"type": "human", "content": "tick"}]}),
+        ),
+        ..CronCreate::default()
+    };
+    let cron = engine.create_cron(Some(thread), body).await.unwrap();
+    let next = cron.next_run_date.expect("next occurrence");
+    engine.fire_due_crons().await;
+    assert!(
+        engine
+            .list_runs(thread, None, None, None)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    clock.set(next);
+    engine.fire_due_crons().await;
+    engine.fire_due_crons().await;
+    let runs = engine.list_runs(thread, None, None, None).await.unwrap();
+    assert_eq!(runs.len(), 1, "one occurrence fires exactly one run");
+    let advanced = engine.get_cron(cron.cron_id).await.unwrap();
+    assert!(advanced.next_run_date.unwrap() > next);
+}
+
+#[tokio::test]
+async fn an_expired_thread_stays_readable_until_the_sweeper_collects_it() {
+    let Harness { engine, clock } = harness(EngineConfig::default());
+    let body = ThreadCreate {
+        ttl: Some(TtlSetting::Minutes(10.0)),
+        ..ThreadCreate::default()
+    };
+    let thread = engine.create_thread(body).await.unwrap().thread_id;
+    clock.advance(Duration::from_secs(11 * 60));
+    assert!(engine.get_thread(thread).await.is_ok());
+    engine.sweep_once().await;
+    assert!(engine.get_thread(thread).await.is_err());
+}
+
+#[tokio::test]
+async fn a_delayed_run_waits_for_its_start_time() {
+    let Harness { engine, clock } = started(EngineConfig::default()).await;
+    let thread = new_thread(&engine).await;
+    let mut body = run_body("echo", json!({"messages": []}));
+    body.after_seconds = Some(30.0);
+    let run = engine
+        .create_run(RunTarget::Thread(thread), body)
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(
+        engine
+            .get_run(Some(thread), run.run_id)
+            .await
+            .unwrap()
+            .status,
+        RunStatus::Pending
+    );
+    clock.advance(Duration::from_secs(31));
+    // A new run wakes the workers, which now find the delayed run due too.
+    engine
+        .create_run(
+            RunTarget::Stateless,
+            run_body("echo", json!({"messages": []})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(settled(&engine, &run).await.status, RunStatus::Success);
+}
+
+/// A coordinator whose answer about thread claims the test decides.
+#[derive(Default)]
+struct ClaimsFreed(std::sync::atomic::AtomicBool);
+
+#[async_trait::async_trait]
+impl service_engine::coordination::Coordinator for ClaimsFreed {
+    async fn announce_work(&self) {}
+    async fn other_work(&self) {
+        std::future::pending::<()>().await;
+    }
+    async fn claim_thread(
+        &self,
+        _thread_id: Uuid,
+    ) -> service_engine::EngineResult<Box<dyn service_engine::coordination::ThreadClaim>> {
+        Ok(Box::new(()))
+    }
+    async fn thread_unclaimed(&self, _thread_id: Uuid) -> service_engine::EngineResult<bool> {
+        Ok(self.0.load(std::sync::atomic::Ordering::SeqCst))
+    }
+    fn check_interval(&self) -> Option<Duration> {
+        Some(Duration::from_secs(3600))
+    }
+}
+
+#[tokio::test]
+async fn a_run_whose_executor_died_is_settled_as_an_error_once_its_claim_is_free() {
+    let clock = Arc::new(ManualClock::new(Timestamp::from_unix_micros(
+        1_800_000_000_000_000,
+    )));
+    let dyn_clock: Arc<dyn Clock> = clock.clone();
+    let checkpointer: Arc<dyn Checkpointer> = Arc::new(InMemorySaver::new());
+    let graphs = Arc::new(service_example_graphs::registry(checkpointer.clone()).unwrap());
+    let config = EngineConfig::default();
+    let store = memory_store(MemoryOptions::new(dyn_clock.clone()));
+    let coordinator = Arc::new(ClaimsFreed::default());
+    let engine = Engine::with_coordinator(
+        EngineParts {
+            store: store.clone(),
+            graphs,
+            checkpointer,
+            bus: MemoryBus::new(config.bus),
+            clock: dyn_clock,
+            config,
+        },
+        coordinator.clone(),
+    );
+    engine.ensure_system_assistants().await.unwrap();
+    let thread = new_thread(&engine).await;
+    // Workers are not started: the run is claimed as another instance would, then
+    // that instance "dies".
+    let run = engine
+        .create_run(RunTarget::Thread(thread), run_body("echo", json!({})))
+        .await
+        .unwrap();
+    let claimed = store.runs().claim_next(clock.now()).await.unwrap().unwrap();
+    assert_eq!(claimed.run_id, run.run_id);
+
+    clock.advance(Duration::from_secs(60));
+    assert_eq!(
+        engine.recover_orphaned_runs().await,
+        0,
+        "its claim is still held"
+    );
+    coordinator
+        .0
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(engine.recover_orphaned_runs().await, 1);
+
+    let run = engine.get_run(Some(thread), run.run_id).await.unwrap();
+    assert_eq!(run.status, RunStatus::Error);
+    assert_eq!(run.error.unwrap().error, "ExecutorLost");
+    assert_eq!(
+        engine.get_thread(thread).await.unwrap().status,
+        ThreadStatus::Error
+    );
+}
+
+#[tokio::test]
+async fn a_stateless_run_deletes_its_thread_once_settled_yet_its_result_stays_answerable() {
+    let Harness { engine, .. } = started(EngineConfig::default()).await;
+    let input = json!({"messages": [{"type": "human", "content": "once"}]});
+    let run = engine
+        .create_run(RunTarget::Stateless, run_body("echo", input))
+        .await
+        .unwrap();
+    let body = engine.run_result(run.run_id).await;
+    assert_eq!(body["messages"][1]["content"], "echo: once");
+    eventually(|| async {
+        engine
+            .get_thread(run.thread_id)
+            .await
+            .is_err()
+            .then_some(())
+    })
+    .await;
+
+    let mut kept = run_body("echo", json!({"messages": []}));
+    kept.on_completion = Some(service_types::OnCompletion::Keep);
+    let run = engine.create_run(RunTarget::Stateless, kept).await.unwrap();
+    engine.run_result(run.run_id).await;
+    assert_eq!(settled(&engine, &run).await.status, RunStatus::Success);
+    assert!(engine.get_thread(run.thread_id).await.is_ok());
+}

@@ -1,0 +1,222 @@
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Mutex, MutexGuard};
+
+use async_trait::async_trait;
+use chrono::Utc;
+use serde_json::Value;
+use service_types::{Metadata, PruneStrategy, Timestamp};
+
+use super::{
+    CheckpointListOptions, CheckpointTuple, Checkpointer, PendingWrite, metadata_matches,
+    new_checkpoint_id,
+};
+use crate::{CheckpointConfig, GraphError};
+
+#[derive(Clone, Debug)]
+struct Stored {
+    parent: Option<String>,
+    checkpoint: Value,
+    metadata: Metadata,
+    created_at: Timestamp,
+    writes: Vec<PendingWrite>,
+}
+
+/// Checkpoints of one thread keyed by (namespace, id); id order is write order.
+type ThreadCheckpoints = BTreeMap<(String, String), Stored>;
+
+/// A [`Checkpointer`] in process memory: the development default. Nothing survives
+/// a restart.
+#[derive(Debug, Default)]
+pub struct InMemorySaver {
+    threads: Mutex<HashMap<String, ThreadCheckpoints>>,
+}
+
+impl InMemorySaver {
+    /// An empty saver.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, ThreadCheckpoints>> {
+        // A poisoned lock only means a panic elsewhere; every update below is atomic.
+        self.threads
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+fn tuple(thread_id: &str, ns: &str, id: &str, stored: &Stored) -> CheckpointTuple {
+    let at = |checkpoint_id: &str| CheckpointConfig {
+        thread_id: thread_id.to_owned(),
+        checkpoint_ns: ns.to_owned(),
+        checkpoint_id: Some(checkpoint_id.to_owned()),
+    };
+    CheckpointTuple {
+        config: at(id),
+        parent_config: stored.parent.as_deref().map(at),
+        checkpoint: stored.checkpoint.clone(),
+        metadata: stored.metadata.clone(),
+        created_at: stored.created_at,
+        pending_writes: stored.writes.clone(),
+    }
+}
+
+fn in_namespace<'a>(
+    checkpoints: &'a ThreadCheckpoints,
+    ns: &'a str,
+) -> impl DoubleEndedIterator<Item = (&'a String, &'a Stored)> + 'a {
+    checkpoints
+        .iter()
+        .filter(move |((namespace, _), _)| namespace == ns)
+        .map(|((_, id), stored)| (id, stored))
+}
+
+#[async_trait]
+impl Checkpointer for InMemorySaver {
+    async fn get_tuple(
+        &self,
+        config: &CheckpointConfig,
+    ) -> Result<Option<CheckpointTuple>, GraphError> {
+        let threads = self.lock();
+        let Some(checkpoints) = threads.get(&config.thread_id) else {
+            return Ok(None);
+        };
+        let ns = config.checkpoint_ns.as_str();
+        let found = match &config.checkpoint_id {
+            Some(id) => checkpoints
+                .get(&(ns.to_owned(), id.clone()))
+                .map(|stored| (id, stored)),
+            None => in_namespace(checkpoints, ns).next_back(),
+        };
+        Ok(found.map(|(id, stored)| tuple(&config.thread_id, ns, id, stored)))
+    }
+
+    async fn list(
+        &self,
+        config: &CheckpointConfig,
+        options: CheckpointListOptions,
+    ) -> Result<Vec<CheckpointTuple>, GraphError> {
+        let threads = self.lock();
+        let Some(checkpoints) = threads.get(&config.thread_id) else {
+            return Ok(Vec::new());
+        };
+        let ns = config.checkpoint_ns.as_str();
+        Ok(in_namespace(checkpoints, ns)
+            .rev()
+            .filter(|(id, _)| {
+                config
+                    .checkpoint_id
+                    .as_ref()
+                    .is_none_or(|wanted| wanted == *id)
+            })
+            .filter(|(id, _)| {
+                options
+                    .before
+                    .as_ref()
+                    .is_none_or(|before| id.as_str() < before.as_str())
+            })
+            .filter(|(_, stored)| {
+                options
+                    .filter
+                    .as_ref()
+                    .is_none_or(|filter| metadata_matches(&stored.metadata, filter))
+            })
+            .take(options.limit.unwrap_or(usize::MAX))
+            .map(|(id, stored)| tuple(&config.thread_id, ns, id, stored))
+            .collect())
+    }
+
+    async fn put(
+        &self,
+        config: &CheckpointConfig,
+        checkpoint: Value,
+        metadata: Metadata,
+    ) -> Result<CheckpointConfig, GraphError> {
+        let id = new_checkpoint_id();
+        let stored = Stored {
+            parent: config.checkpoint_id.clone(),
+            checkpoint,
+            metadata,
+            created_at: Timestamp::new(Utc::now()),
+            writes: Vec::new(),
+        };
+        self.lock()
+            .entry(config.thread_id.clone())
+            .or_default()
+            .insert((config.checkpoint_ns.clone(), id.clone()), stored);
+        Ok(CheckpointConfig {
+            thread_id: config.thread_id.clone(),
+            checkpoint_ns: config.checkpoint_ns.clone(),
+            checkpoint_id: Some(id),
+        })
+    }
+
+    async fn put_writes(
+        &self,
+        config: &CheckpointConfig,
+        task_id: &str,
+        writes: Vec<(String, Value)>,
+    ) -> Result<(), GraphError> {
+        let mut threads = self.lock();
+        let stored = config
+            .checkpoint_id
+            .as_ref()
+            .and_then(|id| {
+                threads
+                    .get_mut(&config.thread_id)?
+                    .get_mut(&(config.checkpoint_ns.clone(), id.clone()))
+            })
+            .ok_or_else(|| GraphError::NotFound(format!("Checkpoint {config:?} not found")))?;
+        for (channel, value) in writes {
+            stored
+                .writes
+                .retain(|write| !(write.task_id == task_id && write.channel == channel));
+            stored.writes.push(PendingWrite {
+                task_id: task_id.to_owned(),
+                channel,
+                value,
+            });
+        }
+        Ok(())
+    }
+
+    async fn delete_thread(&self, thread_id: &str) -> Result<(), GraphError> {
+        self.lock().remove(thread_id);
+        Ok(())
+    }
+
+    async fn copy_thread(&self, from: &str, to: &str) -> Result<(), GraphError> {
+        let mut threads = self.lock();
+        let copy = threads.get(from).cloned().unwrap_or_default();
+        threads.insert(to.to_owned(), copy);
+        Ok(())
+    }
+
+    async fn prune(&self, thread_id: &str, strategy: PruneStrategy) -> Result<(), GraphError> {
+        let mut threads = self.lock();
+        match strategy {
+            PruneStrategy::Delete => {
+                threads.remove(thread_id);
+            }
+            PruneStrategy::KeepLatest => {
+                if let Some(checkpoints) = threads.get_mut(thread_id) {
+                    let mut latest: HashMap<String, String> = HashMap::new();
+                    for (ns, id) in checkpoints.keys() {
+                        latest.insert(ns.clone(), id.clone());
+                    }
+                    checkpoints.retain(|(ns, id), _| latest.get(ns) == Some(id));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn delete_run(&self, thread_id: &str, run_id: &str) -> Result<(), GraphError> {
+        if let Some(checkpoints) = self.lock().get_mut(thread_id) {
+            checkpoints.retain(|_, stored| {
+                stored.metadata.get("run_id").and_then(Value::as_str) != Some(run_id)
+            });
+        }
+        Ok(())
+    }
+}

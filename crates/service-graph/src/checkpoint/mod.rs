@@ -1,0 +1,126 @@
+//! The [`Checkpointer`] trait: where a runtime keeps per-thread checkpoints, and what
+//! the service needs from it for thread copy, prune and rollback.
+//!
+//! Checkpoint bodies and metadata are JSON so a database saver can store them as
+//! JSONB. Checkpoint ids increase monotonically ([`new_checkpoint_id`]), so "newest
+//! first" and `before` are plain id comparisons.
+
+mod id;
+mod memory;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use service_types::{Metadata, PruneStrategy, Timestamp};
+
+use crate::{CheckpointConfig, GraphError};
+
+pub use id::new_checkpoint_id;
+pub use memory::InMemorySaver;
+
+/// A write a task made against a checkpoint before the next one was written: a
+/// finished task's output, an interrupt, an error, resume values.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PendingWrite {
+    /// The task that wrote it.
+    pub task_id: String,
+    /// What kind of write (runtime-defined channel name).
+    pub channel: String,
+    /// The written value.
+    pub value: Value,
+}
+
+/// A stored checkpoint with its coordinates, parent, metadata and pending writes.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CheckpointTuple {
+    /// This checkpoint (id always set).
+    pub config: CheckpointConfig,
+    /// The checkpoint it was written after, if any.
+    pub parent_config: Option<CheckpointConfig>,
+    /// The runtime-defined checkpoint body.
+    pub checkpoint: Value,
+    /// Checkpoint metadata (`source`, `step`, `writes`, run keys, ...).
+    pub metadata: Metadata,
+    /// When it was written.
+    pub created_at: Timestamp,
+    /// Writes made against it, in write order.
+    pub pending_writes: Vec<PendingWrite>,
+}
+
+impl CheckpointTuple {
+    /// The checkpoint id.
+    pub fn id(&self) -> &str {
+        self.config.checkpoint_id.as_deref().unwrap_or_default()
+    }
+}
+
+/// Options of [`Checkpointer::list`].
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CheckpointListOptions {
+    /// Only checkpoints whose metadata contains these key/value pairs.
+    pub filter: Option<Metadata>,
+    /// Only checkpoints with an id lower than this one.
+    pub before: Option<String>,
+    /// Most checkpoints to return.
+    pub limit: Option<usize>,
+}
+
+/// Where per-thread checkpoints live (SPEC: getTuple, list, put, putWrites,
+/// deleteThread, plus copy, prune and rollback for the service).
+#[async_trait]
+pub trait Checkpointer: Send + Sync {
+    /// The checkpoint `config` names, or the thread's latest when it names none.
+    async fn get_tuple(
+        &self,
+        config: &CheckpointConfig,
+    ) -> Result<Option<CheckpointTuple>, GraphError>;
+
+    /// Checkpoints of the thread and namespace, newest first; only the named one when
+    /// `config` carries a checkpoint id.
+    async fn list(
+        &self,
+        config: &CheckpointConfig,
+        options: CheckpointListOptions,
+    ) -> Result<Vec<CheckpointTuple>, GraphError>;
+
+    /// Stores a checkpoint after the one `config` names (its parent; none for the
+    /// first) and returns the new checkpoint's coordinates. The saver mints the id.
+    async fn put(
+        &self,
+        config: &CheckpointConfig,
+        checkpoint: Value,
+        metadata: Metadata,
+    ) -> Result<CheckpointConfig, GraphError>;
+
+    /// Records writes of `task_id` against the checkpoint `config` names; a write
+    /// replaces an earlier write of the same task and channel.
+    async fn put_writes(
+        &self,
+        config: &CheckpointConfig,
+        task_id: &str,
+        writes: Vec<(String, Value)>,
+    ) -> Result<(), GraphError>;
+
+    /// Deletes every checkpoint and write of the thread.
+    async fn delete_thread(&self, thread_id: &str) -> Result<(), GraphError>;
+
+    /// Copies every checkpoint and write of `from` to `to` (same ids), replacing
+    /// whatever `to` had.
+    async fn copy_thread(&self, from: &str, to: &str) -> Result<(), GraphError>;
+
+    /// Prunes a thread: `Delete` removes everything, `KeepLatest` keeps only the
+    /// latest checkpoint of each namespace.
+    async fn prune(&self, thread_id: &str, strategy: PruneStrategy) -> Result<(), GraphError>;
+
+    /// Rollback of a run: deletes the thread's checkpoints whose `metadata.run_id` is
+    /// `run_id`.
+    async fn delete_run(&self, thread_id: &str, run_id: &str) -> Result<(), GraphError>;
+}
+
+/// Whether `metadata` contains every key of `filter` with an equal value; the one
+/// filter rule every saver applies.
+pub fn metadata_matches(metadata: &Metadata, filter: &Metadata) -> bool {
+    filter
+        .iter()
+        .all(|(key, wanted)| metadata.get(key) == Some(wanted))
+}

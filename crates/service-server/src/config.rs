@@ -1,0 +1,176 @@
+//! The configuration file: graphs, http, store and checkpointer blocks. Unknown keys
+//! are refused so a typo fails at boot.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::Deserialize;
+
+use crate::env::ConfigError;
+
+/// The whole file.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ConfigFile {
+    /// Graph id to serve → built-in graph it runs (e.g. `{"chat": "echo"}`); absent
+    /// serves every built-in example graph under its own id.
+    #[serde(default)]
+    pub graphs: Option<BTreeMap<String, String>>,
+    /// HTTP settings.
+    #[serde(default)]
+    pub http: HttpConfig,
+    /// Long-term store settings.
+    #[serde(default)]
+    pub store: StoreConfig,
+    /// Checkpointer settings.
+    #[serde(default)]
+    pub checkpointer: CheckpointerConfig,
+}
+
+/// The `http` block.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct HttpConfig {
+    /// `true` (mount at `/console`), `false`, or a mount path other than `/`.
+    #[serde(default)]
+    pub console: Option<serde_json::Value>,
+    /// Turn off the run routes.
+    #[serde(default)]
+    pub disable_runs: Option<bool>,
+}
+
+/// The `store` block.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct StoreConfig {
+    /// Item expiry.
+    #[serde(default)]
+    pub ttl: Option<StoreTtl>,
+}
+
+/// `store.ttl`, in minutes.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct StoreTtl {
+    /// Applied to puts without their own ttl.
+    #[serde(default)]
+    pub default_ttl: Option<f64>,
+    /// A read extends a live item's expiry (default true).
+    #[serde(default = "yes")]
+    pub refresh_on_read: bool,
+    /// Sweeper period (default 60).
+    #[serde(default)]
+    pub sweep_interval_minutes: Option<f64>,
+}
+
+/// The `checkpointer` block.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct CheckpointerConfig {
+    /// Thread expiry.
+    #[serde(default)]
+    pub ttl: Option<CheckpointerTtl>,
+}
+
+/// `checkpointer.ttl`, in minutes.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct CheckpointerTtl {
+    /// Lifetime of threads created without their own ttl.
+    #[serde(default)]
+    pub default_ttl: Option<f64>,
+    /// Only `delete` is implemented.
+    #[serde(default)]
+    pub strategy: Option<String>,
+    /// Sweeper period (default 60).
+    #[serde(default)]
+    pub sweep_interval_minutes: Option<f64>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl ConfigFile {
+    /// Reads and validates a configuration file.
+    pub(crate) fn load(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|error| {
+            ConfigError(format!(
+                "cannot read config file {}: {error}",
+                path.display()
+            ))
+        })?;
+        let config: Self = serde_json::from_str(&text).map_err(|error| {
+            ConfigError(format!("invalid config file {}: {error}", path.display()))
+        })?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        let positive = |name: &str, value: Option<f64>| match value {
+            Some(value) if !(value.is_finite() && value > 0.0) => Err(ConfigError(format!(
+                "{name} must be a positive number of minutes"
+            ))),
+            _ => Ok(()),
+        };
+        if let Some(ttl) = &self.store.ttl {
+            positive("store.ttl.default_ttl", ttl.default_ttl)?;
+            positive(
+                "store.ttl.sweep_interval_minutes",
+                ttl.sweep_interval_minutes,
+            )?;
+        }
+        if let Some(ttl) = &self.checkpointer.ttl {
+            positive("checkpointer.ttl.default_ttl", ttl.default_ttl)?;
+            positive(
+                "checkpointer.ttl.sweep_interval_minutes",
+                ttl.sweep_interval_minutes,
+            )?;
+            if let Some(strategy) = ttl
+                .strategy
+                .as_deref()
+                .filter(|strategy| *strategy != "delete")
+            {
+                return Err(ConfigError(format!(
+                    "checkpointer.ttl.strategy {strategy:?} is not supported; only \"delete\" is"
+                )));
+            }
+        }
+        match &self.http.console {
+            Some(serde_json::Value::String(path)) if path == "/" || !path.starts_with('/') => {
+                Err(ConfigError(
+                    "http.console must be true, false or a path like \"/console\" (not \"/\")"
+                        .into(),
+                ))
+            }
+            Some(serde_json::Value::Bool(_) | serde_json::Value::String(_)) | None => Ok(()),
+            Some(other) => Err(ConfigError(format!(
+                "http.console must be a boolean or a path, got {other}"
+            ))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_keys_are_refused() {
+        let error = serde_json::from_str::<ConfigFile>(r#"{"grpahs": {}}"#).unwrap_err();
+        assert!(error.to_string().contains("grpahs"));
+    }
+
+    #[test]
+    fn blocks_are_read_and_checked() {
+        let config: ConfigFile = serde_json::from_str(
+            r#"{"graphs": {"chat": "echo"}, "store": {"ttl": {"default_ttl": 5}}, "checkpointer": {"ttl": {"strategy": "delete"}}}"#,
+        )
+        .unwrap();
+        config.validate().unwrap();
+        assert!(config.store.ttl.unwrap().refresh_on_read);
+        let bad: ConfigFile = serde_json::from_str(r#"{"http": {"console": "/"}}"#).unwrap();
+        assert!(bad.validate().is_err());
+    }
+}

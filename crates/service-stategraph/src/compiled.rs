@@ -1,0 +1,241 @@
+use std::fmt;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use futures::StreamExt;
+use serde_json::Value;
+use service_graph::checkpoint::CheckpointListOptions;
+use service_graph::{
+    AgentGraph, CheckpointConfig, Checkpointer, ChunkStream, GraphError, HistoryOptions,
+    InMemorySaver, RunContext, RunInput, RunnableConfig, StateOptions, StateSnapshot, StateUpdate,
+    StreamOptions,
+};
+use service_types::{GraphSchema, StreamMode};
+use tokio::sync::mpsc;
+
+use crate::emit::Emitter;
+use crate::graph::GraphDef;
+use crate::pregel::Run;
+use crate::schema::{graph_json, graph_schema};
+use crate::stored::Loaded;
+
+/// A validated state graph bound to a checkpointer; implements [`AgentGraph`].
+#[derive(Clone)]
+pub struct CompiledGraph {
+    pub(crate) def: Arc<GraphDef>,
+    pub(crate) saver: Arc<dyn Checkpointer>,
+}
+
+impl fmt::Debug for CompiledGraph {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CompiledGraph")
+            .field("name", &self.def.name)
+            .finish()
+    }
+}
+
+impl CompiledGraph {
+    pub(crate) fn new(def: Arc<GraphDef>, saver: Arc<dyn Checkpointer>) -> Self {
+        Self { def, saver }
+    }
+
+    /// The graph's name.
+    pub fn name(&self) -> &str {
+        &self.def.name
+    }
+
+    /// Input, output and state JSON schemas (without `graph_id`).
+    pub fn schema(&self) -> GraphSchema {
+        graph_schema(&self.def)
+    }
+
+    /// The checkpoint coordinates a config addresses; a thread id is required.
+    pub(crate) fn thread(config: &RunnableConfig) -> Result<CheckpointConfig, GraphError> {
+        config.checkpoint_config().ok_or_else(|| {
+            GraphError::InvalidInput("A thread_id is required in configurable".into())
+        })
+    }
+
+    /// The checkpoint `config` names (latest when it names none); a named checkpoint
+    /// that does not exist is [`GraphError::NotFound`].
+    pub(crate) async fn load(
+        &self,
+        config: &CheckpointConfig,
+    ) -> Result<Option<Loaded>, GraphError> {
+        let found = self
+            .saver
+            .get_tuple(config)
+            .await?
+            .map(Loaded::new)
+            .transpose()?;
+        match (&config.checkpoint_id, found) {
+            (Some(id), None) => Err(GraphError::NotFound(format!("Checkpoint {id} not found"))),
+            (_, found) => Ok(found),
+        }
+    }
+
+    fn start(&self, input: RunInput, options: StreamOptions, ctx: RunContext) -> ChunkStream {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let emit = Emitter::new(tx, &self.def.name, &options);
+        // Without a thread the run still needs checkpoints; keep them private to it.
+        let (saver, thread) = match options.config.checkpoint_config() {
+            Some(thread) => (Arc::clone(&self.saver), thread),
+            None => {
+                let saver: Arc<dyn Checkpointer> = Arc::new(InMemorySaver::new());
+                (
+                    saver,
+                    CheckpointConfig::new(uuid::Uuid::new_v4().to_string(), None),
+                )
+            }
+        };
+        // Dropping the stream stops the run too, not just its output.
+        let cancel = ctx.cancel.child_token();
+        let guard = cancel.clone().drop_guard();
+        let run = Run {
+            def: Arc::clone(&self.def),
+            saver,
+            thread,
+            options,
+            store: ctx.store,
+            cancel,
+            emit: emit.clone(),
+        };
+        tokio::spawn(async move {
+            if let Err(error) = run.execute(input).await {
+                emit.fail(error);
+            }
+        });
+        Box::pin(futures::stream::unfold(
+            (rx, guard),
+            |(mut rx, guard)| async move { rx.recv().await.map(|item| (item, (rx, guard))) },
+        ))
+    }
+}
+
+#[async_trait]
+impl AgentGraph for CompiledGraph {
+    async fn stream(
+        &self,
+        input: RunInput,
+        options: StreamOptions,
+        ctx: RunContext,
+    ) -> Result<ChunkStream, GraphError> {
+        Ok(self.start(input, options, ctx))
+    }
+
+    async fn get_state(
+        &self,
+        config: &RunnableConfig,
+        _options: StateOptions,
+    ) -> Result<StateSnapshot, GraphError> {
+        let thread = Self::thread(config)?;
+        Ok(self
+            .load(&thread)
+            .await?
+            .map_or_else(StateSnapshot::empty, |loaded| loaded.snapshot()))
+    }
+
+    async fn get_state_history(
+        &self,
+        config: &RunnableConfig,
+        options: HistoryOptions,
+    ) -> Result<Vec<StateSnapshot>, GraphError> {
+        let thread = Self::thread(config)?;
+        let listed = self
+            .saver
+            .list(
+                &thread,
+                CheckpointListOptions {
+                    filter: options.filter,
+                    before: options.before,
+                    limit: options.limit,
+                },
+            )
+            .await?;
+        listed
+            .into_iter()
+            .map(|tuple| Loaded::new(tuple).map(|loaded| loaded.snapshot()))
+            .collect()
+    }
+
+    async fn update_state(
+        &self,
+        config: &RunnableConfig,
+        values: Value,
+        as_node: Option<String>,
+    ) -> Result<CheckpointConfig, GraphError> {
+        let update = StateUpdate {
+            values: Some(values),
+            command: None,
+            as_node,
+        };
+        self.bulk_update_state(config, vec![vec![update]]).await
+    }
+
+    async fn bulk_update_state(
+        &self,
+        config: &RunnableConfig,
+        supersteps: Vec<Vec<StateUpdate>>,
+    ) -> Result<CheckpointConfig, GraphError> {
+        let thread = Self::thread(config)?;
+        if supersteps.is_empty() || supersteps.iter().any(Vec::is_empty) {
+            return Err(GraphError::InvalidInput(
+                "Supersteps must each hold at least one update".into(),
+            ));
+        }
+        let mut base = self.load(&thread).await?;
+        for updates in supersteps {
+            base = Some(self.write_updates(&thread, base, updates).await?);
+        }
+        base.map(|loaded| loaded.tuple.config)
+            .ok_or_else(|| GraphError::InvalidInput("No update was applied".into()))
+    }
+
+    async fn stream_events(
+        &self,
+        input: RunInput,
+        mut options: StreamOptions,
+        ctx: RunContext,
+    ) -> Result<ChunkStream, GraphError> {
+        if !options.stream_mode.contains(&StreamMode::Events) {
+            options.stream_mode.push(StreamMode::Events);
+        }
+        Ok(self.start(input, options, ctx))
+    }
+
+    async fn invoke(
+        &self,
+        input: RunInput,
+        mut options: StreamOptions,
+        ctx: RunContext,
+    ) -> Result<Value, GraphError> {
+        options.stream_mode = vec![StreamMode::Values];
+        let mut chunks = self.start(input, options.clone(), ctx);
+        let mut last = None;
+        while let Some(chunk) = chunks.next().await {
+            last = Some(chunk?.into_parts().2);
+        }
+        match last {
+            Some(values) => Ok(values),
+            // A thread-less run that wrote no values frame has no state to report.
+            None if options.config.thread_id().is_none() => Ok(Value::Object(Default::default())),
+            None => self
+                .get_state(&options.config, StateOptions::default())
+                .await
+                .map(|snapshot| snapshot.values),
+        }
+    }
+
+    async fn get_graph(&self, _xray: u32) -> Result<Value, GraphError> {
+        Ok(graph_json(&self.def))
+    }
+
+    async fn get_subgraphs(
+        &self,
+        _namespace: Option<String>,
+        _recurse: bool,
+    ) -> Result<Vec<(String, GraphSchema)>, GraphError> {
+        // Subgraphs are not supported yet, so there are none to list.
+        Ok(Vec::new())
+    }
+}

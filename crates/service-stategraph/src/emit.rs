@@ -1,0 +1,254 @@
+//! Turns runtime events into chunks, only for the stream modes the run requested.
+
+use std::fmt;
+use std::sync::Arc;
+
+use chrono::Utc;
+use serde_json::{Map, Value, json};
+use service_graph::{Chunk, GraphError, StateSnapshot, StreamOptions};
+use service_types::{Interrupt, RunError, StreamMode, Timestamp};
+use tokio::sync::mpsc::UnboundedSender;
+
+/// The run's outgoing chunks. Unbounded on purpose: SPEC wants the graph never slowed
+/// by a slow client; the engine's bus applies the bounds.
+pub(crate) type ChunkSender = UnboundedSender<Result<Chunk, GraphError>>;
+
+#[derive(Clone)]
+pub(crate) struct Emitter {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    tx: ChunkSender,
+    modes: Vec<StreamMode>,
+    graph_name: String,
+    run_id: String,
+    tags: Vec<String>,
+}
+
+impl fmt::Debug for Emitter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Emitter")
+            .field("modes", &self.inner.modes)
+            .finish()
+    }
+}
+
+fn interrupts_json(interrupts: &[Interrupt]) -> Value {
+    Value::Array(
+        interrupts
+            .iter()
+            .map(|interrupt| json!({"value": interrupt.value, "id": interrupt.id}))
+            .collect(),
+    )
+}
+
+impl Emitter {
+    pub(crate) fn new(tx: ChunkSender, graph_name: &str, options: &StreamOptions) -> Self {
+        let modes = StreamMode::ALL
+            .into_iter()
+            .filter(|mode| options.wants(*mode))
+            .collect();
+        let run_id = options
+            .config
+            .configurable
+            .get("run_id")
+            .and_then(Value::as_str)
+            .map_or_else(|| uuid::Uuid::new_v4().to_string(), str::to_owned);
+        Self {
+            inner: Arc::new(Inner {
+                tx,
+                modes,
+                graph_name: graph_name.to_owned(),
+                run_id,
+                tags: options.config.tags.clone(),
+            }),
+        }
+    }
+
+    fn wants(&self, mode: StreamMode) -> bool {
+        self.inner.modes.contains(&mode)
+    }
+
+    fn send(&self, mode: StreamMode, data: Value) {
+        if self.wants(mode) {
+            // A dropped receiver means nobody listens; the run notices via is_closed.
+            let _ = self.inner.tx.send(Ok(Chunk::new(mode.as_str(), data)));
+        }
+    }
+
+    /// Whether the consumer dropped the stream.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.inner.tx.is_closed()
+    }
+
+    /// Ends the stream with an error.
+    pub(crate) fn fail(&self, error: GraphError) {
+        let _ = self.inner.tx.send(Err(error));
+    }
+
+    pub(crate) fn values(&self, values: &Map<String, Value>) {
+        self.send(StreamMode::Values, Value::Object(values.clone()));
+    }
+
+    /// The pause frames: `updates` with `__interrupt__`, then the values carrying it.
+    pub(crate) fn interrupted(&self, values: &Map<String, Value>, interrupts: &[Interrupt]) {
+        let list = interrupts_json(interrupts);
+        self.send(StreamMode::Updates, json!({"__interrupt__": list}));
+        let mut values = values.clone();
+        values.insert("__interrupt__".into(), list);
+        self.send(StreamMode::Values, Value::Object(values));
+    }
+
+    pub(crate) fn updates(&self, node: &str, update: &Value) {
+        self.send(StreamMode::Updates, json!({ node: update }));
+    }
+
+    pub(crate) fn custom(&self, value: Value) {
+        self.send(StreamMode::Custom, value);
+    }
+
+    fn debug(&self, step: i64, kind: &str, payload: Value) {
+        if !self.wants(StreamMode::Debug) {
+            return;
+        }
+        let timestamp = Timestamp::new(Utc::now()).to_string();
+        self.send(
+            StreamMode::Debug,
+            json!({"step": step, "timestamp": timestamp, "type": kind, "payload": payload}),
+        );
+    }
+
+    fn event(&self, event: &str, name: &str, run_id: &str, metadata: Value, data: Value) {
+        let parents: Vec<&str> = if run_id == self.inner.run_id {
+            Vec::new()
+        } else {
+            vec![&self.inner.run_id]
+        };
+        self.send(
+            StreamMode::Events,
+            json!({
+                "event": event, "name": name, "run_id": run_id, "tags": self.inner.tags,
+                "metadata": metadata, "parent_ids": parents, "data": data,
+            }),
+        );
+    }
+
+    pub(crate) fn run_started(&self, input: &Value) {
+        if !self.wants(StreamMode::Events) {
+            return;
+        }
+        let (name, run_id) = (&self.inner.graph_name, &self.inner.run_id);
+        self.event(
+            "on_chain_start",
+            name,
+            run_id,
+            json!({}),
+            json!({"input": input}),
+        );
+    }
+
+    pub(crate) fn run_finished(&self, output: &Map<String, Value>) {
+        if !self.wants(StreamMode::Events) {
+            return;
+        }
+        let (name, run_id) = (&self.inner.graph_name, &self.inner.run_id);
+        self.event(
+            "on_chain_end",
+            name,
+            run_id,
+            json!({}),
+            json!({"output": output}),
+        );
+    }
+
+    pub(crate) fn task_started(&self, step: i64, id: &str, node: &str, input: &Map<String, Value>) {
+        // Payloads carry a copy of the node's input: built only for modes requested.
+        if self.wants(StreamMode::Tasks) || self.wants(StreamMode::Debug) {
+            let payload = json!({
+                "id": id, "name": node, "input": input, "triggers": [format!("branch:to:{node}")],
+            });
+            self.send(StreamMode::Tasks, payload.clone());
+            self.debug(step, "task", payload);
+        }
+        if !self.wants(StreamMode::Events) {
+            return;
+        }
+        let metadata = json!({"langgraph_step": step, "langgraph_node": node});
+        self.event(
+            "on_chain_start",
+            node,
+            id,
+            metadata,
+            json!({"input": input}),
+        );
+    }
+
+    pub(crate) fn task_finished(
+        &self,
+        step: i64,
+        id: &str,
+        node: &str,
+        result: Option<&Value>,
+        error: Option<&RunError>,
+        interrupts: &[Interrupt],
+    ) {
+        let wanted = [StreamMode::Tasks, StreamMode::Debug, StreamMode::Events];
+        if !wanted.into_iter().any(|mode| self.wants(mode)) {
+            return;
+        }
+        let result = result
+            .filter(|value| !value.is_null())
+            .cloned()
+            .unwrap_or_else(|| json!({}));
+        let error = error.map(|error| json!({"error": error.error, "message": error.message}));
+        let payload = json!({
+            "id": id, "name": node, "error": error, "result": result,
+            "interrupts": interrupts_json(interrupts),
+        });
+        self.send(StreamMode::Tasks, payload.clone());
+        self.debug(step, "task_result", payload);
+        if error.is_none() && interrupts.is_empty() {
+            let metadata = json!({"langgraph_step": step, "langgraph_node": node});
+            self.event(
+                "on_chain_end",
+                node,
+                id,
+                metadata,
+                json!({"output": result}),
+            );
+        }
+    }
+
+    pub(crate) fn checkpoint(&self, step: i64, snapshot: &StateSnapshot) {
+        if !self.wants(StreamMode::Checkpoints) && !self.wants(StreamMode::Debug) {
+            return;
+        }
+        let config = |c: &Option<service_graph::CheckpointConfig>| {
+            c.as_ref().map_or(Value::Null, |c| c.to_config_value())
+        };
+        let tasks: Vec<Value> = snapshot
+            .tasks
+            .iter()
+            .map(|task| {
+                json!({"id": task.id, "name": task.name, "interrupts": task.interrupts, "state": null})
+            })
+            .collect();
+        let mut payload = json!({
+            "config": config(&snapshot.config), "parent_config": config(&snapshot.parent_config),
+            "values": snapshot.values, "metadata": snapshot.metadata,
+            "next": snapshot.next, "tasks": tasks,
+        });
+        self.send(StreamMode::Checkpoints, payload.clone());
+        if let Value::Object(map) = &mut payload {
+            let wire = |c: &Option<service_graph::CheckpointConfig>| {
+                c.as_ref()
+                    .and_then(|c| serde_json::to_value(c.to_wire()).ok())
+                    .unwrap_or(Value::Null)
+            };
+            map.insert("checkpoint".into(), wire(&snapshot.config));
+            map.insert("parent_checkpoint".into(), wire(&snapshot.parent_config));
+        }
+        self.debug(step, "checkpoint", payload);
+    }
+}

@@ -1,0 +1,640 @@
+//! The run loop: one superstep at a time, each running the pending nodes
+//! concurrently, applying their writes through the reducers and writing one
+//! checkpoint.
+
+use std::collections::BTreeMap;
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::AtomicUsize;
+use std::sync::{Arc, Mutex};
+
+use chrono::Utc;
+use futures::FutureExt;
+use futures::future::{BoxFuture, join_all};
+use serde_json::{Map, Value, json};
+use service_graph::checkpoint::CheckpointTuple;
+use service_graph::{
+    CheckpointConfig, Checkpointer, GraphError, LongTermStore, RunInput, StreamOptions,
+};
+use service_types::{RunError, Timestamp};
+use tokio_util::sync::CancellationToken;
+
+use crate::channel::apply_update;
+use crate::context::{StreamWriter, TaskScope};
+use crate::emit::Emitter;
+use crate::graph::GraphDef;
+use crate::node::{Command, NodeErrorKind};
+use crate::stored::{
+    Body, Loaded, Output, RaisedInterrupt, WRITE_ERROR, WRITE_INTERRUPT, WRITE_OUTPUT,
+    WRITE_RESUME, metadata,
+};
+use crate::{DEFAULT_RECURSION_LIMIT, NodeContext, START};
+
+/// Everything one run needs.
+pub(crate) struct Run {
+    pub(crate) def: Arc<GraphDef>,
+    pub(crate) saver: Arc<dyn Checkpointer>,
+    pub(crate) thread: CheckpointConfig,
+    pub(crate) options: StreamOptions,
+    pub(crate) store: Option<Arc<dyn LongTermStore>>,
+    pub(crate) cancel: CancellationToken,
+    pub(crate) emit: Emitter,
+}
+
+/// How one task of a superstep ended.
+enum Outcome {
+    Done(Output),
+    Interrupted(Vec<RaisedInterrupt>),
+    Failed(RunError),
+}
+
+/// Where the loop starts and what the first superstep may reuse.
+struct Start {
+    current: Loaded,
+    /// Resume values per task position of the first superstep.
+    resume: Vec<BTreeMap<usize, Value>>,
+    /// Whether finished tasks' outputs recorded on `current` are reused, not re-run.
+    reuse_outputs: bool,
+    /// Whether `interrupt_before` is skipped for the first superstep (a continuation).
+    skip_interrupt_before: bool,
+}
+
+fn invalid_update(node: &str, message: String) -> GraphError {
+    GraphError::NodeFailed {
+        node: node.to_owned(),
+        error: Box::new(RunError::new("InvalidUpdateError", message)),
+    }
+}
+
+impl Run {
+    /// Runs the graph to its end or a pause. Errors are the run's failure.
+    pub(crate) async fn execute(self, input: RunInput) -> Result<(), GraphError> {
+        let input_json = match &input {
+            RunInput::None => Value::Null,
+            RunInput::Values(values) | RunInput::Command(values) => values.clone(),
+        };
+        self.emit.run_started(&input_json);
+        let Some(start) = self.start(input).await? else {
+            return Ok(());
+        };
+        let final_values = self.run_loop(start).await?;
+        self.emit.run_finished(&final_values);
+        Ok(())
+    }
+
+    async fn load(&self, config: &CheckpointConfig) -> Result<Option<Loaded>, GraphError> {
+        self.saver
+            .get_tuple(config)
+            .await?
+            .map(Loaded::new)
+            .transpose()
+    }
+
+    async fn start(&self, input: RunInput) -> Result<Option<Start>, GraphError> {
+        let base = match &self.thread.checkpoint_id {
+            Some(id) => Some(
+                self.load(&self.thread)
+                    .await?
+                    .ok_or_else(|| GraphError::NotFound(format!("Checkpoint {id} not found")))?,
+            ),
+            None => self.load(&self.thread).await?,
+        };
+        let latest = match &self.thread.checkpoint_id {
+            Some(_) => {
+                let latest = CheckpointConfig {
+                    checkpoint_id: None,
+                    ..self.thread.clone()
+                };
+                self.saver
+                    .get_tuple(&latest)
+                    .await?
+                    .map(|tuple| tuple.id().to_owned())
+            }
+            None => base.as_ref().map(|base| base.id().to_owned()),
+        };
+        let base_is_latest = base
+            .as_ref()
+            .is_some_and(|base| Some(base.id()) == latest.as_deref());
+        match input {
+            RunInput::Values(values) => {
+                if !values.is_object() {
+                    return Err(GraphError::InvalidInput(format!(
+                        "Input must be an object, got {values}"
+                    )));
+                }
+                let current = self.put_input(base.as_ref(), values).await?;
+                Ok(Some(Start {
+                    current,
+                    resume: Vec::new(),
+                    reuse_outputs: false,
+                    skip_interrupt_before: false,
+                }))
+            }
+            RunInput::None => Ok(base.map(|current| Start {
+                resume: prior_resume(&current),
+                current,
+                reuse_outputs: base_is_latest,
+                skip_interrupt_before: true,
+            })),
+            RunInput::Command(command) => {
+                let command = Command::from_value(&command)?;
+                let mut resume = base.as_ref().map(prior_resume).unwrap_or_default();
+                if let (Some(base), Some(value)) = (&base, &command.resume) {
+                    apply_resume(base, value, &mut resume)?;
+                }
+                let current = if command.update.is_some() || !command.goto.is_empty() {
+                    self.put_command(base.as_ref(), &command).await?
+                } else {
+                    match base {
+                        Some(base) => base,
+                        None => return Ok(None),
+                    }
+                };
+                let reuse_outputs =
+                    base_is_latest && command.update.is_none() && command.goto.is_empty();
+                Ok(Some(Start {
+                    current,
+                    resume,
+                    reuse_outputs,
+                    skip_interrupt_before: true,
+                }))
+            }
+        }
+    }
+
+    async fn put(
+        &self,
+        parent: Option<&Loaded>,
+        body: Body,
+        meta: service_types::Metadata,
+    ) -> Result<Loaded, GraphError> {
+        let parent_config = parent.map(|parent| parent.tuple.config.clone());
+        let at = parent_config.clone().unwrap_or_else(|| CheckpointConfig {
+            checkpoint_id: None,
+            ..self.thread.clone()
+        });
+        let config = self.saver.put(&at, body.to_value(), meta.clone()).await?;
+        let step = meta.get("step").and_then(Value::as_i64).unwrap_or(-1);
+        let loaded = Loaded {
+            tuple: CheckpointTuple {
+                config,
+                parent_config,
+                checkpoint: body.to_value(),
+                metadata: meta,
+                created_at: Timestamp::new(Utc::now()),
+                pending_writes: Vec::new(),
+            },
+            body,
+            step,
+        };
+        self.emit.checkpoint(step, &loaded.snapshot());
+        Ok(loaded)
+    }
+
+    /// The input checkpoint: old values, `next = [__start__]`, the input pending.
+    async fn put_input(&self, base: Option<&Loaded>, input: Value) -> Result<Loaded, GraphError> {
+        let values = base
+            .map(|base| base.body.channel_values.clone())
+            .unwrap_or_default();
+        let mut body = Body::new(values, vec![START.to_owned()]);
+        body.input = Some(input.clone());
+        let step = base.map_or(-1, |base| base.step + 1);
+        let meta = metadata(
+            "input",
+            step,
+            json!({ START: input }),
+            &self.options.metadata,
+        );
+        self.put(base, body, meta).await
+    }
+
+    /// A command's update applied and its goto added to the pending nodes.
+    async fn put_command(
+        &self,
+        base: Option<&Loaded>,
+        command: &Command,
+    ) -> Result<Loaded, GraphError> {
+        let mut values = base
+            .map(|base| base.body.channel_values.clone())
+            .unwrap_or_default();
+        let update = command.update.clone().unwrap_or(Value::Null);
+        apply_update(&self.def.channels, &mut values, &update).map_err(GraphError::InvalidInput)?;
+        let mut next = base.map(|base| base.body.next.clone()).unwrap_or_default();
+        for target in &command.goto {
+            if !self.def.has_node(target) {
+                return Err(GraphError::InvalidInput(format!(
+                    "Node {target} does not exist"
+                )));
+            }
+            if !next.contains(target) {
+                next.push(target.clone());
+            }
+        }
+        let step = base.map_or(-1, |base| base.step + 1);
+        let meta = metadata(
+            "input",
+            step,
+            json!({ START: update }),
+            &self.options.metadata,
+        );
+        self.put(base, Body::new(values, next), meta).await
+    }
+
+    fn should_pause_before(&self, next: &[String]) -> bool {
+        self.options
+            .interrupt_before
+            .as_ref()
+            .is_some_and(|selection| {
+                next.iter()
+                    .any(|node| node != START && selection.contains(node))
+            })
+    }
+
+    fn should_pause_after(&self, ran: &[String]) -> bool {
+        self.options
+            .interrupt_after
+            .as_ref()
+            .is_some_and(|selection| {
+                ran.iter()
+                    .any(|node| node != START && selection.contains(node))
+            })
+    }
+
+    /// Supersteps until no node is pending or the run pauses; returns the last values.
+    async fn run_loop(&self, start: Start) -> Result<Map<String, Value>, GraphError> {
+        let limit = self
+            .options
+            .config
+            .recursion_limit
+            .unwrap_or(DEFAULT_RECURSION_LIMIT);
+        let Start {
+            mut current,
+            mut resume,
+            mut reuse_outputs,
+            skip_interrupt_before,
+        } = start;
+        let mut node_steps = 0u32;
+        let mut first = true;
+        loop {
+            if self.cancel.is_cancelled() {
+                return Err(GraphError::Cancelled);
+            }
+            let next = current.body.next.clone();
+            if next.is_empty() || self.emit.is_closed() {
+                break;
+            }
+            if !(first && skip_interrupt_before) && self.should_pause_before(&next) {
+                break;
+            }
+            if next.iter().any(|node| node != START) {
+                node_steps += 1;
+                if node_steps > limit {
+                    return Err(GraphError::RecursionLimit { limit });
+                }
+            }
+            let step = current.step + 1;
+            let outcomes = self
+                .superstep(&current, step, &resume, reuse_outputs)
+                .await?;
+            match self.finish_superstep(&current, step, outcomes).await? {
+                Some(written) => current = written,
+                None => break,
+            }
+            if self.should_pause_after(&next) && !current.body.next.is_empty() {
+                break;
+            }
+            resume = Vec::new();
+            reuse_outputs = false;
+            first = false;
+        }
+        Ok(current.body.channel_values)
+    }
+
+    /// Runs every pending task of `current` concurrently (reusing recorded outputs
+    /// when allowed), raced against cancellation.
+    async fn superstep(
+        &self,
+        current: &Loaded,
+        step: i64,
+        resume: &[BTreeMap<usize, Value>],
+        reuse_outputs: bool,
+    ) -> Result<Vec<(String, String, Outcome, bool)>, GraphError> {
+        let ids = current.task_ids();
+        let mut runs: Vec<BoxFuture<'static, Outcome>> = Vec::new();
+        let mut plan = Vec::new();
+        for (position, (node, id)) in current.body.next.iter().zip(&ids).enumerate() {
+            let prior = current.writes_of(id);
+            if let (true, Some(output)) = (reuse_outputs, prior.output) {
+                plan.push((node.clone(), id.clone(), Some(Outcome::Done(output))));
+                continue;
+            }
+            let resume = resume.get(position).cloned().unwrap_or_default();
+            if !resume.is_empty() && resume != prior.resume {
+                let value = serde_json::to_value(&resume).unwrap_or(Value::Null);
+                self.saver
+                    .put_writes(
+                        &current.tuple.config,
+                        id,
+                        vec![(WRITE_RESUME.to_owned(), value)],
+                    )
+                    .await?;
+            }
+            runs.push(self.task(current, step, node, id, resume));
+            plan.push((node.clone(), id.clone(), None));
+        }
+        let outcomes = tokio::select! {
+            biased;
+            () = self.cancel.cancelled() => return Err(GraphError::Cancelled),
+            outcomes = join_all(runs) => outcomes,
+        };
+        let mut outcomes = outcomes.into_iter();
+        Ok(plan
+            .into_iter()
+            .filter_map(|(node, id, reused)| match reused {
+                Some(outcome) => Some((node, id, outcome, false)),
+                None => outcomes.next().map(|outcome| (node, id, outcome, true)),
+            })
+            .collect())
+    }
+
+    /// One task as a future: the `__start__` task applies the pending input; a node
+    /// task runs the node with its own context.
+    fn task(
+        &self,
+        current: &Loaded,
+        step: i64,
+        node: &str,
+        id: &str,
+        resume: BTreeMap<usize, Value>,
+    ) -> BoxFuture<'static, Outcome> {
+        if node == START {
+            let input = current.body.input.clone().unwrap_or(Value::Null);
+            let update = self.known_keys(input);
+            return Box::pin(async move {
+                Outcome::Done(Output {
+                    update,
+                    goto: Vec::new(),
+                })
+            });
+        }
+        let Some(run) = self.def.node(node).cloned() else {
+            let error = RunError::new("InvalidUpdateError", format!("Node {node} does not exist"));
+            return Box::pin(async move { Outcome::Failed(error) });
+        };
+        let state = Value::Object(current.body.channel_values.clone());
+        self.emit
+            .task_started(step, id, node, &current.body.channel_values);
+        let scope = Arc::new(TaskScope {
+            node: node.to_owned(),
+            task_id: id.to_owned(),
+            step,
+            resume,
+            writer: StreamWriter::new(self.emit.clone()),
+            store: self.store.clone(),
+            config: self.options.config.clone(),
+            context: self.options.context.clone(),
+            cancel: self.cancel.clone(),
+            next_index: AtomicUsize::new(0),
+            raised: Mutex::new(Vec::new()),
+        });
+        let ctx = NodeContext::new(Arc::clone(&scope));
+        Box::pin(async move {
+            let result = AssertUnwindSafe(run(state, ctx)).catch_unwind().await;
+            let raised =
+                std::mem::take(&mut *scope.raised.lock().unwrap_or_else(|p| p.into_inner()));
+            if !raised.is_empty() {
+                return Outcome::Interrupted(raised);
+            }
+            match result {
+                Ok(Ok(output)) => {
+                    let (update, goto) = output.into_parts();
+                    Outcome::Done(Output { update, goto })
+                }
+                Ok(Err(error)) => match error.0 {
+                    NodeErrorKind::Failed(error) => Outcome::Failed(*error),
+                    NodeErrorKind::Interrupted => Outcome::Failed(RunError::new(
+                        "InvalidUpdateError",
+                        "Interrupt signal without an interrupt",
+                    )),
+                },
+                Err(panic) => {
+                    let message = panic
+                        .downcast_ref::<&str>()
+                        .map(|text| (*text).to_owned())
+                        .or_else(|| panic.downcast_ref::<String>().cloned())
+                        .unwrap_or_else(|| "node panicked".to_owned());
+                    Outcome::Failed(RunError::new("Panic", message))
+                }
+            }
+        })
+    }
+
+    /// The input with keys the state does not declare dropped, as LangGraph does.
+    fn known_keys(&self, input: Value) -> Value {
+        match input {
+            Value::Object(map) => Value::Object(
+                map.into_iter()
+                    .filter(|(key, _)| self.def.channels.iter().any(|(name, _)| name == key))
+                    .collect(),
+            ),
+            other => other,
+        }
+    }
+
+    /// Records the outcomes, reports them, and either writes the next checkpoint
+    /// (`Some`) or stops on a pause (`None`) or failure (`Err`).
+    async fn finish_superstep(
+        &self,
+        current: &Loaded,
+        step: i64,
+        outcomes: Vec<(String, String, Outcome, bool)>,
+    ) -> Result<Option<Loaded>, GraphError> {
+        let at = &current.tuple.config;
+        for (node, id, outcome, ran) in &outcomes {
+            if !ran {
+                continue;
+            }
+            let write = match outcome {
+                Outcome::Done(output) => (
+                    WRITE_OUTPUT,
+                    serde_json::to_value(output).unwrap_or(Value::Null),
+                ),
+                Outcome::Interrupted(raised) => (
+                    WRITE_INTERRUPT,
+                    serde_json::to_value(raised).unwrap_or(Value::Null),
+                ),
+                Outcome::Failed(error) => (
+                    WRITE_ERROR,
+                    serde_json::to_value(error).unwrap_or(Value::Null),
+                ),
+            };
+            self.saver
+                .put_writes(at, id, vec![(write.0.to_owned(), write.1)])
+                .await?;
+            if node == START {
+                continue;
+            }
+            match outcome {
+                Outcome::Done(output) => {
+                    self.emit.updates(node, &output.update);
+                    self.emit
+                        .task_finished(step, id, node, Some(&output.update), None, &[]);
+                }
+                Outcome::Interrupted(raised) => {
+                    let interrupts: Vec<_> =
+                        raised.iter().map(RaisedInterrupt::to_interrupt).collect();
+                    self.emit
+                        .task_finished(step, id, node, None, None, &interrupts);
+                }
+                Outcome::Failed(error) => {
+                    self.emit
+                        .task_finished(step, id, node, None, Some(error), &[])
+                }
+            }
+        }
+        if let Some((node, _, Outcome::Failed(error), _)) = outcomes
+            .iter()
+            .find(|(_, _, outcome, _)| matches!(outcome, Outcome::Failed(_)))
+        {
+            return Err(GraphError::NodeFailed {
+                node: node.clone(),
+                error: Box::new(error.clone()),
+            });
+        }
+        let interrupts: Vec<_> = outcomes
+            .iter()
+            .filter_map(|(_, _, outcome, _)| match outcome {
+                Outcome::Interrupted(raised) => {
+                    Some(raised.iter().map(RaisedInterrupt::to_interrupt))
+                }
+                _ => None,
+            })
+            .flatten()
+            .collect();
+        if !interrupts.is_empty() {
+            self.emit
+                .interrupted(&current.body.channel_values, &interrupts);
+            return Ok(None);
+        }
+        let body = self.apply_outputs(current, &outcomes)?;
+        let mut writes = Map::new();
+        for (node, _, outcome, _) in &outcomes {
+            if let (false, Outcome::Done(output)) = (node == START, outcome) {
+                writes.insert(node.clone(), output.update.clone());
+            }
+        }
+        let writes = if writes.is_empty() {
+            Value::Null
+        } else {
+            Value::Object(writes)
+        };
+        let meta = metadata("loop", step, writes, &self.options.metadata);
+        let written = self.put(Some(current), body, meta).await?;
+        self.emit.values(&written.body.channel_values);
+        Ok(Some(written))
+    }
+
+    /// The next checkpoint body: every output applied in task order, then the next
+    /// nodes (each task's goto, or its edges evaluated on the new state).
+    fn apply_outputs(
+        &self,
+        current: &Loaded,
+        outcomes: &[(String, String, Outcome, bool)],
+    ) -> Result<Body, GraphError> {
+        let mut values = current.body.channel_values.clone();
+        for (node, _, outcome, _) in outcomes {
+            if let Outcome::Done(output) = outcome {
+                apply_update(&self.def.channels, &mut values, &output.update)
+                    .map_err(|message| invalid_update(node, message))?;
+            }
+        }
+        let state = Value::Object(values.clone());
+        let mut next: Vec<String> = Vec::new();
+        for (node, _, outcome, _) in outcomes {
+            let Outcome::Done(output) = outcome else {
+                continue;
+            };
+            let targets = if output.goto.is_empty() {
+                self.def.successors(node, &state)
+            } else {
+                output.goto.clone()
+            };
+            for target in targets {
+                if target == crate::END {
+                    continue;
+                }
+                if !self.def.has_node(&target) {
+                    return Err(invalid_update(
+                        node,
+                        format!("Node {target} does not exist"),
+                    ));
+                }
+                if !next.contains(&target) {
+                    next.push(target);
+                }
+            }
+        }
+        Ok(Body::new(values, next))
+    }
+}
+
+/// Resume values already recorded on `current`, by task position.
+fn prior_resume(current: &Loaded) -> Vec<BTreeMap<usize, Value>> {
+    current
+        .task_ids()
+        .iter()
+        .map(|id| current.writes_of(id).resume)
+        .collect()
+}
+
+/// Adds a command's `resume` to the per-task resume values. A map whose keys are all
+/// pending interrupt ids resumes those interrupts; any other value resumes the one
+/// pending interrupt (or the first interrupt of the first task when none is recorded).
+fn apply_resume(
+    base: &Loaded,
+    value: &Value,
+    resume: &mut Vec<BTreeMap<usize, Value>>,
+) -> Result<(), GraphError> {
+    resume.resize(base.body.next.len().max(resume.len()), BTreeMap::new());
+    let pending: Vec<(usize, RaisedInterrupt)> = base
+        .task_ids()
+        .iter()
+        .enumerate()
+        .flat_map(|(position, id)| {
+            let writes = base.writes_of(id);
+            let open = if writes.output.is_none() {
+                writes.interrupts
+            } else {
+                Vec::new()
+            };
+            open.into_iter().map(move |raised| (position, raised))
+        })
+        .collect();
+    if let Value::Object(map) = value {
+        let by_id = !map.is_empty()
+            && map
+                .keys()
+                .all(|key| pending.iter().any(|(_, raised)| &raised.id == key));
+        if by_id {
+            for (position, raised) in &pending {
+                if let Some(answer) = map.get(&raised.id) {
+                    resume[*position].insert(raised.index, answer.clone());
+                }
+            }
+            return Ok(());
+        }
+    }
+    match pending.as_slice() {
+        [] if !resume.is_empty() => {
+            resume[0].insert(0, value.clone());
+            Ok(())
+        }
+        [] => Ok(()),
+        [(position, raised)] => {
+            resume[*position].insert(raised.index, value.clone());
+            Ok(())
+        }
+        _ => Err(GraphError::InvalidInput(
+            "Several interrupts are pending: resume with a map of interrupt id to value".into(),
+        )),
+    }
+}

@@ -1,0 +1,163 @@
+//! One checkpoint per superstep, parent links, metadata and history paging.
+
+mod common;
+
+use common::*;
+use serde_json::{Value, json};
+use service_graph::{AgentGraph, HistoryOptions, RunnableConfig};
+use service_stategraph::{CompiledGraph, END, NodeError, Reducer, START, StateGraph};
+
+/// START -> a -> b -> END, each appending its name to `log`.
+fn chain() -> CompiledGraph {
+    StateGraph::new("chain")
+        .channel("log", Reducer::Append, json!({"type": "array"}))
+        .node("a", |_, _| async {
+            Ok::<_, NodeError>(json!({"log": ["a"]}))
+        })
+        .node("b", |_, _| async {
+            Ok::<_, NodeError>(json!({"log": ["b"]}))
+        })
+        .edge(START, "a")
+        .edge("a", "b")
+        .edge("b", END)
+        .compile(saver())
+        .expect("valid graph")
+}
+
+#[tokio::test]
+async fn each_superstep_writes_one_checkpoint_linked_to_its_parent() {
+    let graph = chain();
+    let outcome = run(&graph, "t", values(json!({"log": ["in"]}))).await;
+    assert!(outcome.error.is_none());
+    let history = history(&graph, "t").await;
+    let steps: Vec<i64> = history
+        .iter()
+        .map(|s| {
+            s.metadata
+                .as_ref()
+                .and_then(|m| m["step"].as_i64())
+                .unwrap_or(99)
+        })
+        .collect();
+    assert_eq!(steps, vec![2, 1, 0, -1]);
+    let sources: Vec<Value> = history
+        .iter()
+        .map(|s| s.metadata.clone().unwrap_or_default()["source"].clone())
+        .collect();
+    assert_eq!(
+        sources,
+        vec![json!("loop"), json!("loop"), json!("loop"), json!("input")]
+    );
+    for pair in history.windows(2) {
+        assert_eq!(pair[0].parent_config, pair[1].config);
+    }
+    assert_eq!(history[3].parent_config, None);
+    assert_eq!(history[3].next, vec!["__start__"]);
+    assert_eq!(history[2].next, vec!["a"]);
+    assert_eq!(
+        history[1].metadata.as_ref().unwrap()["writes"],
+        json!({"a": {"log": ["a"]}})
+    );
+    assert_eq!(history[0].values, json!({"log": ["in", "a", "b"]}));
+    assert!(history[0].next.is_empty());
+}
+
+#[tokio::test]
+async fn values_frames_start_with_the_input_state() {
+    let graph = chain();
+    let outcome = run(&graph, "t", values(json!({"log": ["in"]}))).await;
+    assert_eq!(
+        outcome.of("values"),
+        vec![
+            json!({"log": ["in"]}),
+            json!({"log": ["in", "a"]}),
+            json!({"log": ["in", "a", "b"]})
+        ]
+    );
+    assert_eq!(
+        outcome.of("updates"),
+        vec![json!({"a": {"log": ["a"]}}), json!({"b": {"log": ["b"]}})]
+    );
+}
+
+#[tokio::test]
+async fn history_pages_newest_first_with_limit_and_before() {
+    let graph = chain();
+    run(&graph, "t", values(json!({}))).await;
+    let all = history(&graph, "t").await;
+    let config = RunnableConfig::for_thread("t");
+    let page = |limit, before: Option<String>| {
+        let graph = &graph;
+        let config = &config;
+        async move {
+            graph
+                .get_state_history(
+                    config,
+                    HistoryOptions {
+                        limit: Some(limit),
+                        before,
+                        filter: None,
+                    },
+                )
+                .await
+                .unwrap()
+        }
+    };
+    let first = page(2, None).await;
+    assert_eq!(first, all[..2].to_vec());
+    let second = page(2, Some(checkpoint_id(&first[1]))).await;
+    assert_eq!(second, all[2..4].to_vec());
+}
+
+#[tokio::test]
+async fn history_filters_on_metadata() {
+    let graph = chain();
+    run(&graph, "t", values(json!({}))).await;
+    let filter = json!({"source": "input"}).as_object().cloned();
+    let inputs = graph
+        .get_state_history(
+            &RunnableConfig::for_thread("t"),
+            HistoryOptions {
+                filter,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(inputs.len(), 1);
+}
+
+#[tokio::test]
+async fn run_metadata_extras_are_merged_into_every_checkpoint() {
+    let graph = chain();
+    let mut options = options("t", &[]);
+    options.metadata = json!({"run_id": "r1", "graph_id": "chain"})
+        .as_object()
+        .cloned()
+        .unwrap();
+    run_with(&graph, values(json!({})), options).await;
+    assert!(
+        history(&graph, "t")
+            .await
+            .iter()
+            .all(|s| s.metadata.as_ref().unwrap()["run_id"] == "r1")
+    );
+}
+
+#[tokio::test]
+async fn a_new_run_continues_the_thread_state() {
+    let graph = chain();
+    run(&graph, "t", values(json!({"log": ["1"]}))).await;
+    run(&graph, "t", values(json!({"log": ["2"]}))).await;
+    assert_eq!(
+        state(&graph, "t").await.values,
+        json!({"log": ["1", "a", "b", "2", "a", "b"]})
+    );
+}
+
+#[tokio::test]
+async fn an_empty_thread_has_the_empty_snapshot() {
+    let snapshot = state(&chain(), "nobody").await;
+    assert_eq!(snapshot.values, json!({}));
+    assert!(snapshot.next.is_empty() && snapshot.config.is_none());
+}

@@ -1,0 +1,154 @@
+//! Threads, runs, crons and deliveries: one lock, because their changes are atomic
+//! together (a thread delete cascades to runs and crons; a settle writes a delivery).
+
+use std::collections::{BTreeSet, HashMap};
+
+use parking_lot::Mutex;
+use service_store::DeliveryRecord;
+use service_types::{Cron, Run, RunStatus, Thread, Timestamp};
+use uuid::Uuid;
+
+use crate::Env;
+
+/// The shared repository object behind the threads, runs, crons and deliveries traits.
+#[derive(Debug)]
+pub(crate) struct MemoryCore {
+    pub(crate) env: Env,
+    pub(crate) state: Mutex<Core>,
+}
+
+impl MemoryCore {
+    pub(crate) fn new(env: Env) -> Self {
+        Self {
+            env,
+            state: Mutex::default(),
+        }
+    }
+}
+
+/// A run row plus the queue columns the wire type does not show.
+#[derive(Clone, Debug)]
+pub(crate) struct RunRow {
+    pub(crate) run: Run,
+    pub(crate) available_at: Timestamp,
+    pub(crate) started: bool,
+    pub(crate) cancel_requested: bool,
+}
+
+/// Queue order and per-thread order of runs: created_at, then run id.
+pub(crate) type RunKey = (Timestamp, Uuid);
+
+fn run_key(run: &Run) -> RunKey {
+    (run.created_at, run.run_id)
+}
+
+/// The tables and their indexes.
+#[derive(Debug, Default)]
+pub(crate) struct Core {
+    pub(crate) threads: HashMap<Uuid, Thread>,
+    pub(crate) runs: HashMap<Uuid, RunRow>,
+    /// Every run of a thread.
+    pub(crate) runs_by_thread: HashMap<Uuid, BTreeSet<RunKey>>,
+    /// Pending runs in claim order.
+    pub(crate) pending: BTreeSet<RunKey>,
+    /// Running runs in start order.
+    pub(crate) running: BTreeSet<RunKey>,
+    /// Threads with a running run (the per-thread execution claim).
+    pub(crate) busy_threads: HashMap<Uuid, Uuid>,
+    pub(crate) crons: HashMap<Uuid, Cron>,
+    pub(crate) crons_by_thread: HashMap<Uuid, BTreeSet<Uuid>>,
+    pub(crate) deliveries: HashMap<Uuid, DeliveryRecord>,
+    /// Deliveries of a run, oldest first.
+    pub(crate) deliveries_by_run: HashMap<Uuid, BTreeSet<(Timestamp, Uuid)>>,
+}
+
+impl Core {
+    /// Inserts a run row and indexes it.
+    pub(crate) fn insert_run(&mut self, row: RunRow) {
+        let key = run_key(&row.run);
+        self.runs_by_thread
+            .entry(row.run.thread_id)
+            .or_default()
+            .insert(key);
+        self.index_status(&row.run, true);
+        self.runs.insert(row.run.run_id, row);
+    }
+
+    /// Removes a run row and its index entries.
+    pub(crate) fn remove_run(&mut self, run_id: Uuid) -> Option<RunRow> {
+        let row = self.runs.remove(&run_id)?;
+        let key = run_key(&row.run);
+        if let Some(keys) = self.runs_by_thread.get_mut(&row.run.thread_id) {
+            keys.remove(&key);
+            if keys.is_empty() {
+                self.runs_by_thread.remove(&row.run.thread_id);
+            }
+        }
+        self.index_status(&row.run, false);
+        Some(row)
+    }
+
+    /// Moves a run to `status`, keeping the queue indexes in step.
+    pub(crate) fn set_run_status(
+        &mut self,
+        run_id: Uuid,
+        status: RunStatus,
+        now: Timestamp,
+    ) -> Option<&mut RunRow> {
+        let run = self.runs.get(&run_id)?.run.clone();
+        self.index_status(&run, false);
+        let row = self.runs.get_mut(&run_id)?;
+        row.run.status = status;
+        row.run.updated_at = now;
+        let run = row.run.clone();
+        self.index_status(&run, true);
+        self.runs.get_mut(&run_id)
+    }
+
+    fn index_status(&mut self, run: &Run, present: bool) {
+        let key = run_key(run);
+        match (run.status, present) {
+            (RunStatus::Pending, true) => {
+                self.pending.insert(key);
+            }
+            (RunStatus::Pending, false) => {
+                self.pending.remove(&key);
+            }
+            (RunStatus::Running, true) => {
+                self.running.insert(key);
+                self.busy_threads.insert(run.thread_id, run.run_id);
+            }
+            (RunStatus::Running, false) => {
+                self.running.remove(&key);
+                if self.busy_threads.get(&run.thread_id) == Some(&run.run_id) {
+                    self.busy_threads.remove(&run.thread_id);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Removes a cron and its index entry.
+    pub(crate) fn remove_cron(&mut self, cron_id: Uuid) -> Option<Cron> {
+        let cron = self.crons.remove(&cron_id)?;
+        if let Some(thread_id) = cron.thread_id
+            && let Some(ids) = self.crons_by_thread.get_mut(&thread_id)
+        {
+            ids.remove(&cron_id);
+            if ids.is_empty() {
+                self.crons_by_thread.remove(&thread_id);
+            }
+        }
+        Some(cron)
+    }
+
+    /// Inserts a delivery row and indexes it.
+    pub(crate) fn insert_delivery(&mut self, record: DeliveryRecord) {
+        let key = (record.delivery.created_at, record.delivery.delivery_id);
+        self.deliveries_by_run
+            .entry(record.delivery.run_id)
+            .or_default()
+            .insert(key);
+        self.deliveries.insert(record.delivery.delivery_id, record);
+    }
+}

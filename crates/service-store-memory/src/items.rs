@@ -1,0 +1,179 @@
+use std::collections::BTreeMap;
+
+use async_trait::async_trait;
+use parking_lot::RwLock;
+use service_store::namespace::{literal_prefix, matches_prefix, validate_namespace};
+use service_store::page::paginate;
+use service_store::{
+    ItemSearch, ItemsRepo, NamespaceQuery, PutItem, StoreResult, compare_items, validate_item_ttl,
+};
+use service_types::{Item, SearchItem, Timestamp};
+
+use crate::Env;
+
+/// Items in a `BTreeMap` keyed by namespace path, so a prefix is a range scan. A
+/// read-write lock lets searches and reads run in parallel.
+#[derive(Debug)]
+pub(crate) struct MemoryItems {
+    env: Env,
+    state: RwLock<BTreeMap<Vec<String>, BTreeMap<String, Stored>>>,
+}
+
+#[derive(Clone, Debug)]
+struct Stored {
+    item: Item,
+    ttl_minutes: Option<f64>,
+    expires_at: Option<Timestamp>,
+}
+
+impl Stored {
+    fn is_live(&self, now: Timestamp) -> bool {
+        self.expires_at.is_none_or(|at| at > now)
+    }
+
+    fn refresh(&mut self, now: Timestamp) {
+        if let Some(minutes) = self.ttl_minutes {
+            self.expires_at = Some(now.plus_minutes(minutes));
+        }
+    }
+}
+
+impl MemoryItems {
+    pub(crate) fn new(env: Env) -> Self {
+        Self {
+            env,
+            state: RwLock::default(),
+        }
+    }
+}
+
+/// Namespaces starting with the literal part of `prefix`, in path order.
+fn under<'a, V>(
+    map: &'a BTreeMap<Vec<String>, V>,
+    prefix: &'a [String],
+) -> impl Iterator<Item = (&'a Vec<String>, &'a V)> + 'a {
+    let literal = literal_prefix(prefix);
+    map.range(literal.to_vec()..)
+        .take_while(move |(namespace, _)| namespace.starts_with(literal))
+        .filter(move |(namespace, _)| matches_prefix(namespace, prefix))
+}
+
+#[async_trait]
+impl ItemsRepo for MemoryItems {
+    async fn put(&self, put: PutItem) -> StoreResult<()> {
+        validate_namespace(&put.namespace)?;
+        validate_item_ttl(put.ttl_minutes)?;
+        let now = self.env.clock.now();
+        let mut map = self.state.write();
+        let keys = map.entry(put.namespace.clone()).or_default();
+        let created_at = keys
+            .get(&put.key)
+            .filter(|stored| stored.is_live(now))
+            .map_or(now, |stored| stored.item.created_at);
+        let stored = Stored {
+            item: Item {
+                namespace: put.namespace,
+                key: put.key.clone(),
+                value: put.value,
+                created_at,
+                updated_at: now,
+            },
+            ttl_minutes: put.ttl_minutes,
+            expires_at: put.ttl_minutes.map(|minutes| now.plus_minutes(minutes)),
+        };
+        keys.insert(put.key, stored);
+        Ok(())
+    }
+
+    async fn get(
+        &self,
+        namespace: &[String],
+        key: &str,
+        refresh: bool,
+    ) -> StoreResult<Option<Item>> {
+        let now = self.env.clock.now();
+        if !refresh {
+            let map = self.state.read();
+            let stored = map.get(namespace).and_then(|keys| keys.get(key));
+            return Ok(stored
+                .filter(|stored| stored.is_live(now))
+                .map(|stored| stored.item.clone()));
+        }
+        let mut map = self.state.write();
+        let Some(stored) = map.get_mut(namespace).and_then(|keys| keys.get_mut(key)) else {
+            return Ok(None);
+        };
+        if !stored.is_live(now) {
+            return Ok(None);
+        }
+        stored.refresh(now);
+        Ok(Some(stored.item.clone()))
+    }
+
+    async fn delete(&self, namespace: &[String], key: &str) -> StoreResult<()> {
+        let mut map = self.state.write();
+        if let Some(keys) = map.get_mut(namespace) {
+            keys.remove(key);
+            if keys.is_empty() {
+                map.remove(namespace);
+            }
+        }
+        Ok(())
+    }
+
+    async fn search(&self, search: &ItemSearch) -> StoreResult<Vec<SearchItem>> {
+        let limit = self.env.limits.search(search.limit)?;
+        let now = self.env.clock.now();
+        let page: Vec<Item> = {
+            let map = self.state.read();
+            // Sorted and paged by reference: only the page's items are cloned.
+            let mut matches: Vec<&Item> = under(&map, &search.namespace_prefix)
+                .flat_map(|(_, keys)| keys.values())
+                .filter(|stored| stored.is_live(now) && search.filter.matches(&stored.item.value))
+                .map(|stored| &stored.item)
+                .collect();
+            matches.sort_by(|a, b| compare_items(a, b));
+            paginate(matches, search.offset, Some(limit))
+                .into_iter()
+                .cloned()
+                .collect()
+        };
+        if search.refresh_ttl {
+            let mut map = self.state.write();
+            for item in &page {
+                if let Some(stored) = map
+                    .get_mut(&item.namespace)
+                    .and_then(|keys| keys.get_mut(&item.key))
+                {
+                    stored.refresh(now);
+                }
+            }
+        }
+        Ok(page
+            .into_iter()
+            .map(|item| SearchItem { item, score: None })
+            .collect())
+    }
+
+    async fn list_namespaces(&self, query: &NamespaceQuery) -> StoreResult<Vec<Vec<String>>> {
+        let now = self.env.clock.now();
+        let map = self.state.read();
+        let prefix = query.prefix.as_deref().unwrap_or_default();
+        let live = under(&map, prefix)
+            .filter(|(_, keys)| keys.values().any(|stored| stored.is_live(now)))
+            .map(|(namespace, _)| namespace.as_slice());
+        query.collect(live, self.env.limits)
+    }
+
+    async fn sweep_expired(&self, now: Timestamp) -> StoreResult<u64> {
+        let mut map = self.state.write();
+        let mut removed = 0;
+        for keys in map.values_mut() {
+            let before = keys.len();
+            keys.retain(|_, stored| stored.is_live(now));
+            removed += before - keys.len();
+        }
+        map.retain(|_, keys| !keys.is_empty());
+        Ok(removed as u64)
+    }
+}

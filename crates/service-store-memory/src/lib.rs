@@ -1,0 +1,75 @@
+//! The in-memory driver of the service store: development, tests and the
+//! single-instance production path.
+//!
+//! State lives behind `parking_lot` mutexes that are never held across an `.await`
+//! (every method body is synchronous inside). Threads, runs, crons and deliveries
+//! share one lock because their changes are atomic together (a thread delete
+//! cascades, a settle writes the delivery row); items, assistants and idempotency
+//! keys have their own. Secondary indexes keep the common calls off full scans: runs
+//! by thread, the pending-run queue, crons by thread, deliveries by run, and items in
+//! a `BTreeMap` keyed by namespace path so a prefix is a range scan.
+
+mod assistants;
+mod core;
+mod crons;
+mod deliveries;
+mod idempotency;
+mod items;
+mod runs;
+mod threads;
+
+use std::sync::Arc;
+
+use service_store::{Clock, PageLimits, Store, StoreParts};
+
+/// Construction options of the memory driver.
+#[derive(Clone, Debug)]
+pub struct MemoryOptions {
+    /// Source of "now" for every timestamp, TTL and schedule.
+    pub clock: Arc<dyn Clock>,
+    /// Page bounds (SERVICE_MAX_PAGE_SIZE).
+    pub limits: PageLimits,
+}
+
+impl MemoryOptions {
+    /// Options with the wall clock and default page bounds.
+    pub fn new(clock: Arc<dyn Clock>) -> Self {
+        Self {
+            clock,
+            limits: PageLimits::default(),
+        }
+    }
+
+    /// Sets the largest page any list returns.
+    pub fn with_max_page_size(mut self, max_page_size: usize) -> Self {
+        self.limits = PageLimits::new(max_page_size);
+        self
+    }
+}
+
+/// Builds an empty in-memory [`Store`] with every repository, deliveries included.
+pub fn memory_store(options: MemoryOptions) -> Store {
+    let env = Env {
+        clock: options.clock,
+        limits: options.limits,
+    };
+    let core = Arc::new(core::MemoryCore::new(env.clone()));
+    Store::new(StoreParts {
+        assistants: Arc::new(assistants::MemoryAssistants::new(env.clone())),
+        threads: core.clone(),
+        runs: core.clone(),
+        crons: core.clone(),
+        items: Arc::new(items::MemoryItems::new(env.clone())),
+        idempotency: Arc::new(idempotency::MemoryIdempotency::default()),
+        deliveries: Some(core),
+        durable: false,
+        semantic_search: false,
+    })
+}
+
+/// What every repository of this driver needs.
+#[derive(Clone, Debug)]
+struct Env {
+    clock: Arc<dyn Clock>,
+    limits: PageLimits,
+}

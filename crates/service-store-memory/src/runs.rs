@@ -1,0 +1,228 @@
+use async_trait::async_trait;
+use service_store::page::paginate;
+use service_store::{
+    ActiveRunsQuery, CancelOutcome, DeliveryRecord, NewRun, RunListQuery, RunsRepo, Settled,
+    Settlement, StoreError, StoreResult, final_status,
+};
+use service_types::{Run, RunStatus, Timestamp};
+use uuid::Uuid;
+
+use crate::core::{MemoryCore, RunKey, RunRow};
+
+fn run_not_found() -> StoreError {
+    StoreError::not_found("Run not found")
+}
+
+#[async_trait]
+impl RunsRepo for MemoryCore {
+    async fn create(&self, new: NewRun) -> StoreResult<Run> {
+        let now = self.env.clock.now();
+        let mut core = self.state.lock();
+        if !core.threads.contains_key(&new.thread_id) {
+            return Err(StoreError::not_found(format!(
+                "Thread with ID {} not found",
+                new.thread_id
+            )));
+        }
+        if core.runs.contains_key(&new.run_id) {
+            return Err(StoreError::conflict(format!(
+                "Run {} already exists",
+                new.run_id
+            )));
+        }
+        let run = Run {
+            run_id: new.run_id,
+            thread_id: new.thread_id,
+            assistant_id: new.assistant_id,
+            created_at: now,
+            updated_at: now,
+            status: RunStatus::Pending,
+            metadata: new.metadata,
+            multitask_strategy: new.multitask_strategy,
+            kwargs: new.kwargs,
+            error: None,
+        };
+        core.insert_run(RunRow {
+            run: run.clone(),
+            available_at: new.available_at,
+            started: false,
+            cancel_requested: false,
+        });
+        Ok(run)
+    }
+
+    async fn get(&self, run_id: Uuid) -> StoreResult<Option<Run>> {
+        Ok(self
+            .state
+            .lock()
+            .runs
+            .get(&run_id)
+            .map(|row| row.run.clone()))
+    }
+
+    async fn list(&self, thread_id: Uuid, query: &RunListQuery) -> StoreResult<Vec<Run>> {
+        let limit = self.env.limits.runs(query.limit);
+        let core = self.state.lock();
+        let Some(keys) = core.runs_by_thread.get(&thread_id) else {
+            return Ok(Vec::new());
+        };
+        let rows = keys
+            .iter()
+            .rev()
+            .filter_map(|(_, id)| core.runs.get(id))
+            .filter(|row| query.status.is_none_or(|status| row.run.status == status))
+            .map(|row| row.run.clone());
+        Ok(paginate(rows, query.offset, limit))
+    }
+
+    async fn latest(&self, thread_id: Uuid) -> StoreResult<Option<Run>> {
+        let core = self.state.lock();
+        let newest = core
+            .runs_by_thread
+            .get(&thread_id)
+            .and_then(|keys| keys.last());
+        Ok(newest
+            .and_then(|(_, id)| core.runs.get(id))
+            .map(|row| row.run.clone()))
+    }
+
+    async fn active(&self, query: &ActiveRunsQuery) -> StoreResult<Vec<Run>> {
+        let limit = self.env.limits.bounded(query.limit);
+        let core = self.state.lock();
+        let mut keys: Vec<RunKey> = match query.thread_id {
+            Some(thread_id) => core
+                .runs_by_thread
+                .get(&thread_id)
+                .into_iter()
+                .flatten()
+                .copied()
+                .collect(),
+            None => core
+                .pending
+                .iter()
+                .take(limit)
+                .chain(core.running.iter().take(limit))
+                .copied()
+                .collect(),
+        };
+        keys.sort();
+        let rows = keys
+            .iter()
+            .filter_map(|(_, id)| core.runs.get(id))
+            .filter(|row| query.selects(row.run.status))
+            .take(limit)
+            .map(|row| row.run.clone());
+        Ok(rows.collect())
+    }
+
+    async fn claim_next(&self, now: Timestamp) -> StoreResult<Option<Run>> {
+        let mut core = self.state.lock();
+        let next = core
+            .pending
+            .iter()
+            .filter_map(|(_, id)| core.runs.get(id))
+            .find(|row| {
+                row.available_at <= now && !core.busy_threads.contains_key(&row.run.thread_id)
+            })
+            .map(|row| row.run.run_id);
+        let Some(run_id) = next else {
+            return Ok(None);
+        };
+        let row = core
+            .set_run_status(run_id, RunStatus::Running, now)
+            .ok_or_else(run_not_found)?;
+        row.started = true;
+        Ok(Some(row.run.clone()))
+    }
+
+    async fn next_available_at(&self, now: Timestamp) -> StoreResult<Option<Timestamp>> {
+        let core = self.state.lock();
+        let earliest = core
+            .pending
+            .iter()
+            .filter_map(|(_, id)| core.runs.get(id))
+            .map(|row| row.available_at)
+            .filter(|at| *at > now)
+            .min();
+        Ok(earliest)
+    }
+
+    async fn request_cancel(&self, run_id: Uuid) -> StoreResult<CancelOutcome> {
+        let now = self.env.clock.now();
+        let mut core = self.state.lock();
+        let row = core
+            .runs
+            .get_mut(&run_id)
+            .ok_or_else(|| StoreError::not_found("No runs found to cancel."))?;
+        match row.run.status {
+            RunStatus::Pending => {
+                let row = core
+                    .set_run_status(run_id, RunStatus::Cancelled, now)
+                    .ok_or_else(run_not_found)?;
+                Ok(CancelOutcome::Cancelled(row.run.clone()))
+            }
+            RunStatus::Running => {
+                row.cancel_requested = true;
+                Ok(CancelOutcome::Requested(row.run.clone()))
+            }
+            _ => Ok(CancelOutcome::AlreadyTerminal(row.run.clone())),
+        }
+    }
+
+    async fn cancel_requested(&self, run_id: Uuid) -> StoreResult<bool> {
+        let core = self.state.lock();
+        Ok(core
+            .runs
+            .get(&run_id)
+            .ok_or_else(run_not_found)?
+            .cancel_requested)
+    }
+
+    async fn settle(&self, run_id: Uuid, settlement: Settlement) -> StoreResult<Settled> {
+        let now = self.env.clock.now();
+        let mut core = self.state.lock();
+        let row = core.runs.get(&run_id).ok_or_else(run_not_found)?;
+        if row.run.status.is_terminal() {
+            return Ok(Settled {
+                run: row.run.clone(),
+                changed: false,
+                delivery: None,
+            });
+        }
+        let cancel_won = row.cancel_requested;
+        let status = final_status(&settlement, cancel_won)?;
+        let started = row.started;
+        let row = core
+            .set_run_status(run_id, status, now)
+            .ok_or_else(run_not_found)?;
+        row.run.error = if cancel_won { None } else { settlement.error };
+        let run = row.run.clone();
+        let delivery = match settlement.webhook {
+            Some(webhook) if started => {
+                let record = DeliveryRecord::pending(
+                    run.run_id,
+                    run.thread_id,
+                    status,
+                    settlement.interrupted,
+                    webhook,
+                    now,
+                );
+                core.insert_delivery(record.clone());
+                Some(record)
+            }
+            _ => None,
+        };
+        Ok(Settled {
+            run,
+            changed: true,
+            delivery,
+        })
+    }
+
+    async fn delete(&self, run_id: Uuid) -> StoreResult<()> {
+        let mut core = self.state.lock();
+        core.remove_run(run_id)
+            .map(|_| ())
+            .ok_or_else(run_not_found)
+    }
+}

@@ -1,0 +1,232 @@
+use async_trait::async_trait;
+use serde_json::Value;
+use service_store::ordering::SortField;
+use service_store::ordering::sort_rows;
+use service_store::page::paginate;
+use service_store::{
+    NewThread, StoreError, StoreResult, ThreadFilter, ThreadMirror, ThreadPatch, ThreadQuery,
+    ThreadsRepo, TtlChange, validate_ttl,
+};
+use service_types::{IfExists, Metadata, Thread, ThreadStatus, ThreadTtl, Timestamp, TtlSetting};
+use uuid::Uuid;
+
+use crate::core::{Core, MemoryCore};
+
+fn ttl_from(setting: TtlSetting, now: Timestamp) -> StoreResult<ThreadTtl> {
+    validate_ttl(setting)?;
+    Ok(ThreadTtl {
+        strategy: setting.strategy(),
+        ttl_minutes: setting.minutes(),
+        expires_at: now.plus_minutes(setting.minutes()),
+    })
+}
+
+fn missing(thread_id: Uuid) -> StoreError {
+    StoreError::not_found(format!("Thread with ID {thread_id} not found"))
+}
+
+impl Core {
+    fn thread_mut(&mut self, thread_id: Uuid) -> StoreResult<&mut Thread> {
+        self.threads
+            .get_mut(&thread_id)
+            .ok_or_else(|| missing(thread_id))
+    }
+}
+
+#[async_trait]
+impl ThreadsRepo for MemoryCore {
+    async fn create(&self, new: NewThread, if_exists: IfExists) -> StoreResult<Thread> {
+        let now = self.env.clock.now();
+        let ttl = new.ttl.map(|setting| ttl_from(setting, now)).transpose()?;
+        let mut core = self.state.lock();
+        if let Some(existing) = core.threads.get(&new.thread_id) {
+            return match if_exists {
+                IfExists::Raise => Err(StoreError::conflict(format!(
+                    "Thread with ID {} already exists",
+                    new.thread_id
+                ))),
+                IfExists::DoNothing => Ok(existing.clone()),
+            };
+        }
+        let thread = Thread {
+            thread_id: new.thread_id,
+            created_at: now,
+            updated_at: now,
+            state_updated_at: now,
+            metadata: new.metadata,
+            status: ThreadStatus::Idle,
+            config: Value::Object(Metadata::new()),
+            values: None,
+            interrupts: Default::default(),
+            error: None,
+            ttl,
+        };
+        core.threads.insert(thread.thread_id, thread.clone());
+        Ok(thread)
+    }
+
+    async fn get(&self, thread_id: Uuid) -> StoreResult<Option<Thread>> {
+        Ok(self.state.lock().threads.get(&thread_id).cloned())
+    }
+
+    async fn patch(&self, thread_id: Uuid, patch: ThreadPatch) -> StoreResult<Thread> {
+        let now = self.env.clock.now();
+        let ttl = match patch.ttl {
+            TtlChange::Set(setting) => Some(Some(ttl_from(setting, now)?)),
+            TtlChange::Clear => Some(None),
+            TtlChange::Keep => None,
+        };
+        let mut core = self.state.lock();
+        let thread = core
+            .threads
+            .get_mut(&thread_id)
+            .ok_or_else(|| StoreError::not_found("Not Found"))?;
+        if let Some(metadata) = patch.metadata {
+            thread.metadata.extend(metadata);
+        }
+        if let Some(ttl) = ttl {
+            thread.ttl = ttl;
+        }
+        thread.updated_at = now;
+        Ok(thread.clone())
+    }
+
+    async fn set_status(&self, thread_id: Uuid, status: ThreadStatus) -> StoreResult<Thread> {
+        let now = self.env.clock.now();
+        let mut core = self.state.lock();
+        let thread = core.thread_mut(thread_id)?;
+        thread.status = status;
+        thread.updated_at = now;
+        Ok(thread.clone())
+    }
+
+    async fn mirror(&self, thread_id: Uuid, mirror: ThreadMirror) -> StoreResult<Thread> {
+        let now = self.env.clock.now();
+        let mut core = self.state.lock();
+        let thread = core.thread_mut(thread_id)?;
+        thread.status = mirror.status;
+        if let Some(values) = mirror.values {
+            thread.values = Some(values);
+            thread.state_updated_at = now;
+        }
+        thread.interrupts = mirror.interrupts;
+        match &mirror.error {
+            Some(message) => {
+                thread
+                    .metadata
+                    .insert("error".to_owned(), Value::from(message.clone()));
+            }
+            None => {
+                thread.metadata.remove("error");
+            }
+        }
+        thread.error = mirror.error;
+        thread.updated_at = now;
+        Ok(thread.clone())
+    }
+
+    async fn delete(&self, thread_id: Uuid) -> StoreResult<()> {
+        let mut core = self.state.lock();
+        core.threads
+            .remove(&thread_id)
+            .ok_or_else(|| missing(thread_id))?;
+        let run_ids: Vec<Uuid> = core
+            .runs_by_thread
+            .get(&thread_id)
+            .map(|keys| keys.iter().map(|(_, id)| *id).collect())
+            .unwrap_or_default();
+        for run_id in run_ids {
+            core.remove_run(run_id);
+        }
+        let cron_ids: Vec<Uuid> = core
+            .crons_by_thread
+            .get(&thread_id)
+            .into_iter()
+            .flatten()
+            .copied()
+            .collect();
+        for cron_id in cron_ids {
+            core.remove_cron(cron_id);
+        }
+        Ok(())
+    }
+
+    async fn search(&self, query: &ThreadQuery) -> StoreResult<Vec<Thread>> {
+        let limit = self.env.limits.search(query.limit)?;
+        let mut rows = self.matching(&query.filter);
+        sort_rows(&mut rows, query.sort_order, |row| {
+            (query.sort_by.key(row), row.thread_id)
+        });
+        Ok(paginate(rows, query.offset, Some(limit)))
+    }
+
+    async fn count(&self, filter: &ThreadFilter) -> StoreResult<u64> {
+        Ok(self.matching(filter).len() as u64)
+    }
+
+    async fn copy(&self, source: Uuid, new_id: Uuid) -> StoreResult<Thread> {
+        let now = self.env.clock.now();
+        let mut core = self.state.lock();
+        let original = core.threads.get(&source).ok_or_else(|| missing(source))?;
+        if core.threads.contains_key(&new_id) {
+            return Err(StoreError::conflict(format!(
+                "Thread with ID {new_id} already exists"
+            )));
+        }
+        let status = match original.status {
+            ThreadStatus::Busy => ThreadStatus::Idle,
+            other => other,
+        };
+        let copy = Thread {
+            thread_id: new_id,
+            created_at: now,
+            updated_at: now,
+            state_updated_at: now,
+            status,
+            ttl: None,
+            ..original.clone()
+        };
+        core.threads.insert(new_id, copy.clone());
+        Ok(copy)
+    }
+
+    async fn expired(&self, now: Timestamp, limit: usize) -> StoreResult<Vec<Uuid>> {
+        let limit = self.env.limits.bounded(Some(limit));
+        let core = self.state.lock();
+        let mut rows: Vec<(Timestamp, Uuid)> = core
+            .threads
+            .values()
+            .filter_map(|thread| thread.ttl.map(|ttl| (ttl.expires_at, thread.thread_id)))
+            .filter(|(expires_at, _)| *expires_at <= now)
+            .collect();
+        rows.sort();
+        Ok(rows.into_iter().take(limit).map(|(_, id)| id).collect())
+    }
+}
+
+impl MemoryCore {
+    fn matching(&self, filter: &ThreadFilter) -> Vec<Thread> {
+        let matcher = filter.matcher();
+        let core = self.state.lock();
+        match &filter.ids {
+            // An id list is a point lookup per id, not a scan.
+            Some(ids) => {
+                let mut unique = ids.clone();
+                unique.sort();
+                unique.dedup();
+                unique
+                    .iter()
+                    .filter_map(|id| core.threads.get(id))
+                    .filter(|t| matcher.matches(t))
+                    .cloned()
+                    .collect()
+            }
+            None => core
+                .threads
+                .values()
+                .filter(|t| matcher.matches(t))
+                .cloned()
+                .collect(),
+        }
+    }
+}

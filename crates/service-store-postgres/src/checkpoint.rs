@@ -1,0 +1,378 @@
+//! The PostgreSQL checkpoint saver (SPEC "What the service does" 4: checkpointer
+//! `default`). Coordinates, parent and metadata live in `checkpoints`; bodies in
+//! `checkpoint_blobs` (TOASTed), writes in `checkpoint_writes` (migration 0004).
+//! Ids come from `new_checkpoint_id()` (monotonic text), so "latest" and history
+//! pages are backward range scans of the primary key.
+
+use std::any::Any;
+use std::fmt;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use chrono::Utc;
+use deadpool_postgres::{Object, Pool};
+use serde_json::Value;
+use service_graph::{
+    CheckpointConfig, CheckpointListOptions, CheckpointTuple, Checkpointer, GraphError,
+    PendingWrite, new_checkpoint_id,
+};
+use service_types::{Metadata, PruneStrategy, Timestamp};
+use tokio_postgres::Row;
+
+/// A [`Checkpointer`] on PostgreSQL.
+pub struct PostgresSaver {
+    pool: Pool,
+    _guard: Option<Arc<dyn Any + Send + Sync>>,
+}
+
+impl fmt::Debug for PostgresSaver {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PostgresSaver").finish_non_exhaustive()
+    }
+}
+
+fn db_error(error: tokio_postgres::Error) -> GraphError {
+    GraphError::Checkpointer(crate::error::describe(&error))
+}
+
+fn pool_error(error: deadpool_postgres::PoolError) -> GraphError {
+    GraphError::Checkpointer(format!("database pool: {error}"))
+}
+
+/// The columns every read returns: coordinates, parent, metadata, time, body and the
+/// writes in write order.
+const SELECT: &str = "SELECT c.checkpoint_id, c.parent_checkpoint_id, c.metadata, c.created_at,
+        b.body,
+        (SELECT coalesce(jsonb_agg(jsonb_build_array(w.task_id, w.channel, w.value)
+                                   ORDER BY w.seq), '[]'::jsonb)
+         FROM checkpoint_writes w
+         WHERE w.thread_id = c.thread_id AND w.checkpoint_ns = c.checkpoint_ns
+           AND w.checkpoint_id = c.checkpoint_id) AS writes
+    FROM checkpoints c
+    JOIN checkpoint_blobs b USING (thread_id, checkpoint_ns, checkpoint_id)";
+
+/// A history page (shared with the EXPLAIN check): `$1` thread, `$2` namespace,
+/// `$3` before (or NULL), `$4` metadata filter (or NULL), `$5` limit. The filter
+/// is `@>` (GIN-friendly) plus per-key jsonb equality, the saver's rule
+/// (`service_graph::metadata_matches`: each key equal, not merely contained; jsonb
+/// compares numbers by value, so `1` equals `1.0` here).
+pub(crate) fn list_sql() -> String {
+    format!(
+        "{SELECT}
+         WHERE c.thread_id = $1 AND c.checkpoint_ns = $2
+           AND ($3::text IS NULL OR c.checkpoint_id < $3::text)
+           AND ($4::jsonb IS NULL OR (c.metadata @> $4::jsonb AND NOT EXISTS (
+               SELECT 1 FROM jsonb_each($4::jsonb) f
+               WHERE c.metadata -> f.key IS DISTINCT FROM f.value)))
+         ORDER BY c.checkpoint_id DESC
+         LIMIT $5"
+    )
+}
+
+impl PostgresSaver {
+    /// A saver on `pool` (whose schema has been migrated).
+    pub fn new(pool: Pool) -> Self {
+        Self::with_guard(pool, None)
+    }
+
+    pub(crate) fn with_guard(pool: Pool, guard: Option<Arc<dyn Any + Send + Sync>>) -> Self {
+        Self {
+            pool,
+            _guard: guard,
+        }
+    }
+
+    async fn client(&self) -> Result<Object, GraphError> {
+        self.pool.get().await.map_err(pool_error)
+    }
+}
+
+fn tuple(config: &CheckpointConfig, row: &Row) -> Result<CheckpointTuple, GraphError> {
+    let at = |id: String| CheckpointConfig {
+        thread_id: config.thread_id.clone(),
+        checkpoint_ns: config.checkpoint_ns.clone(),
+        checkpoint_id: Some(id),
+    };
+    let metadata = match row.get::<_, Value>("metadata") {
+        Value::Object(map) => map,
+        _ => Metadata::new(),
+    };
+    let writes: Value = row.get("writes");
+    let pending_writes = match writes {
+        Value::Array(items) => items
+            .into_iter()
+            .map(|item| match item {
+                Value::Array(mut parts) if parts.len() == 3 => {
+                    let value = parts.pop().unwrap_or_default();
+                    let channel = parts.pop().and_then(|c| c.as_str().map(str::to_owned));
+                    let task = parts.pop().and_then(|t| t.as_str().map(str::to_owned));
+                    match (task, channel) {
+                        (Some(task_id), Some(channel)) => Ok(PendingWrite {
+                            task_id,
+                            channel,
+                            value,
+                        }),
+                        _ => Err(GraphError::Checkpointer(
+                            "corrupt checkpoint write".to_owned(),
+                        )),
+                    }
+                }
+                _ => Err(GraphError::Checkpointer(
+                    "corrupt checkpoint write".to_owned(),
+                )),
+            })
+            .collect::<Result<Vec<_>, _>>()?,
+        _ => Vec::new(),
+    };
+    Ok(CheckpointTuple {
+        config: at(row.get("checkpoint_id")),
+        parent_config: row.get::<_, Option<String>>("parent_checkpoint_id").map(at),
+        checkpoint: row.get("body"),
+        metadata,
+        created_at: Timestamp::new(row.get("created_at")),
+        pending_writes,
+    })
+}
+
+#[async_trait]
+impl Checkpointer for PostgresSaver {
+    async fn get_tuple(
+        &self,
+        config: &CheckpointConfig,
+    ) -> Result<Option<CheckpointTuple>, GraphError> {
+        let client = self.client().await?;
+        let row = match &config.checkpoint_id {
+            Some(id) => client
+                .query_opt(
+                    &format!(
+                        "{SELECT} WHERE c.thread_id = $1 AND c.checkpoint_ns = $2
+                         AND c.checkpoint_id = $3"
+                    ),
+                    &[&config.thread_id, &config.checkpoint_ns, id],
+                )
+                .await
+                .map_err(db_error)?,
+            None => client
+                .query_opt(
+                    &format!(
+                        "{SELECT} WHERE c.thread_id = $1 AND c.checkpoint_ns = $2
+                         ORDER BY c.checkpoint_id DESC LIMIT 1"
+                    ),
+                    &[&config.thread_id, &config.checkpoint_ns],
+                )
+                .await
+                .map_err(db_error)?,
+        };
+        row.map(|row| tuple(config, &row)).transpose()
+    }
+
+    async fn list(
+        &self,
+        config: &CheckpointConfig,
+        options: CheckpointListOptions,
+    ) -> Result<Vec<CheckpointTuple>, GraphError> {
+        if options.limit == Some(0) {
+            return Ok(Vec::new());
+        }
+        let client = self.client().await?;
+        let limit = options
+            .limit
+            .map_or(i64::MAX, |limit| i64::try_from(limit).unwrap_or(i64::MAX));
+        let filter = options.filter.clone().map(Value::Object);
+        let rows = match &config.checkpoint_id {
+            Some(id) => client
+                .query(
+                    &format!(
+                        "{SELECT} WHERE c.thread_id = $1 AND c.checkpoint_ns = $2
+                         AND c.checkpoint_id = $6
+                         AND ($3::text IS NULL OR c.checkpoint_id < $3::text)
+                         AND ($4::jsonb IS NULL OR (c.metadata @> $4::jsonb AND NOT EXISTS (
+               SELECT 1 FROM jsonb_each($4::jsonb) f
+               WHERE c.metadata -> f.key IS DISTINCT FROM f.value)))
+                         LIMIT $5"
+                    ),
+                    &[
+                        &config.thread_id,
+                        &config.checkpoint_ns,
+                        &options.before,
+                        &filter,
+                        &limit,
+                        id,
+                    ],
+                )
+                .await
+                .map_err(db_error)?,
+            None => client
+                .query(
+                    &list_sql(),
+                    &[
+                        &config.thread_id,
+                        &config.checkpoint_ns,
+                        &options.before,
+                        &filter,
+                        &limit,
+                    ],
+                )
+                .await
+                .map_err(db_error)?,
+        };
+        rows.iter().map(|row| tuple(config, row)).collect()
+    }
+
+    async fn put(
+        &self,
+        config: &CheckpointConfig,
+        checkpoint: Value,
+        metadata: Metadata,
+    ) -> Result<CheckpointConfig, GraphError> {
+        let id = new_checkpoint_id();
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(db_error)?;
+        tx.execute(
+            "INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id,
+                 parent_checkpoint_id, metadata, created_at)
+             VALUES ($1, $2, $3, $4, $5, $6)",
+            &[
+                &config.thread_id,
+                &config.checkpoint_ns,
+                &id,
+                &config.checkpoint_id,
+                &Value::Object(metadata),
+                &Utc::now(),
+            ],
+        )
+        .await
+        .map_err(db_error)?;
+        tx.execute(
+            "INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, checkpoint_id, body)
+             VALUES ($1, $2, $3, $4)",
+            &[&config.thread_id, &config.checkpoint_ns, &id, &checkpoint],
+        )
+        .await
+        .map_err(db_error)?;
+        tx.commit().await.map_err(db_error)?;
+        Ok(CheckpointConfig {
+            thread_id: config.thread_id.clone(),
+            checkpoint_ns: config.checkpoint_ns.clone(),
+            checkpoint_id: Some(id),
+        })
+    }
+
+    async fn put_writes(
+        &self,
+        config: &CheckpointConfig,
+        task_id: &str,
+        writes: Vec<(String, Value)>,
+    ) -> Result<(), GraphError> {
+        let missing = || GraphError::NotFound(format!("Checkpoint {config:?} not found"));
+        let id = config.checkpoint_id.as_ref().ok_or_else(missing)?;
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(db_error)?;
+        let exists = tx
+            .query_opt(
+                "SELECT 1 FROM checkpoints
+                 WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = $3
+                 FOR SHARE",
+                &[&config.thread_id, &config.checkpoint_ns, id],
+            )
+            .await
+            .map_err(db_error)?;
+        if exists.is_none() {
+            return Err(missing());
+        }
+        for (channel, value) in writes {
+            // A rewrite of the same task and channel replaces the value and moves it
+            // to the end of the write order, as the in-memory saver does.
+            tx.execute(
+                "INSERT INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id,
+                     task_id, channel, value)
+                 VALUES ($1, $2, $3, $4, $5, $6)
+                 ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, channel)
+                 DO UPDATE SET value = EXCLUDED.value, seq = nextval('checkpoint_write_seq')",
+                &[
+                    &config.thread_id,
+                    &config.checkpoint_ns,
+                    id,
+                    &task_id,
+                    &channel,
+                    &value,
+                ],
+            )
+            .await
+            .map_err(db_error)?;
+        }
+        tx.commit().await.map_err(db_error)
+    }
+
+    async fn delete_thread(&self, thread_id: &str) -> Result<(), GraphError> {
+        let client = self.client().await?;
+        // Blobs and writes follow through ON DELETE CASCADE.
+        client
+            .execute(
+                "DELETE FROM checkpoints WHERE thread_id = $1",
+                &[&thread_id],
+            )
+            .await
+            .map_err(db_error)?;
+        Ok(())
+    }
+
+    async fn copy_thread(&self, from: &str, to: &str) -> Result<(), GraphError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(db_error)?;
+        let statements = [
+            "INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id,
+                 parent_checkpoint_id, metadata, created_at)
+             SELECT $2, checkpoint_ns, checkpoint_id, parent_checkpoint_id, metadata, created_at
+             FROM checkpoints WHERE thread_id = $1",
+            "INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, checkpoint_id, body)
+             SELECT $2, checkpoint_ns, checkpoint_id, body
+             FROM checkpoint_blobs WHERE thread_id = $1",
+            "INSERT INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id,
+                 channel, seq, value)
+             SELECT $2, checkpoint_ns, checkpoint_id, task_id, channel, seq, value
+             FROM checkpoint_writes WHERE thread_id = $1",
+        ];
+        if from != to {
+            tx.execute("DELETE FROM checkpoints WHERE thread_id = $1", &[&to])
+                .await
+                .map_err(db_error)?;
+            for statement in statements {
+                tx.execute(statement, &[&from, &to])
+                    .await
+                    .map_err(db_error)?;
+            }
+        }
+        tx.commit().await.map_err(db_error)
+    }
+
+    async fn prune(&self, thread_id: &str, strategy: PruneStrategy) -> Result<(), GraphError> {
+        let client = self.client().await?;
+        let statement = match strategy {
+            PruneStrategy::Delete => "DELETE FROM checkpoints WHERE thread_id = $1",
+            PruneStrategy::KeepLatest => {
+                "DELETE FROM checkpoints c WHERE c.thread_id = $1 AND c.checkpoint_id < (
+                     SELECT max(l.checkpoint_id) FROM checkpoints l
+                     WHERE l.thread_id = c.thread_id AND l.checkpoint_ns = c.checkpoint_ns)"
+            }
+        };
+        client
+            .execute(statement, &[&thread_id])
+            .await
+            .map_err(db_error)?;
+        Ok(())
+    }
+
+    async fn delete_run(&self, thread_id: &str, run_id: &str) -> Result<(), GraphError> {
+        let client = self.client().await?;
+        client
+            .execute(
+                "DELETE FROM checkpoints
+                 WHERE thread_id = $1 AND metadata -> 'run_id' = to_jsonb($2::text)",
+                &[&thread_id, &run_id],
+            )
+            .await
+            .map_err(db_error)?;
+        Ok(())
+    }
+}

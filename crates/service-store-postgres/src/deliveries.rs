@@ -1,0 +1,273 @@
+//! Webhook deliveries. Due rows are picked in SQL (`FOR UPDATE SKIP LOCKED`, so each
+//! goes to one caller); the state machine itself is the shared `DeliveryRecord`
+//! code, applied to the locked rows and written back in the same transaction.
+
+use async_trait::async_trait;
+use deadpool_postgres::Transaction;
+use service_store::{
+    AttemptOutcome, DeliveriesRepo, DeliveryQuery, DeliveryRecord, StoreError, StoreResult,
+};
+use service_types::{Delivery, Timestamp};
+use tokio_postgres::Row;
+use uuid::Uuid;
+
+use crate::db::{Db, Sql, at, count, enum_from, enum_text, object, push_where, ts};
+use crate::error::store_error;
+
+const COLUMNS: &str = "delivery_id, run_id, thread_id, status, attempt, last_error, \
+    next_attempt_at, payload_truncated, replayable, created_at, updated_at, url, payload, \
+    retain_until";
+
+fn not_found(delivery_id: Uuid) -> StoreError {
+    StoreError::not_found(format!("Delivery {delivery_id} not found"))
+}
+
+fn delivery(row: &Row) -> StoreResult<Delivery> {
+    let next: Option<chrono::DateTime<chrono::Utc>> = row.get("next_attempt_at");
+    let attempt: i32 = row.get("attempt");
+    Ok(Delivery {
+        delivery_id: row.get("delivery_id"),
+        run_id: row.get("run_id"),
+        thread_id: row.get("thread_id"),
+        status: enum_from(row.get("status"), "status")?,
+        attempt: u32::try_from(attempt).unwrap_or_default(),
+        last_error: row.get("last_error"),
+        next_attempt_at: next.map(ts),
+        payload_truncated: row.get("payload_truncated"),
+        replayable: row.get("replayable"),
+        created_at: ts(row.get("created_at")),
+        updated_at: ts(row.get("updated_at")),
+    })
+}
+
+fn record(row: &Row) -> StoreResult<DeliveryRecord> {
+    let payload: Option<serde_json::Value> = row.get("payload");
+    let retain: Option<chrono::DateTime<chrono::Utc>> = row.get("retain_until");
+    Ok(DeliveryRecord {
+        delivery: delivery(row)?,
+        url: row.get("url"),
+        payload: payload.map(|value| object(value, "payload")).transpose()?,
+        retain_until: retain.map(ts),
+    })
+}
+
+/// Inserts a delivery row (the run settle calls this inside its transaction).
+pub(crate) async fn insert_delivery(
+    tx: &Transaction<'_>,
+    record: &DeliveryRecord,
+) -> StoreResult<()> {
+    let d = &record.delivery;
+    tx.execute(
+        &format!(
+            "INSERT INTO webhook_deliveries ({COLUMNS})
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)"
+        ),
+        &[
+            &d.delivery_id,
+            &d.run_id,
+            &d.thread_id,
+            &enum_text(&d.status)?,
+            &i32::try_from(d.attempt).unwrap_or(i32::MAX),
+            &d.last_error,
+            &d.next_attempt_at.map(at),
+            &d.payload_truncated,
+            &d.replayable,
+            &at(d.created_at),
+            &at(d.updated_at),
+            &record.url,
+            &record.payload.clone().map(serde_json::Value::Object),
+            &record.retain_until.map(at),
+        ],
+    )
+    .await
+    .map_err(store_error)?;
+    Ok(())
+}
+
+/// Writes back the mutable columns of a row changed by the state machine.
+async fn write(client: &Transaction<'_>, record: &DeliveryRecord) -> StoreResult<()> {
+    let d = &record.delivery;
+    client
+        .execute(
+            "UPDATE webhook_deliveries SET status = $2, attempt = $3, last_error = $4,
+                 next_attempt_at = $5, replayable = $6, updated_at = $7, payload = $8,
+                 retain_until = $9
+             WHERE delivery_id = $1",
+            &[
+                &d.delivery_id,
+                &enum_text(&d.status)?,
+                &i32::try_from(d.attempt).unwrap_or(i32::MAX),
+                &d.last_error,
+                &d.next_attempt_at.map(at),
+                &d.replayable,
+                &at(d.updated_at),
+                &record.payload.clone().map(serde_json::Value::Object),
+                &record.retain_until.map(at),
+            ],
+        )
+        .await
+        .map_err(store_error)?;
+    Ok(())
+}
+
+impl Db {
+    /// Locks one row, lets `change` run the state machine on it, writes it back.
+    async fn change_delivery<T: Send>(
+        &self,
+        delivery_id: Uuid,
+        change: impl FnOnce(&mut DeliveryRecord) -> StoreResult<Option<T>> + Send,
+    ) -> StoreResult<Option<T>> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(store_error)?;
+        let row = tx
+            .query_opt(
+                &format!(
+                    "SELECT {COLUMNS} FROM webhook_deliveries WHERE delivery_id = $1 FOR UPDATE"
+                ),
+                &[&delivery_id],
+            )
+            .await
+            .map_err(store_error)?
+            .ok_or_else(|| not_found(delivery_id))?;
+        let mut current = record(&row)?;
+        let result = change(&mut current)?;
+        if result.is_some() {
+            write(&tx, &current).await?;
+            tx.commit().await.map_err(store_error)?;
+        }
+        Ok(result)
+    }
+}
+
+#[async_trait]
+impl DeliveriesRepo for Db {
+    async fn get(&self, delivery_id: Uuid) -> StoreResult<Option<DeliveryRecord>> {
+        let client = self.client().await?;
+        client
+            .query_opt(
+                &format!("SELECT {COLUMNS} FROM webhook_deliveries WHERE delivery_id = $1"),
+                &[&delivery_id],
+            )
+            .await
+            .map_err(store_error)?
+            .map(|row| record(&row))
+            .transpose()
+    }
+
+    async fn list(&self, run_id: Uuid, query: &DeliveryQuery) -> StoreResult<Vec<Delivery>> {
+        let limit = self.limits.search(query.limit)?;
+        let mut sql = Sql::new(&format!("SELECT {COLUMNS} FROM webhook_deliveries"));
+        let run = sql.bind(run_id);
+        let mut conditions = vec![format!("run_id = {run}")];
+        if let Some(status) = query.status {
+            let p = sql.bind(enum_text(&status)?);
+            conditions.push(format!("status = {p}"));
+        }
+        push_where(&mut sql, &conditions);
+        let limit_p = sql.bind(count(limit));
+        let offset_p = sql.bind(count(query.offset));
+        sql.push(&format!(
+            " ORDER BY created_at, delivery_id LIMIT {limit_p} OFFSET {offset_p}"
+        ));
+        let client = self.client().await?;
+        let rows = client
+            .query(&sql.text, &sql.params())
+            .await
+            .map_err(store_error)?;
+        rows.iter().map(delivery).collect()
+    }
+
+    async fn claim(
+        &self,
+        delivery_id: Uuid,
+        now: Timestamp,
+        lease_until: Timestamp,
+    ) -> StoreResult<Option<DeliveryRecord>> {
+        self.change_delivery(delivery_id, |record| {
+            if !record.is_due(now) {
+                return Ok(None);
+            }
+            record.begin_attempt(now, lease_until);
+            Ok(Some(record.clone()))
+        })
+        .await
+    }
+
+    async fn claim_due(
+        &self,
+        now: Timestamp,
+        lease_until: Timestamp,
+        limit: usize,
+    ) -> StoreResult<Vec<DeliveryRecord>> {
+        let limit = self.limits.bounded(Some(limit));
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(store_error)?;
+        let rows = tx
+            .query(
+                &format!(
+                    "SELECT {COLUMNS} FROM webhook_deliveries
+                     WHERE status IN ('pending', 'delivering') AND next_attempt_at <= $1
+                     ORDER BY next_attempt_at, delivery_id
+                     LIMIT $2 FOR UPDATE SKIP LOCKED"
+                ),
+                &[&at(now), &count(limit)],
+            )
+            .await
+            .map_err(store_error)?;
+        let mut claimed = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let mut current = record(row)?;
+            if !current.is_due(now) {
+                continue;
+            }
+            current.begin_attempt(now, lease_until);
+            write(&tx, &current).await?;
+            claimed.push(current);
+        }
+        tx.commit().await.map_err(store_error)?;
+        Ok(claimed)
+    }
+
+    async fn finish_attempt(
+        &self,
+        delivery_id: Uuid,
+        outcome: AttemptOutcome,
+    ) -> StoreResult<DeliveryRecord> {
+        let now = self.now();
+        let finished = self
+            .change_delivery(delivery_id, |record| {
+                record.finish_attempt(outcome, now)?;
+                Ok(Some(record.clone()))
+            })
+            .await?;
+        finished.ok_or_else(|| not_found(delivery_id))
+    }
+
+    async fn replay(&self, run_id: Uuid, delivery_id: Uuid) -> StoreResult<Delivery> {
+        let now = self.now();
+        let replayed = self
+            .change_delivery(delivery_id, |record| {
+                if record.delivery.run_id != run_id {
+                    return Err(not_found(delivery_id));
+                }
+                record.replay(now)?;
+                Ok(Some(record.delivery.clone()))
+            })
+            .await?;
+        replayed.ok_or_else(|| not_found(delivery_id))
+    }
+
+    async fn purge_expired(&self, now: Timestamp) -> StoreResult<u64> {
+        // `DeliveryRecord::purge_if_expired` in SQL: dead rows past retention lose
+        // their payload and with it replayability.
+        let client = self.client().await?;
+        client
+            .execute(
+                "UPDATE webhook_deliveries SET payload = NULL, replayable = false, updated_at = $1
+                 WHERE status = 'dead' AND payload IS NOT NULL AND retain_until <= $1",
+                &[&at(now)],
+            )
+            .await
+            .map_err(store_error)
+    }
+}

@@ -1,0 +1,226 @@
+//! Store items. Namespace matching, `max_depth` truncation, de-duplication,
+//! ordering and paging all run in SQL (see `filter::namespace_prefix`); the literal
+//! head of a prefix is an index range scan on the primary key (ns_path, key).
+//! Expiry is enforced in every read (`expires_at > now`) and by `sweep_expired`.
+
+use async_trait::async_trait;
+use serde_json::Value;
+use service_store::namespace::validate_namespace;
+use service_store::{
+    ItemSearch, ItemsRepo, NamespaceQuery, PutItem, StoreResult, validate_item_ttl,
+};
+use service_types::{Item, SearchItem, Timestamp};
+use tokio_postgres::Row;
+
+use crate::db::{Db, Sql, at, count, object, push_where, ts};
+use crate::error::store_error;
+use crate::filter::{namespace_prefix, namespace_suffix, store_filter};
+
+const COLUMNS: &str = "namespace, key, value, created_at, updated_at";
+
+/// The expiry a refresh (or a put) sets: `now + ttl`, computed from whole
+/// microseconds exactly as `Timestamp::plus_minutes` does.
+const REFRESHED: &str = "CASE WHEN ttl_micros IS NULL THEN NULL \
+    ELSE $NOW::timestamptz + ttl_micros * interval '1 microsecond' END";
+
+fn item(row: &Row) -> StoreResult<Item> {
+    Ok(Item {
+        namespace: row.get("namespace"),
+        key: row.get("key"),
+        value: object(row.get("value"), "value")?,
+        created_at: ts(row.get("created_at")),
+        updated_at: ts(row.get("updated_at")),
+    })
+}
+
+fn ttl_micros(minutes: Option<f64>) -> Option<i64> {
+    minutes.map(|minutes| (minutes * 60_000_000.0) as i64)
+}
+
+/// The search statement (shared with the EXPLAIN check): live items under the
+/// prefix matching the filter, newest first (ties by namespace then key), paged;
+/// with `refresh_ttl`, the returned rows' expiry moves in the same statement.
+pub(crate) fn search_sql(search: &ItemSearch, limit: usize, now: Timestamp) -> Sql {
+    let mut sql = Sql::new("");
+    let now_p = sql.bind(at(now));
+    let mut conditions = vec![format!("(expires_at IS NULL OR expires_at > {now_p})")];
+    conditions.extend(namespace_prefix(&mut sql, &search.namespace_prefix));
+    conditions.extend(store_filter(&mut sql, "value", &search.filter));
+    let limit_p = sql.bind(count(limit));
+    let offset_p = sql.bind(count(search.offset));
+    let mut select = Sql::new("");
+    std::mem::swap(&mut select, &mut sql);
+    select.push(&format!(
+        "WITH page AS (SELECT ns_path, {COLUMNS} FROM store_items"
+    ));
+    push_where(&mut select, &conditions);
+    select.push(&format!(
+        " ORDER BY updated_at DESC, namespace, key LIMIT {limit_p} OFFSET {offset_p})"
+    ));
+    if search.refresh_ttl {
+        select.push(&format!(
+            ", refreshed AS (UPDATE store_items s SET expires_at = {}
+               FROM page WHERE s.ns_path = page.ns_path AND s.key = page.key)",
+            REFRESHED.replace("$NOW", &now_p)
+        ));
+    }
+    select.push(&format!(
+        " SELECT {COLUMNS} FROM page ORDER BY updated_at DESC, namespace, key"
+    ));
+    select
+}
+
+#[async_trait]
+impl ItemsRepo for Db {
+    async fn put(&self, put: PutItem) -> StoreResult<()> {
+        validate_namespace(&put.namespace)?;
+        validate_item_ttl(put.ttl_minutes)?;
+        let now = at(self.now());
+        let ttl = ttl_micros(put.ttl_minutes);
+        let client = self.client().await?;
+        client
+            .execute(
+                "INSERT INTO store_items (ns_path, key, namespace, value, created_at,
+                         updated_at, ttl_micros, expires_at)
+                     VALUES ($1, $2, $3, $4, $5, $5, $6::bigint,
+                         CASE WHEN $6::bigint IS NULL THEN NULL
+                         ELSE $5::timestamptz + $6::bigint * interval '1 microsecond' END)
+                     ON CONFLICT (ns_path, key) DO UPDATE SET
+                         value = EXCLUDED.value,
+                         created_at = CASE
+                             WHEN store_items.expires_at IS NULL OR store_items.expires_at > $5
+                             THEN store_items.created_at ELSE $5 END,
+                         updated_at = $5,
+                         ttl_micros = EXCLUDED.ttl_micros,
+                         expires_at = EXCLUDED.expires_at",
+                &[
+                    &put.namespace.join("."),
+                    &put.key,
+                    &put.namespace,
+                    &Value::Object(put.value),
+                    &now,
+                    &ttl,
+                ],
+            )
+            .await
+            .map_err(store_error)?;
+        Ok(())
+    }
+
+    async fn get(
+        &self,
+        namespace: &[String],
+        key: &str,
+        refresh: bool,
+    ) -> StoreResult<Option<Item>> {
+        let now = at(self.now());
+        let path = namespace.join(".");
+        let client = self.client().await?;
+        let statement = if refresh {
+            format!(
+                "UPDATE store_items SET expires_at = {}
+                 WHERE ns_path = $1 AND key = $2 AND namespace = $4
+                   AND (expires_at IS NULL OR expires_at > $3)
+                 RETURNING {COLUMNS}",
+                REFRESHED.replace("$NOW", "$3")
+            )
+        } else {
+            format!(
+                "SELECT {COLUMNS} FROM store_items
+                 WHERE ns_path = $1 AND key = $2 AND namespace = $4
+                   AND (expires_at IS NULL OR expires_at > $3)"
+            )
+        };
+        client
+            .query_opt(&statement, &[&path, &key, &now, &namespace])
+            .await
+            .map_err(store_error)?
+            .map(|row| item(&row))
+            .transpose()
+    }
+
+    async fn delete(&self, namespace: &[String], key: &str) -> StoreResult<()> {
+        let client = self.client().await?;
+        client
+            .execute(
+                "DELETE FROM store_items WHERE ns_path = $1 AND key = $2 AND namespace = $3",
+                &[&namespace.join("."), &key, &namespace],
+            )
+            .await
+            .map_err(store_error)?;
+        Ok(())
+    }
+
+    async fn search(&self, search: &ItemSearch) -> StoreResult<Vec<SearchItem>> {
+        let limit = self.limits.search(search.limit)?;
+        let sql = search_sql(search, limit, self.now());
+        let client = self.client().await?;
+        let rows = client
+            .query(&sql.text, &sql.params())
+            .await
+            .map_err(store_error)?;
+        rows.iter()
+            .map(|row| {
+                Ok(SearchItem {
+                    item: item(row)?,
+                    score: None,
+                })
+            })
+            .collect()
+    }
+
+    async fn list_namespaces(&self, query: &NamespaceQuery) -> StoreResult<Vec<Vec<String>>> {
+        query.validate()?;
+        let limit = self.limits.namespaces(query.limit);
+        let sql = namespaces_sql(query, limit, self.now());
+        let client = self.client().await?;
+        let rows = client
+            .query(&sql.text, &sql.params())
+            .await
+            .map_err(store_error)?;
+        Ok(rows.iter().map(|row| row.get(0)).collect())
+    }
+
+    async fn sweep_expired(&self, now: Timestamp) -> StoreResult<u64> {
+        let client = self.client().await?;
+        client
+            .execute(
+                "DELETE FROM store_items WHERE expires_at <= $1",
+                &[&at(now)],
+            )
+            .await
+            .map_err(store_error)
+    }
+}
+
+/// The namespace listing: match (prefix, suffix), truncate to `max_depth`,
+/// de-duplicate, order element-wise (text[] comparison, shorter first, bytewise "C"
+/// collation) and page, all in SQL.
+pub(crate) fn namespaces_sql(query: &NamespaceQuery, limit: usize, now: Timestamp) -> Sql {
+    let mut sql = Sql::new("");
+    let now_p = sql.bind(at(now));
+    let mut conditions = vec![format!("(expires_at IS NULL OR expires_at > {now_p})")];
+    if let Some(prefix) = &query.prefix {
+        conditions.extend(namespace_prefix(&mut sql, prefix));
+    }
+    if let Some(suffix) = &query.suffix {
+        conditions.extend(namespace_suffix(&mut sql, suffix));
+    }
+    let projected = match query.max_depth {
+        Some(depth) => {
+            let p = sql.bind(i32::try_from(depth).unwrap_or(i32::MAX));
+            format!("namespace[1:{p}]")
+        }
+        None => "namespace".to_owned(),
+    };
+    let limit_p = sql.bind(count(limit));
+    let offset_p = sql.bind(count(query.offset));
+    let mut select = Sql::new("");
+    std::mem::swap(&mut select, &mut sql);
+    select.push(&format!(
+        "SELECT DISTINCT {projected} COLLATE \"C\" AS ns FROM store_items"
+    ));
+    push_where(&mut select, &conditions);
+    select.push(&format!(" ORDER BY ns LIMIT {limit_p} OFFSET {offset_p}"));
+    select
+}

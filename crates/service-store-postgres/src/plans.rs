@@ -1,0 +1,95 @@
+//! Query plans of the hot statements, for the EXPLAIN check in
+//! `tests/explain.rs`: each entry runs `EXPLAIN` on the exact SQL the driver
+//! sends (built by the same functions), with sample parameters.
+
+use serde_json::json;
+use service_store::filter::StoreFilter;
+use service_store::{ItemSearch, ThreadFilter, ThreadQuery};
+use service_types::Timestamp;
+use tokio_postgres::Client;
+use tokio_postgres::types::ToSql;
+use uuid::Uuid;
+
+use crate::db::{Sql, at};
+use crate::{checkpoint, items, runs, threads};
+
+/// The names of the checked statements, in the order [`explain_all`] returns them.
+pub const NAMES: [&str; 5] = [
+    "claim next run",
+    "thread search by metadata",
+    "latest run of a thread",
+    "checkpoint history page",
+    "store search by namespace",
+];
+
+async fn explain(
+    client: &Client,
+    sql: &str,
+    params: &[&(dyn ToSql + Sync)],
+) -> Result<String, tokio_postgres::Error> {
+    let rows = client.query(&format!("EXPLAIN {sql}"), params).await?;
+    Ok(rows
+        .iter()
+        .map(|row| row.get::<_, String>(0))
+        .collect::<Vec<_>>()
+        .join("\n"))
+}
+
+fn explain_sql(sql: Sql) -> (String, Sql) {
+    (sql.text.clone(), sql)
+}
+
+/// `(name, plan text)` of each checked statement, planned on `client` (whose
+/// search_path points at a migrated schema).
+pub async fn explain_all(
+    client: &Client,
+    now: Timestamp,
+) -> Result<Vec<(&'static str, String)>, tokio_postgres::Error> {
+    let mut plans = Vec::new();
+    plans.push((
+        NAMES[0],
+        explain(client, runs::CLAIM_SQL, &[&at(now)]).await?,
+    ));
+
+    let query = ThreadQuery {
+        filter: ThreadFilter {
+            metadata: json!({"owner": "alice"}).as_object().cloned(),
+            ..ThreadFilter::default()
+        },
+        limit: Some(10),
+        ..ThreadQuery::default()
+    };
+    let sql = threads::search_sql(&query, 10)
+        .ok()
+        .flatten()
+        .unwrap_or_default();
+    let (text, sql) = explain_sql(sql);
+    plans.push((NAMES[1], explain(client, &text, &sql.params()).await?));
+
+    plans.push((
+        NAMES[2],
+        explain(client, runs::LATEST_SQL, &[&Uuid::nil()]).await?,
+    ));
+
+    let before: Option<String> = Some("ffffffff".to_owned());
+    let filter: Option<serde_json::Value> = None;
+    plans.push((
+        NAMES[3],
+        explain(
+            client,
+            &checkpoint::list_sql(),
+            &[&"thread", &"", &before, &filter, &10_i64],
+        )
+        .await?,
+    ));
+
+    let search = ItemSearch {
+        namespace_prefix: vec!["users".to_owned(), "alice".to_owned()],
+        filter: StoreFilter::default(),
+        limit: Some(10),
+        ..ItemSearch::default()
+    };
+    let (text, sql) = explain_sql(items::search_sql(&search, 10, now));
+    plans.push((NAMES[4], explain(client, &text, &sql.params()).await?));
+    Ok(plans)
+}

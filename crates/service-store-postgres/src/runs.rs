@@ -1,0 +1,339 @@
+//! Runs: the `runs` table is the queue. `claim_next` takes the oldest due pending
+//! run whose thread has no running run with `FOR UPDATE SKIP LOCKED`; the partial
+//! unique index `runs_one_running_per_thread` makes the one-running-run-per-thread
+//! rule a database constraint, so two claimers racing for two runs of one thread
+//! cannot both win (the loser's update fails and it looks again).
+
+use async_trait::async_trait;
+use serde_json::Value;
+use service_store::{
+    ActiveRunsQuery, CancelOutcome, DeliveryRecord, NewRun, RunListQuery, RunsRepo, Settled,
+    Settlement, StoreError, StoreResult, final_status,
+};
+use service_types::{Run, RunStatus, Timestamp};
+use tokio_postgres::Row;
+use uuid::Uuid;
+
+use crate::db::{Db, Sql, at, count, decode, encode, enum_from, enum_text, object, push_where, ts};
+use crate::deliveries::insert_delivery;
+use crate::error::{is_foreign_key_violation, is_unique_violation, store_error};
+
+pub(crate) const COLUMNS: &str = "run_id, thread_id, assistant_id, created_at, updated_at, status, \
+    metadata, multitask_strategy, kwargs, error";
+
+/// How often a claim retries after losing a same-thread race.
+const CLAIM_ATTEMPTS: usize = 16;
+
+fn run_not_found() -> StoreError {
+    StoreError::not_found("Run not found")
+}
+
+pub(crate) fn run(row: &Row) -> StoreResult<Run> {
+    let strategy: Option<String> = row.get("multitask_strategy");
+    let error: Option<Value> = row.get("error");
+    Ok(Run {
+        run_id: row.get("run_id"),
+        thread_id: row.get("thread_id"),
+        assistant_id: row.get("assistant_id"),
+        created_at: ts(row.get("created_at")),
+        updated_at: ts(row.get("updated_at")),
+        status: enum_from(row.get("status"), "status")?,
+        metadata: object(row.get("metadata"), "metadata")?,
+        multitask_strategy: strategy
+            .map(|text| enum_from(text, "multitask_strategy"))
+            .transpose()?,
+        kwargs: row.get("kwargs"),
+        error: error.map(|value| decode(value, "error")).transpose()?,
+    })
+}
+
+/// The claim statement (shared with the EXPLAIN check): `$1` is now.
+pub(crate) const CLAIM_SQL: &str =
+    "UPDATE runs SET status = 'running', updated_at = $1, started = true
+    WHERE run_id = (
+        SELECT r.run_id FROM runs r
+        WHERE r.status = 'pending' AND r.available_at <= $1
+          AND NOT EXISTS (
+              SELECT 1 FROM runs busy
+              WHERE busy.thread_id = r.thread_id AND busy.status = 'running')
+        ORDER BY r.created_at, r.run_id
+        LIMIT 1
+        FOR UPDATE SKIP LOCKED)
+    RETURNING run_id, thread_id, assistant_id, created_at, updated_at, status, metadata, \
+    multitask_strategy, kwargs, error";
+
+/// The latest-run statement (shared with the EXPLAIN check): `$1` is the thread.
+pub(crate) const LATEST_SQL: &str =
+    "SELECT run_id, thread_id, assistant_id, created_at, updated_at, \
+    status, metadata, multitask_strategy, kwargs, error FROM runs WHERE thread_id = $1
+    ORDER BY created_at DESC, run_id DESC LIMIT 1";
+
+#[async_trait]
+impl RunsRepo for Db {
+    async fn create(&self, new: NewRun) -> StoreResult<Run> {
+        let now = self.now();
+        let strategy = new.multitask_strategy.as_ref().map(enum_text).transpose()?;
+        let client = self.client().await?;
+        let inserted = client
+            .query_one(
+                &format!(
+                    "INSERT INTO runs ({COLUMNS}, available_at)
+                     VALUES ($1, $2, $3, $4, $4, 'pending', $5, $6, $7, NULL, $8)
+                     RETURNING {COLUMNS}"
+                ),
+                &[
+                    &new.run_id,
+                    &new.thread_id,
+                    &new.assistant_id,
+                    &at(now),
+                    &Value::Object(new.metadata),
+                    &strategy,
+                    &new.kwargs,
+                    &at(new.available_at),
+                ],
+            )
+            .await;
+        match inserted {
+            Ok(row) => run(&row),
+            Err(error) if is_foreign_key_violation(&error) => Err(StoreError::not_found(format!(
+                "Thread with ID {} not found",
+                new.thread_id
+            ))),
+            Err(error) if is_unique_violation(&error) => Err(StoreError::conflict(format!(
+                "Run {} already exists",
+                new.run_id
+            ))),
+            Err(error) => Err(store_error(error)),
+        }
+    }
+
+    async fn get(&self, run_id: Uuid) -> StoreResult<Option<Run>> {
+        let client = self.client().await?;
+        client
+            .query_opt(
+                &format!("SELECT {COLUMNS} FROM runs WHERE run_id = $1"),
+                &[&run_id],
+            )
+            .await
+            .map_err(store_error)?
+            .map(|row| run(&row))
+            .transpose()
+    }
+
+    async fn list(&self, thread_id: Uuid, query: &RunListQuery) -> StoreResult<Vec<Run>> {
+        let limit = self.limits.runs(query.limit);
+        let mut sql = Sql::new(&format!("SELECT {COLUMNS} FROM runs"));
+        let thread = sql.bind(thread_id);
+        let mut conditions = vec![format!("thread_id = {thread}")];
+        if let Some(status) = query.status {
+            let p = sql.bind(enum_text(&status)?);
+            conditions.push(format!("status = {p}"));
+        }
+        push_where(&mut sql, &conditions);
+        sql.push(" ORDER BY created_at DESC, run_id DESC");
+        if let Some(limit) = limit {
+            let p = sql.bind(count(limit));
+            sql.push(&format!(" LIMIT {p}"));
+        }
+        let offset = sql.bind(count(query.offset));
+        sql.push(&format!(" OFFSET {offset}"));
+        let client = self.client().await?;
+        let rows = client
+            .query(&sql.text, &sql.params())
+            .await
+            .map_err(store_error)?;
+        rows.iter().map(run).collect()
+    }
+
+    async fn latest(&self, thread_id: Uuid) -> StoreResult<Option<Run>> {
+        let client = self.client().await?;
+        client
+            .query_opt(LATEST_SQL, &[&thread_id])
+            .await
+            .map_err(store_error)?
+            .map(|row| run(&row))
+            .transpose()
+    }
+
+    async fn active(&self, query: &ActiveRunsQuery) -> StoreResult<Vec<Run>> {
+        let limit = self.limits.bounded(query.limit);
+        let statuses: Vec<String> = match query.status {
+            Some(status) if status.is_terminal() => return Ok(Vec::new()),
+            Some(status) => vec![enum_text(&status)?],
+            None => vec!["pending".to_owned(), "running".to_owned()],
+        };
+        let mut sql = Sql::new(&format!("SELECT {COLUMNS} FROM runs"));
+        let p = sql.bind(statuses);
+        let mut conditions = vec![format!("status = ANY({p}::text[])")];
+        if let Some(thread_id) = query.thread_id {
+            let p = sql.bind(thread_id);
+            conditions.push(format!("thread_id = {p}"));
+        }
+        push_where(&mut sql, &conditions);
+        let p = sql.bind(count(limit));
+        sql.push(&format!(" ORDER BY created_at, run_id LIMIT {p}"));
+        let client = self.client().await?;
+        let rows = client
+            .query(&sql.text, &sql.params())
+            .await
+            .map_err(store_error)?;
+        rows.iter().map(run).collect()
+    }
+
+    async fn claim_next(&self, now: Timestamp) -> StoreResult<Option<Run>> {
+        let client = self.client().await?;
+        for _ in 0..CLAIM_ATTEMPTS {
+            match client.query_opt(CLAIM_SQL, &[&at(now)]).await {
+                Ok(row) => return row.map(|row| run(&row)).transpose(),
+                // Another claimer started a run of the same thread first; the
+                // thread now has a running run, so the next look skips it.
+                Err(error) if is_unique_violation(&error) => continue,
+                Err(error) => return Err(store_error(error)),
+            }
+        }
+        Ok(None)
+    }
+
+    async fn next_available_at(&self, now: Timestamp) -> StoreResult<Option<Timestamp>> {
+        let client = self.client().await?;
+        let earliest: Option<chrono::DateTime<chrono::Utc>> = client
+            .query_one(
+                "SELECT min(available_at) FROM runs WHERE status = 'pending' AND available_at > $1",
+                &[&at(now)],
+            )
+            .await
+            .map_err(store_error)?
+            .get(0);
+        Ok(earliest.map(ts))
+    }
+
+    async fn request_cancel(&self, run_id: Uuid) -> StoreResult<CancelOutcome> {
+        let now = self.now();
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(store_error)?;
+        let row = tx
+            .query_opt(
+                &format!("SELECT {COLUMNS} FROM runs WHERE run_id = $1 FOR UPDATE"),
+                &[&run_id],
+            )
+            .await
+            .map_err(store_error)?
+            .ok_or_else(|| StoreError::not_found("No runs found to cancel."))?;
+        let current = run(&row)?;
+        let result = match current.status {
+            RunStatus::Pending => {
+                let row = tx
+                    .query_one(
+                        &format!(
+                            "UPDATE runs SET status = 'cancelled', updated_at = $2
+                             WHERE run_id = $1 RETURNING {COLUMNS}"
+                        ),
+                        &[&run_id, &at(now)],
+                    )
+                    .await
+                    .map_err(store_error)?;
+                CancelOutcome::Cancelled(run(&row)?)
+            }
+            RunStatus::Running => {
+                tx.execute(
+                    "UPDATE runs SET cancel_requested = true WHERE run_id = $1",
+                    &[&run_id],
+                )
+                .await
+                .map_err(store_error)?;
+                CancelOutcome::Requested(current)
+            }
+            _ => CancelOutcome::AlreadyTerminal(current),
+        };
+        tx.commit().await.map_err(store_error)?;
+        Ok(result)
+    }
+
+    async fn cancel_requested(&self, run_id: Uuid) -> StoreResult<bool> {
+        let client = self.client().await?;
+        let row = client
+            .query_opt(
+                "SELECT cancel_requested FROM runs WHERE run_id = $1",
+                &[&run_id],
+            )
+            .await
+            .map_err(store_error)?
+            .ok_or_else(run_not_found)?;
+        Ok(row.get(0))
+    }
+
+    async fn settle(&self, run_id: Uuid, settlement: Settlement) -> StoreResult<Settled> {
+        let now = self.now();
+        let mut client = self.client().await?;
+        // One transaction: the terminal status and the delivery row commit together.
+        let tx = client.transaction().await.map_err(store_error)?;
+        let row = tx
+            .query_opt(
+                &format!(
+                    "SELECT {COLUMNS}, started, cancel_requested FROM runs
+                     WHERE run_id = $1 FOR UPDATE"
+                ),
+                &[&run_id],
+            )
+            .await
+            .map_err(store_error)?
+            .ok_or_else(run_not_found)?;
+        let current = run(&row)?;
+        if current.status.is_terminal() {
+            return Ok(Settled {
+                run: current,
+                changed: false,
+                delivery: None,
+            });
+        }
+        let started: bool = row.get("started");
+        let cancel_won: bool = row.get("cancel_requested");
+        let status = final_status(&settlement, cancel_won)?;
+        let error = if cancel_won { None } else { settlement.error };
+        let error = error.as_ref().map(encode).transpose()?;
+        let row = tx
+            .query_one(
+                &format!(
+                    "UPDATE runs SET status = $2, error = $3, updated_at = $4
+                     WHERE run_id = $1 RETURNING {COLUMNS}"
+                ),
+                &[&run_id, &enum_text(&status)?, &error, &at(now)],
+            )
+            .await
+            .map_err(store_error)?;
+        let settled = run(&row)?;
+        let delivery = match settlement.webhook {
+            Some(webhook) if started => {
+                let record = DeliveryRecord::pending(
+                    settled.run_id,
+                    settled.thread_id,
+                    status,
+                    settlement.interrupted,
+                    webhook,
+                    now,
+                );
+                insert_delivery(&tx, &record).await?;
+                Some(record)
+            }
+            _ => None,
+        };
+        tx.commit().await.map_err(store_error)?;
+        Ok(Settled {
+            run: settled,
+            changed: true,
+            delivery,
+        })
+    }
+
+    async fn delete(&self, run_id: Uuid) -> StoreResult<()> {
+        let client = self.client().await?;
+        let deleted = client
+            .execute("DELETE FROM runs WHERE run_id = $1", &[&run_id])
+            .await
+            .map_err(store_error)?;
+        if deleted == 0 {
+            return Err(run_not_found());
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,364 @@
+//! Threads: metadata, ttl and mirrored graph state; searches filter (metadata and
+//! values by `@>`), sort and page in SQL. Deleting a thread cascades to its runs and
+//! thread-scoped crons through foreign keys; deliveries have no foreign key and stay.
+
+use async_trait::async_trait;
+use serde_json::Value;
+use service_store::{
+    NewThread, StoreError, StoreResult, ThreadFilter, ThreadMirror, ThreadPatch, ThreadQuery,
+    ThreadSortBy, ThreadsRepo, TtlChange, validate_ttl,
+};
+use service_types::{IfExists, Thread, ThreadStatus, ThreadTtl, Timestamp, TtlSetting};
+use tokio_postgres::Row;
+use uuid::Uuid;
+
+use crate::db::{
+    Db, Sql, at, count, decode, direction, encode, enum_from, enum_text, object, push_where, ts,
+};
+use crate::error::{is_unique_violation, store_error};
+
+pub(crate) const COLUMNS: &str = "thread_id, created_at, updated_at, state_updated_at, metadata, \
+    status, config, state_values, interrupts, error, ttl_strategy, ttl_minutes, expires_at";
+
+fn missing(thread_id: Uuid) -> StoreError {
+    StoreError::not_found(format!("Thread with ID {thread_id} not found"))
+}
+
+fn ttl_from(setting: TtlSetting, now: Timestamp) -> StoreResult<ThreadTtl> {
+    validate_ttl(setting)?;
+    Ok(ThreadTtl {
+        strategy: setting.strategy(),
+        ttl_minutes: setting.minutes(),
+        expires_at: now.plus_minutes(setting.minutes()),
+    })
+}
+
+pub(crate) fn thread(row: &Row) -> StoreResult<Thread> {
+    let expires_at: Option<chrono::DateTime<chrono::Utc>> = row.get("expires_at");
+    let ttl = match expires_at {
+        Some(expires_at) => Some(ThreadTtl {
+            strategy: enum_from(
+                row.get::<_, Option<String>>("ttl_strategy")
+                    .unwrap_or_else(|| "delete".to_owned()),
+                "ttl_strategy",
+            )?,
+            ttl_minutes: row.get::<_, Option<f64>>("ttl_minutes").unwrap_or_default(),
+            expires_at: ts(expires_at),
+        }),
+        None => None,
+    };
+    Ok(Thread {
+        thread_id: row.get("thread_id"),
+        created_at: ts(row.get("created_at")),
+        updated_at: ts(row.get("updated_at")),
+        state_updated_at: ts(row.get("state_updated_at")),
+        metadata: object(row.get("metadata"), "metadata")?,
+        status: enum_from(row.get("status"), "status")?,
+        config: row.get("config"),
+        values: row.get("state_values"),
+        interrupts: decode(row.get("interrupts"), "interrupts")?,
+        error: row.get("error"),
+        ttl,
+    })
+}
+
+/// The ttl columns (strategy, minutes, expiry) of an optional ttl.
+/// The ttl columns: strategy, minutes, expiry.
+type TtlColumns = (
+    Option<String>,
+    Option<f64>,
+    Option<chrono::DateTime<chrono::Utc>>,
+);
+
+fn ttl_columns(ttl: Option<&ThreadTtl>) -> StoreResult<TtlColumns> {
+    Ok(match ttl {
+        Some(ttl) => (
+            Some(enum_text(&ttl.strategy)?),
+            Some(ttl.ttl_minutes),
+            Some(at(ttl.expires_at)),
+        ),
+        None => (None, None, None),
+    })
+}
+
+/// WHERE conditions of a thread filter; `None` when the request and enforced
+/// metadata collide (the filter matches nothing).
+pub(crate) fn conditions(sql: &mut Sql, filter: &ThreadFilter) -> StoreResult<Option<Vec<String>>> {
+    let Some(metadata) = filter.effective_metadata() else {
+        return Ok(None);
+    };
+    let mut conditions = Vec::new();
+    if let Some(ids) = &filter.ids {
+        let p = sql.bind(ids.clone());
+        conditions.push(format!("thread_id = ANY({p}::uuid[])"));
+    }
+    if !metadata.is_empty() {
+        let p = sql.bind(Value::Object(metadata));
+        conditions.push(format!("metadata @> {p}::jsonb"));
+    }
+    if let Some(status) = filter.status {
+        let p = sql.bind(enum_text(&status)?);
+        conditions.push(format!("status = {p}"));
+    }
+    if let Some(values) = &filter.values {
+        let p = sql.bind(Value::Object(values.clone()));
+        conditions.push(format!(
+            "(jsonb_typeof(state_values) = 'object' AND state_values @> {p}::jsonb)"
+        ));
+    }
+    Ok(Some(conditions))
+}
+
+fn sort_column(sort_by: ThreadSortBy) -> &'static str {
+    match sort_by {
+        ThreadSortBy::ThreadId => "thread_id",
+        ThreadSortBy::Status => "status",
+        ThreadSortBy::CreatedAt => "created_at",
+        ThreadSortBy::UpdatedAt => "updated_at",
+        ThreadSortBy::StateUpdatedAt => "state_updated_at",
+    }
+}
+
+/// The search statement (shared with the EXPLAIN check).
+pub(crate) fn search_sql(query: &ThreadQuery, limit: usize) -> StoreResult<Option<Sql>> {
+    let mut sql = Sql::new(&format!("SELECT {COLUMNS} FROM threads"));
+    let Some(conditions) = conditions(&mut sql, &query.filter)? else {
+        return Ok(None);
+    };
+    push_where(&mut sql, &conditions);
+    let dir = direction(query.sort_order);
+    let limit_p = sql.bind(count(limit));
+    let offset_p = sql.bind(count(query.offset));
+    sql.push(&format!(
+        " ORDER BY {} {dir}, thread_id {dir} LIMIT {limit_p} OFFSET {offset_p}",
+        sort_column(query.sort_by)
+    ));
+    Ok(Some(sql))
+}
+
+impl Db {
+    /// Runs an `UPDATE ... RETURNING` of one thread; no row is `missing_error`.
+    async fn thread_update(
+        &self,
+        sql: &str,
+        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+        missing_error: StoreError,
+    ) -> StoreResult<Thread> {
+        let client = self.client().await?;
+        let row = client
+            .query_opt(sql, params)
+            .await
+            .map_err(store_error)?
+            .ok_or(missing_error)?;
+        thread(&row)
+    }
+}
+
+#[async_trait]
+impl ThreadsRepo for Db {
+    async fn create(&self, new: NewThread, if_exists: IfExists) -> StoreResult<Thread> {
+        let now = self.now();
+        let ttl = new.ttl.map(|setting| ttl_from(setting, now)).transpose()?;
+        let (strategy, minutes, expires) = ttl_columns(ttl.as_ref())?;
+        let client = self.client().await?;
+        let inserted = client
+            .query_opt(
+                &format!(
+                    "INSERT INTO threads ({COLUMNS})
+                     VALUES ($1, $2, $2, $2, $3, 'idle', '{{}}'::jsonb, NULL, '{{}}'::jsonb, NULL,
+                             $4, $5, $6)
+                     ON CONFLICT (thread_id) DO NOTHING RETURNING {COLUMNS}"
+                ),
+                &[
+                    &new.thread_id,
+                    &at(now),
+                    &Value::Object(new.metadata),
+                    &strategy,
+                    &minutes,
+                    &expires,
+                ],
+            )
+            .await
+            .map_err(store_error)?;
+        if let Some(row) = inserted {
+            return thread(&row);
+        }
+        match if_exists {
+            IfExists::Raise => Err(StoreError::conflict(format!(
+                "Thread with ID {} already exists",
+                new.thread_id
+            ))),
+            IfExists::DoNothing => self
+                .get(new.thread_id)
+                .await?
+                .ok_or_else(|| StoreError::transient("thread vanished during create")),
+        }
+    }
+
+    async fn get(&self, thread_id: Uuid) -> StoreResult<Option<Thread>> {
+        let client = self.client().await?;
+        client
+            .query_opt(
+                &format!("SELECT {COLUMNS} FROM threads WHERE thread_id = $1"),
+                &[&thread_id],
+            )
+            .await
+            .map_err(store_error)?
+            .map(|row| thread(&row))
+            .transpose()
+    }
+
+    async fn patch(&self, thread_id: Uuid, patch: ThreadPatch) -> StoreResult<Thread> {
+        let now = self.now();
+        let metadata = Value::Object(patch.metadata.unwrap_or_default());
+        let (set_ttl, ttl) = match patch.ttl {
+            TtlChange::Keep => (false, None),
+            TtlChange::Clear => (true, None),
+            TtlChange::Set(setting) => (true, Some(ttl_from(setting, now)?)),
+        };
+        let (strategy, minutes, expires) = ttl_columns(ttl.as_ref())?;
+        self.thread_update(
+            &format!(
+                "UPDATE threads SET metadata = metadata || $2::jsonb, updated_at = $3,
+                    ttl_strategy = CASE WHEN $4 THEN $5 ELSE ttl_strategy END,
+                    ttl_minutes = CASE WHEN $4 THEN $6 ELSE ttl_minutes END,
+                    expires_at = CASE WHEN $4 THEN $7 ELSE expires_at END
+                 WHERE thread_id = $1 RETURNING {COLUMNS}"
+            ),
+            &[
+                &thread_id,
+                &metadata,
+                &at(now),
+                &set_ttl,
+                &strategy,
+                &minutes,
+                &expires,
+            ],
+            StoreError::not_found("Not Found"),
+        )
+        .await
+    }
+
+    async fn set_status(&self, thread_id: Uuid, status: ThreadStatus) -> StoreResult<Thread> {
+        let now = self.now();
+        self.thread_update(
+            &format!(
+                "UPDATE threads SET status = $2, updated_at = $3
+                 WHERE thread_id = $1 RETURNING {COLUMNS}"
+            ),
+            &[&thread_id, &enum_text(&status)?, &at(now)],
+            missing(thread_id),
+        )
+        .await
+    }
+
+    async fn mirror(&self, thread_id: Uuid, mirror: ThreadMirror) -> StoreResult<Thread> {
+        let now = self.now();
+        let has_values = mirror.values.is_some();
+        let values = mirror.values.unwrap_or(Value::Null);
+        let interrupts = encode(&mirror.interrupts)?;
+        self.thread_update(
+            &format!(
+                "UPDATE threads SET status = $2,
+                    state_values = CASE WHEN $3 THEN $4::jsonb ELSE state_values END,
+                    state_updated_at = CASE WHEN $3 THEN $6 ELSE state_updated_at END,
+                    interrupts = $5,
+                    metadata = CASE WHEN $7::text IS NULL THEN metadata - 'error'
+                               ELSE metadata || jsonb_build_object('error', $7::text) END,
+                    error = $7, updated_at = $6
+                 WHERE thread_id = $1 RETURNING {COLUMNS}"
+            ),
+            &[
+                &thread_id,
+                &enum_text(&mirror.status)?,
+                &has_values,
+                &values,
+                &interrupts,
+                &at(now),
+                &mirror.error,
+            ],
+            missing(thread_id),
+        )
+        .await
+    }
+
+    async fn delete(&self, thread_id: Uuid) -> StoreResult<()> {
+        let client = self.client().await?;
+        let deleted = client
+            .execute("DELETE FROM threads WHERE thread_id = $1", &[&thread_id])
+            .await
+            .map_err(store_error)?;
+        if deleted == 0 {
+            return Err(missing(thread_id));
+        }
+        Ok(())
+    }
+
+    async fn search(&self, query: &ThreadQuery) -> StoreResult<Vec<Thread>> {
+        let limit = self.limits.search(query.limit)?;
+        let Some(sql) = search_sql(query, limit)? else {
+            return Ok(Vec::new());
+        };
+        let client = self.client().await?;
+        let rows = client
+            .query(&sql.text, &sql.params())
+            .await
+            .map_err(store_error)?;
+        rows.iter().map(thread).collect()
+    }
+
+    async fn count(&self, filter: &ThreadFilter) -> StoreResult<u64> {
+        let mut sql = Sql::new("SELECT count(*) FROM threads");
+        let Some(conditions) = conditions(&mut sql, filter)? else {
+            return Ok(0);
+        };
+        push_where(&mut sql, &conditions);
+        let client = self.client().await?;
+        let total: i64 = client
+            .query_one(&sql.text, &sql.params())
+            .await
+            .map_err(store_error)?
+            .get(0);
+        Ok(u64::try_from(total).unwrap_or_default())
+    }
+
+    async fn copy(&self, source: Uuid, new_id: Uuid) -> StoreResult<Thread> {
+        let now = self.now();
+        let client = self.client().await?;
+        let copied = client
+            .query_opt(
+                &format!(
+                    "INSERT INTO threads ({COLUMNS})
+                     SELECT $2, $3, $3, $3, metadata,
+                            CASE WHEN status = 'busy' THEN 'idle' ELSE status END,
+                            config, state_values, interrupts, error, NULL, NULL, NULL
+                     FROM threads WHERE thread_id = $1
+                     RETURNING {COLUMNS}"
+                ),
+                &[&source, &new_id, &at(now)],
+            )
+            .await;
+        match copied {
+            Ok(Some(row)) => thread(&row),
+            Ok(None) => Err(missing(source)),
+            Err(error) if is_unique_violation(&error) => Err(StoreError::conflict(format!(
+                "Thread with ID {new_id} already exists"
+            ))),
+            Err(error) => Err(store_error(error)),
+        }
+    }
+
+    async fn expired(&self, now: Timestamp, limit: usize) -> StoreResult<Vec<Uuid>> {
+        let limit = self.limits.bounded(Some(limit));
+        let client = self.client().await?;
+        let rows = client
+            .query(
+                "SELECT thread_id FROM threads WHERE expires_at <= $1
+                 ORDER BY expires_at, thread_id LIMIT $2",
+                &[&at(now), &count(limit)],
+            )
+            .await
+            .map_err(store_error)?;
+        Ok(rows.iter().map(|row| row.get(0)).collect())
+    }
+}

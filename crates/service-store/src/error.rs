@@ -1,0 +1,85 @@
+use std::fmt;
+
+/// What went wrong, independent of transport; only the HTTP layer maps it to a status.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ErrorKind {
+    /// The addressed row does not exist.
+    NotFound,
+    /// The row exists, or its state forbids the change.
+    Conflict,
+    /// The request is malformed (bad filter, namespace, schedule, ttl...).
+    Invalid,
+    /// The driver does not implement this operation.
+    Unsupported,
+    /// A retry may succeed (lost connection, serialization failure).
+    Transient,
+    /// A bug or a corrupt row.
+    Unexpected,
+}
+
+impl fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let name = match self {
+            Self::NotFound => "not found",
+            Self::Conflict => "conflict",
+            Self::Invalid => "invalid",
+            Self::Unsupported => "unsupported",
+            Self::Transient => "transient",
+            Self::Unexpected => "unexpected",
+        };
+        f.write_str(name)
+    }
+}
+
+/// The one error type of the store layer: a kind plus a client-presentable message.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct StoreError {
+    /// What went wrong.
+    pub kind: ErrorKind,
+    /// Human text; the contract's wording where one exists.
+    pub message: String,
+}
+
+/// Result of every store call.
+pub type StoreResult<T> = Result<T, StoreError>;
+
+impl StoreError {
+    /// An error of `kind` with `message`.
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+        }
+    }
+
+    /// A missing row.
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::NotFound, message)
+    }
+
+    /// A duplicate or a forbidden state change.
+    pub fn conflict(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Conflict, message)
+    }
+
+    /// A malformed request.
+    pub fn invalid(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Invalid, message)
+    }
+
+    /// An operation this driver lacks.
+    pub fn unsupported(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Unsupported, message)
+    }
+
+    /// A failure a retry may cure.
+    pub fn transient(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Transient, message)
+    }
+
+    /// A bug or corrupt data.
+    pub fn unexpected(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Unexpected, message)
+    }
+}

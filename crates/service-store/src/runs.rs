@@ -1,0 +1,182 @@
+//! Runs: the run row is the queue. A queued run is a pending row; workers claim rows.
+
+use async_trait::async_trait;
+use serde_json::Value;
+use service_types::{Metadata, MultitaskStrategy, Run, RunError, RunStatus, Timestamp};
+use uuid::Uuid;
+
+use crate::deliveries::DeliveryRecord;
+use crate::{StoreError, StoreResult};
+
+/// A new pending run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NewRun {
+    /// Identifier chosen by the caller.
+    pub run_id: Uuid,
+    /// Thread it runs on; must exist.
+    pub thread_id: Uuid,
+    /// Resolved assistant id.
+    pub assistant_id: Uuid,
+    /// Merged metadata.
+    pub metadata: Metadata,
+    /// Effective multitask strategy.
+    pub multitask_strategy: Option<MultitaskStrategy>,
+    /// Creation options (input, command, config, stream_mode, webhook...).
+    pub kwargs: Value,
+    /// Not claimable before this instant (`after_seconds`).
+    pub available_at: Timestamp,
+}
+
+/// A thread's run listing: newest first, ties by run id descending.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RunListQuery {
+    /// Only runs with this status.
+    pub status: Option<RunStatus>,
+    /// Page size; above 1000 is clamped, absent means every run.
+    pub limit: Option<usize>,
+    /// Rows to skip.
+    pub offset: usize,
+}
+
+/// Active (pending or running) runs across threads, in queue order: oldest first, ties
+/// by run id ascending. Always bounded by the max page size.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ActiveRunsQuery {
+    /// Only this thread's runs.
+    pub thread_id: Option<Uuid>,
+    /// `Pending` or `Running` only; absent means both (other statuses select nothing).
+    pub status: Option<RunStatus>,
+    /// Page size, clamped to the max page size.
+    pub limit: Option<usize>,
+}
+
+impl ActiveRunsQuery {
+    /// True when `status` is selected.
+    pub fn selects(&self, status: RunStatus) -> bool {
+        !status.is_terminal() && self.status.is_none_or(|wanted| wanted == status)
+    }
+}
+
+/// What a cancel request did.
+#[derive(Clone, Debug, PartialEq)]
+pub enum CancelOutcome {
+    /// The run was pending and is now cancelled (it never started: no webhook).
+    Cancelled(Run),
+    /// The run is running; a durable cancel mark was set and the engine must stop it.
+    Requested(Run),
+    /// The run had already settled; nothing changed.
+    AlreadyTerminal(Run),
+}
+
+impl CancelOutcome {
+    /// The run as it is now.
+    pub fn run(&self) -> &Run {
+        match self {
+            Self::Cancelled(run) | Self::Requested(run) | Self::AlreadyTerminal(run) => run,
+        }
+    }
+}
+
+/// The webhook a settling run carried.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WebhookRequest {
+    /// Target URL.
+    pub url: String,
+    /// The callback body (already capped); the store inserts `"status"`.
+    pub payload: Metadata,
+    /// True when the body was cut to the payload cap.
+    pub payload_truncated: bool,
+}
+
+/// How a run ended, as the engine reports it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Settlement {
+    /// Terminal status (success, error, cancelled or timeout).
+    pub status: RunStatus,
+    /// The failure, stored on the run.
+    pub error: Option<RunError>,
+    /// True when the run paused on an interrupt (webhook status `interrupted`).
+    pub interrupted: bool,
+    /// The run's webhook, if it carried one.
+    pub webhook: Option<WebhookRequest>,
+}
+
+/// The result of [`RunsRepo::settle`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct Settled {
+    /// The run as stored now.
+    pub run: Run,
+    /// False when the run had already settled and nothing was written.
+    pub changed: bool,
+    /// The delivery row written in the same step, when the run had started, carried a
+    /// webhook and the store records deliveries.
+    pub delivery: Option<DeliveryRecord>,
+}
+
+/// The status a webhook body reports for a run that settled as `status`.
+pub fn webhook_status(status: RunStatus, interrupted: bool) -> &'static str {
+    match status {
+        RunStatus::Success if interrupted => "interrupted",
+        other => other.as_str(),
+    }
+}
+
+/// The terminal status a settlement results in: a cancel requested earlier wins.
+pub fn final_status(settlement: &Settlement, cancel_requested: bool) -> StoreResult<RunStatus> {
+    if !settlement.status.is_terminal() {
+        return Err(StoreError::invalid(format!(
+            "cannot settle a run as {}",
+            settlement.status.as_str()
+        )));
+    }
+    Ok(if cancel_requested {
+        RunStatus::Cancelled
+    } else {
+        settlement.status
+    })
+}
+
+/// The runs repository.
+#[async_trait]
+pub trait RunsRepo: Send + Sync {
+    /// Inserts a pending run stamped now. Unknown thread: `NotFound` ("Thread with ID
+    /// <id> not found"); existing id: `Conflict`.
+    async fn create(&self, new: NewRun) -> StoreResult<Run>;
+
+    /// The row.
+    async fn get(&self, run_id: Uuid) -> StoreResult<Option<Run>>;
+
+    /// A thread's runs, newest first (ties by run id descending).
+    async fn list(&self, thread_id: Uuid, query: &RunListQuery) -> StoreResult<Vec<Run>>;
+
+    /// The newest run of a thread (created_at then run_id descending).
+    async fn latest(&self, thread_id: Uuid) -> StoreResult<Option<Run>>;
+
+    /// Pending and running runs in queue order, bounded.
+    async fn active(&self, query: &ActiveRunsQuery) -> StoreResult<Vec<Run>>;
+
+    /// Atomically takes the oldest pending run (created_at, then run_id) with
+    /// `available_at <= now` whose thread has no running run, marks it running and
+    /// records that it started.
+    async fn claim_next(&self, now: Timestamp) -> StoreResult<Option<Run>>;
+
+    /// The earliest `available_at` after `now` among pending runs, so a worker can
+    /// sleep until a delayed run is due.
+    async fn next_available_at(&self, now: Timestamp) -> StoreResult<Option<Timestamp>>;
+
+    /// Cancels a pending run at once, or marks a running one cancel-requested.
+    /// Unknown: `NotFound` ("No runs found to cancel.").
+    async fn request_cancel(&self, run_id: Uuid) -> StoreResult<CancelOutcome>;
+
+    /// True when a cancel was requested for this running run.
+    async fn cancel_requested(&self, run_id: Uuid) -> StoreResult<bool>;
+
+    /// Atomically writes the terminal status (cancelled if a cancel was requested),
+    /// the error, `updated_at` and, when the run had started and carries a webhook,
+    /// the delivery row whose payload gets `"status"`. A terminal run is returned
+    /// unchanged. Unknown: `NotFound` ("Run not found").
+    async fn settle(&self, run_id: Uuid, settlement: Settlement) -> StoreResult<Settled>;
+
+    /// Deletes the run (its deliveries stay). Unknown: `NotFound` ("Run not found").
+    async fn delete(&self, run_id: Uuid) -> StoreResult<()>;
+}

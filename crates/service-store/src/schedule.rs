@@ -1,0 +1,98 @@
+//! Cron schedules: 5-field expressions read in an IANA time zone (SPEC "TTL and
+//! schedules" 3). One function computes the next occurrence for every driver.
+
+use chrono::TimeZone;
+use chrono_tz::Tz;
+use service_types::Timestamp;
+
+use crate::{StoreError, StoreResult};
+
+/// A parsed schedule: a 5-field cron expression (sub-minute schedules are refused)
+/// and the zone it is read in.
+#[derive(Clone, Debug)]
+pub struct Schedule {
+    cron: croner::Cron,
+    zone: Tz,
+}
+
+impl Schedule {
+    /// Parses `expression` in `timezone` (absent means UTC). Errors carry the
+    /// contract's texts.
+    pub fn parse(expression: &str, timezone: Option<&str>) -> StoreResult<Self> {
+        let zone = match timezone {
+            None => Tz::UTC,
+            Some(name) => name.parse::<Tz>().map_err(|_| {
+                StoreError::invalid(format!(
+                    "Invalid timezone: '{name}'. Use IANA timezone format (e.g. 'America/New_York')."
+                ))
+            })?,
+        };
+        let fields = expression.split_whitespace().count();
+        if fields != 5 {
+            return Err(StoreError::invalid(format!(
+                "Invalid cron schedule: '{expression}'. Reason: expected 5 fields, found {fields}"
+            )));
+        }
+        let cron = croner::Cron::new(expression).parse().map_err(|error| {
+            StoreError::invalid(format!(
+                "Invalid cron schedule: '{expression}'. Reason: {error}"
+            ))
+        })?;
+        Ok(Self { cron, zone })
+    }
+
+    /// The first occurrence strictly after `after`, or `None` when the schedule never
+    /// fires again or the next firing would be past `end_time`.
+    pub fn next_after(&self, after: Timestamp, end_time: Option<Timestamp>) -> Option<Timestamp> {
+        let local = self
+            .zone
+            .from_utc_datetime(&after.as_datetime().naive_utc());
+        let next = self.cron.find_next_occurrence(&local, false).ok()?;
+        let next = Timestamp::new(next.with_timezone(&chrono::Utc));
+        match end_time {
+            Some(end) if next > end => None,
+            _ => Some(next),
+        }
+    }
+}
+
+/// The next firing of `expression` in `timezone` strictly after `after`, bounded by
+/// `end_time`.
+pub fn next_occurrence(
+    expression: &str,
+    timezone: Option<&str>,
+    after: Timestamp,
+    end_time: Option<Timestamp>,
+) -> StoreResult<Option<Timestamp>> {
+    Ok(Schedule::parse(expression, timezone)?.next_after(after, end_time))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(text: &str) -> Timestamp {
+        Timestamp::parse(text).unwrap()
+    }
+
+    #[test]
+    fn daily_schedule_is_read_in_its_zone() {
+        let next = next_occurrence(
+            "0 9 * * *",
+            Some("America/New_York"),
+            at("2025-01-15T00:00:00Z"),
+            None,
+        );
+        assert_eq!(next.unwrap(), Some(at("2025-01-15T14:00:00Z")));
+    }
+
+    #[test]
+    fn six_fields_are_refused() {
+        let error = Schedule::parse("* * * * * *", None).unwrap_err();
+        assert!(
+            error
+                .message
+                .starts_with("Invalid cron schedule: '* * * * * *'")
+        );
+    }
+}

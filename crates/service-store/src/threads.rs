@@ -1,0 +1,196 @@
+//! Threads: metadata, ttl, mirrored graph state, and searches with enforced metadata.
+
+use async_trait::async_trait;
+use serde_json::Value;
+use service_types::{
+    IfExists, Metadata, PendingInterrupts, SortOrder, Thread, ThreadStatus, Timestamp, TtlSetting,
+};
+use uuid::Uuid;
+
+use crate::ordering::{SortField, SortKey};
+use crate::{StoreError, StoreResult, containment};
+pub use service_types::ThreadSortBy;
+
+/// A new thread; status idle, values null.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NewThread {
+    /// Identifier chosen by the caller.
+    pub thread_id: Uuid,
+    /// Free-form metadata.
+    pub metadata: Metadata,
+    /// Lifetime; the caller resolves configured defaults. `None` lives until deleted.
+    pub ttl: Option<TtlSetting>,
+}
+
+/// How a patch treats the ttl.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub enum TtlChange {
+    /// Leave it (field absent).
+    #[default]
+    Keep,
+    /// Remove it, pinning the thread (explicit null).
+    Clear,
+    /// Set it; the clock restarts now.
+    Set(TtlSetting),
+}
+
+/// A thread patch.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ThreadPatch {
+    /// Shallow-merged into the metadata.
+    pub metadata: Option<Metadata>,
+    /// The ttl change.
+    pub ttl: TtlChange,
+}
+
+/// Graph state the engine mirrors onto the thread row after a turn.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ThreadMirror {
+    /// New status.
+    pub status: ThreadStatus,
+    /// New state values; `None` leaves them (and `state_updated_at`) unchanged.
+    pub values: Option<Value>,
+    /// Pending interrupts keyed by task id (replaces the previous set).
+    pub interrupts: PendingInterrupts,
+    /// Failure message: sets `error` and `metadata.error`; `None` clears both.
+    pub error: Option<String>,
+}
+
+impl SortField<Thread> for ThreadSortBy {
+    fn key(self, thread: &Thread) -> SortKey {
+        match self {
+            Self::ThreadId => SortKey::Id(thread.thread_id),
+            Self::Status => SortKey::Text(thread.status.as_str().to_owned()),
+            Self::CreatedAt => SortKey::Time(thread.created_at),
+            Self::UpdatedAt => SortKey::Time(thread.updated_at),
+            Self::StateUpdatedAt => SortKey::Time(thread.state_updated_at),
+        }
+    }
+}
+
+/// Which threads a search or count selects; every field is ANDed.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ThreadFilter {
+    /// Only these ids.
+    pub ids: Option<Vec<Uuid>>,
+    /// Containment on metadata, from the request.
+    pub metadata: Option<Metadata>,
+    /// Server-set containment (ownership); a key also in `metadata` matches nothing.
+    pub enforced_metadata: Option<Metadata>,
+    /// Exact status.
+    pub status: Option<ThreadStatus>,
+    /// Containment on values (a thread with null values never matches).
+    pub values: Option<Metadata>,
+}
+
+impl ThreadFilter {
+    /// The request and enforced metadata merged; `None` when they collide, in which
+    /// case the filter matches nothing.
+    pub fn effective_metadata(&self) -> Option<Metadata> {
+        containment::merge_enforced(self.metadata.as_ref(), self.enforced_metadata.as_ref())
+    }
+
+    /// A matcher with the metadata merge done once.
+    pub fn matcher(&self) -> ThreadMatcher<'_> {
+        ThreadMatcher {
+            filter: self,
+            metadata: self.effective_metadata(),
+        }
+    }
+}
+
+/// A [`ThreadFilter`] ready to test rows.
+#[derive(Debug)]
+pub struct ThreadMatcher<'a> {
+    filter: &'a ThreadFilter,
+    metadata: Option<Metadata>,
+}
+
+impl ThreadMatcher<'_> {
+    /// True when `thread` is selected.
+    pub fn matches(&self, thread: &Thread) -> bool {
+        let Some(metadata) = &self.metadata else {
+            return false;
+        };
+        let filter = self.filter;
+        filter
+            .ids
+            .as_ref()
+            .is_none_or(|ids| ids.contains(&thread.thread_id))
+            && containment::contains_object(&thread.metadata, metadata)
+            && filter.status.is_none_or(|status| thread.status == status)
+            && filter
+                .values
+                .as_ref()
+                .is_none_or(|wanted| match &thread.values {
+                    Some(Value::Object(values)) => containment::contains_object(values, wanted),
+                    _ => false,
+                })
+    }
+}
+
+/// A thread search: filter, sort (ties by id), page.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ThreadQuery {
+    /// Selection.
+    pub filter: ThreadFilter,
+    /// Sort field.
+    pub sort_by: ThreadSortBy,
+    /// Sort direction, also of the id tie-break.
+    pub sort_order: SortOrder,
+    /// Page size; above 1000 is rejected, absent means the max page size.
+    pub limit: Option<usize>,
+    /// Rows to skip.
+    pub offset: usize,
+}
+
+/// Checks a ttl value before it is stored.
+pub fn validate_ttl(ttl: TtlSetting) -> StoreResult<()> {
+    if ttl.is_valid() {
+        Ok(())
+    } else {
+        Err(StoreError::invalid(
+            "ttl must be a positive number of minutes",
+        ))
+    }
+}
+
+/// The threads repository. Thread rows carry `ttl` (strategy, minutes, expires_at);
+/// the HTTP layer drops it unless the client asked for it.
+#[async_trait]
+pub trait ThreadsRepo: Send + Sync {
+    /// Creates an idle thread. An existing id is `Conflict` ("Thread with ID <id>
+    /// already exists") with [`IfExists::Raise`], or returns the existing row.
+    async fn create(&self, new: NewThread, if_exists: IfExists) -> StoreResult<Thread>;
+
+    /// The row, expired or not (expired threads stay readable until swept).
+    async fn get(&self, thread_id: Uuid) -> StoreResult<Option<Thread>>;
+
+    /// Merges metadata and changes the ttl; bumps `updated_at`. Unknown: `NotFound`.
+    async fn patch(&self, thread_id: Uuid, patch: ThreadPatch) -> StoreResult<Thread>;
+
+    /// Sets the status only (e.g. busy when a run is queued). Unknown: `NotFound`.
+    async fn set_status(&self, thread_id: Uuid, status: ThreadStatus) -> StoreResult<Thread>;
+
+    /// Mirrors a turn's outcome (status, values, interrupts, error and
+    /// `metadata.error`). Unknown: `NotFound`.
+    async fn mirror(&self, thread_id: Uuid, mirror: ThreadMirror) -> StoreResult<Thread>;
+
+    /// Deletes the thread, its runs and its thread-scoped crons, in one step (its
+    /// deliveries stay). Unknown: `NotFound` ("Thread with ID <id> not found").
+    async fn delete(&self, thread_id: Uuid) -> StoreResult<()>;
+
+    /// Filters, sorts and pages.
+    async fn search(&self, query: &ThreadQuery) -> StoreResult<Vec<Thread>>;
+
+    /// Number of matches, not bounded by the page size.
+    async fn count(&self, filter: &ThreadFilter) -> StoreResult<u64>;
+
+    /// Copies metadata, config, values, interrupts and error of `source` into a new
+    /// idle thread `new_id` without a ttl. Unknown source: `NotFound`.
+    async fn copy(&self, source: Uuid, new_id: Uuid) -> StoreResult<Thread>;
+
+    /// Ids of threads whose ttl expired at or before `now`, earliest expiry first (ties
+    /// by id), at most `limit` (bounded by the max page size).
+    async fn expired(&self, now: Timestamp, limit: usize) -> StoreResult<Vec<Uuid>>;
+}

@@ -1,0 +1,28 @@
+use serde::{Deserialize, Serialize};
+
+use crate::{Metadata, Timestamp};
+
+/// A long-term store item.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Item {
+    /// Namespace path.
+    pub namespace: Vec<String>,
+    /// Key within the namespace.
+    pub key: String,
+    /// The stored object.
+    pub value: Metadata,
+    /// Creation time.
+    pub created_at: Timestamp,
+    /// Last write time.
+    pub updated_at: Timestamp,
+}
+
+/// A store search result; `score` is null unless the search was semantic.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SearchItem {
+    /// The item.
+    #[serde(flatten)]
+    pub item: Item,
+    /// Similarity score of a semantic search.
+    pub score: Option<f64>,
+}

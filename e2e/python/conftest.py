@@ -1,0 +1,144 @@
+"""Shared fixtures and helpers for the end-to-end suite.
+
+The server under test is given by E2E_BASE_URL (run.sh sets it).
+
+SPEC departures: where SPEC.md (or a contract recommendation) deliberately
+differs from the reference server (langgraph-api), the assertion is wrapped in
+`spec_only("why")`. Normally that is a plain assertion. When the suite is run
+against the reference server with E2E_REFERENCE=1, a failure inside the block
+turns the test into an expected failure (xfail) carrying the reason, so a
+reference run shows exactly which tests depend on a departure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import time
+import uuid
+from typing import Any, AsyncIterator, Awaitable, Callable, TypeVar
+
+import httpx
+import pytest
+from langgraph_sdk import get_client, get_sync_client
+
+BASE_URL = os.environ.get("E2E_BASE_URL", "http://127.0.0.1:8130").rstrip("/")
+REFERENCE = os.environ.get("E2E_REFERENCE", "") not in ("", "0", "false")
+
+T = TypeVar("T")
+
+TERMINAL_RUN_STATUSES = {"success", "error", "cancelled", "interrupted", "timeout"}
+
+
+@contextlib.contextmanager
+def spec_only(reason: str):
+    """Assertions that hold on our server (SPEC.md) but not on the reference server."""
+    try:
+        yield
+    except (Exception, pytest.fail.Exception) as exc:  # assertion, SDK error, or pytest.raises miss
+        if REFERENCE:
+            pytest.xfail(f"SPEC departure: {reason} ({type(exc).__name__}: {exc})")
+        raise
+
+
+def marker() -> str:
+    """A unique value to tag resources created by one test."""
+    return uuid.uuid4().hex
+
+
+async def eventually(
+    fetch: Callable[[], Awaitable[T]],
+    predicate: Callable[[T], bool],
+    timeout: float = 10.0,
+    interval: float = 0.05,
+) -> T:
+    """Poll `fetch` until `predicate` holds (bounded); return the last value."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while True:
+        last = await fetch()
+        if predicate(last):
+            return last
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout}s; last value: {last!r}")
+        await asyncio.sleep(interval)
+
+
+async def collect(stream: AsyncIterator[Any], timeout: float = 20.0) -> list:
+    """Read a finite SSE stream to its end (bounded)."""
+
+    async def _all():
+        return [part async for part in stream]
+
+    return await asyncio.wait_for(_all(), timeout)
+
+
+async def collect_until(stream: AsyncIterator[Any], stop: Callable[[Any], bool], timeout: float = 20.0) -> list:
+    """Read an endless SSE stream until `stop(part)` holds (bounded)."""
+    parts: list = []
+
+    async def _read():
+        async for part in stream:
+            parts.append(part)
+            if stop(part):
+                return
+
+    await asyncio.wait_for(_read(), timeout)
+    return parts
+
+
+def events(parts: list) -> list[str]:
+    return [p.event for p in parts]
+
+
+async def wait_run(client, thread_id: str, run_id: str, timeout: float = 15.0) -> dict:
+    """Poll a run until it reaches a terminal status."""
+    return await eventually(
+        lambda: client.runs.get(thread_id, run_id),
+        lambda r: r["status"] in TERMINAL_RUN_STATUSES,
+        timeout=timeout,
+    )
+
+
+async def wait_thread_idle(client, thread_id: str, timeout: float = 15.0) -> dict:
+    return await eventually(
+        lambda: client.threads.get(thread_id),
+        lambda t: t["status"] != "busy",
+        timeout=timeout,
+    )
+
+
+@pytest.fixture
+def base_url() -> str:
+    return BASE_URL
+
+
+@pytest.fixture
+async def client():
+    c = get_client(url=BASE_URL, api_key=None)
+    try:
+        yield c
+    finally:
+        await c.aclose()
+
+
+@pytest.fixture
+def sync_client():
+    c = get_sync_client(url=BASE_URL, api_key=None)
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+@pytest.fixture
+async def http():
+    async with httpx.AsyncClient(base_url=BASE_URL, timeout=30.0) as h:
+        yield h
+
+
+@pytest.fixture
+async def thread(client) -> dict:
+    """A fresh thread tagged with a unique marker."""
+    return await client.threads.create(metadata={"e2e": marker()})

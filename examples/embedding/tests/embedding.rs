@@ -1,0 +1,81 @@
+//! The example app serves its own routes and the agent service side by side, and the
+//! service runs the app's own hand-written agent.
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use http_body_util::BodyExt;
+use serde_json::{Value, json};
+use tower::ServiceExt;
+
+async fn send(
+    app: &axum::Router,
+    method: &str,
+    uri: &str,
+    body: Value,
+) -> (StatusCode, axum::http::HeaderMap, Value) {
+    let request = Request::builder()
+        .method(method)
+        .uri(uri)
+        .header("content-type", "application/json")
+        .body(Body::from(body.to_string()))
+        .unwrap();
+    let response = app.clone().oneshot(request).await.unwrap();
+    let (status, headers) = (response.status(), response.headers().clone());
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    (
+        status,
+        headers,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    )
+}
+
+#[tokio::test]
+async fn the_host_app_keeps_its_own_routes() {
+    let app = service_example_embedding::app().await;
+    let response = app
+        .oneshot(Request::get("/health").body(Body::empty()).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+}
+
+#[tokio::test]
+async fn the_nested_service_runs_the_apps_own_agent() {
+    let app = service_example_embedding::app().await;
+    let (status, _, thread) = send(&app, "POST", "/agents/threads", json!({})).await;
+    assert_eq!(status, StatusCode::OK);
+    let thread_id = thread["thread_id"].as_str().unwrap();
+    let (status, headers, result) = send(
+        &app,
+        "POST",
+        &format!("/agents/threads/{thread_id}/runs/wait"),
+        json!({"assistant_id": "greeter", "input": {"name": "ada"}}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(result["greeting"], "hello ada");
+    assert!(
+        headers["content-location"]
+            .to_str()
+            .unwrap()
+            .starts_with("/agents/threads/")
+    );
+    let (_, _, state) = send(
+        &app,
+        "GET",
+        &format!("/agents/threads/{thread_id}/state"),
+        Value::Null,
+    )
+    .await;
+    assert_eq!(state["values"]["greeting"], "hello ada");
+    // A minimal agent has no history: the service says which capability is missing.
+    let (status, _, error) = send(
+        &app,
+        "POST",
+        &format!("/agents/threads/{thread_id}/history"),
+        json!({}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(error["details"]["capability"], "getStateHistory");
+}

@@ -1,0 +1,51 @@
+//! The example graphs the bundled server registers in development mode. Their ids
+//! and behaviour are what end-to-end tests and users rely on; the Python versions are
+//! in `shared/reference-graphs/graphs.py`.
+//!
+//! | id | behaviour |
+//! |---|---|
+//! | `echo` | appends `{"type":"ai","content":"echo: <last content>"}` to `messages` |
+//! | `steps` | node `step` counts to `n` (default 3), writing `{"step": k}` to custom |
+//! | `approval` | drafts, then interrupts for approval; resume `true` approves |
+//! | `fail` | node `explode` fails with "boom" caused by "root cause" |
+//! | `slow` | node `sleep` waits `delay_ms` (default 1000), then sets `done` |
+//! | `reply` | hand-written agent writing a reply declaration to custom |
+//! | `memory` | puts `{"text": text}` in the long-term store and counts the namespace |
+
+use std::sync::Arc;
+
+use service_graph::{Checkpointer, GraphError, GraphRegistry};
+
+mod approval;
+mod echo;
+mod fail;
+mod memory;
+mod reply;
+mod slow;
+mod steps;
+
+pub use reply::ReplyGraph;
+
+/// The ids of every example graph, in registration order.
+pub const GRAPH_IDS: [&str; 7] = [
+    "echo", "steps", "approval", "fail", "slow", "reply", "memory",
+];
+
+/// A registry of the seven example graphs, their checkpoints kept by `checkpointer`
+/// (the in-memory saver in development, a database saver in production).
+pub fn registry(checkpointer: Arc<dyn Checkpointer>) -> Result<GraphRegistry, GraphError> {
+    let mut registry = GraphRegistry::new();
+    let compiled = [
+        ("echo", echo::graph(Arc::clone(&checkpointer))?),
+        ("steps", steps::graph(Arc::clone(&checkpointer))?),
+        ("approval", approval::graph(Arc::clone(&checkpointer))?),
+        ("fail", fail::graph(Arc::clone(&checkpointer))?),
+        ("slow", slow::graph(Arc::clone(&checkpointer))?),
+        ("memory", memory::graph(checkpointer)?),
+    ];
+    for (id, graph) in compiled {
+        registry.insert(id, graph.schema(), Arc::new(graph));
+    }
+    registry.insert("reply", ReplyGraph::schema(), Arc::new(ReplyGraph::new()));
+    Ok(registry)
+}
