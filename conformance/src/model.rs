@@ -86,7 +86,9 @@ enum ItemOp {
     },
     Search {
         prefix: Option<usize>,
-        gte: Option<i64>,
+        /// An operator and a number: `$eq`, `$in` (the number and the next), `$ne` or
+        /// `$gte` on `n`.
+        condition: Option<(&'static str, i64)>,
         limit: usize,
         offset: usize,
     },
@@ -110,8 +112,10 @@ fn item_op() -> impl Strategy<Value = ItemOp> {
             .prop_map(|(ns, key, n, ttl)| ItemOp::Put { ns, key, n, ttl }),
         4 => (ns.clone(), key.clone(), any::<bool>()).prop_map(|(ns, key, refresh)| ItemOp::Get { ns, key, refresh }),
         1 => (ns.clone(), key).prop_map(|(ns, key)| ItemOp::Delete { ns, key }),
-        2 => (proptest::option::of(ns.clone()), proptest::option::of(0..5i64), 1..6usize, 0..3usize)
-            .prop_map(|(prefix, gte, limit, offset)| ItemOp::Search { prefix, gte, limit, offset }),
+        2 => (proptest::option::of(ns.clone()),
+              proptest::option::of((prop_oneof![Just("$eq"), Just("$in"), Just("$ne"), Just("$gte")], 0..5i64)),
+              1..6usize, 0..3usize)
+            .prop_map(|(prefix, condition, limit, offset)| ItemOp::Search { prefix, condition, limit, offset }),
         2 => (proptest::option::of(ns), proptest::option::of(prop_oneof![Just("b"), Just("c"), Just("*")]),
               proptest::option::of(1..3usize), 1..6usize)
             .prop_map(|(prefix, suffix, max_depth, limit)| ItemOp::Namespaces { prefix, suffix, max_depth, limit }),
@@ -221,12 +225,17 @@ async fn check_items(factory: Factory, ops: Vec<ItemOp>) -> Result<(), TestCaseE
             }
             ItemOp::Search {
                 prefix,
-                gte,
+                condition,
                 limit,
                 offset,
             } => {
-                let filter = gte.map_or_else(StoreFilter::default, |n| {
-                    StoreFilter::parse(&json!({"n": {"$gte": n}})).expect("valid filter")
+                let filter = condition.map_or_else(StoreFilter::default, |(op, n)| {
+                    let operand = if op == "$in" {
+                        json!([n, n + 1])
+                    } else {
+                        json!(n)
+                    };
+                    StoreFilter::parse(&json!({"n": {op: operand}})).expect("valid filter")
                 });
                 let prefix = prefix.map(ns).unwrap_or_default();
                 let search = ItemSearch {

@@ -5,18 +5,59 @@ use parking_lot::RwLock;
 use service_store::namespace::{literal_prefix, matches_prefix, validate_namespace};
 use service_store::page::paginate;
 use service_store::{
-    ItemSearch, ItemsRepo, NamespaceQuery, PutItem, StoreResult, compare_items, validate_item_ttl,
+    ItemSearch, ItemsRepo, NamespaceQuery, PutItem, StoreFilter, StoreResult, compare_items,
+    validate_item_ttl,
 };
 use service_types::{Item, SearchItem, Timestamp};
 
 use crate::Env;
+use crate::item_index::ItemIndex;
 
 /// Items in a `BTreeMap` keyed by namespace path, so a prefix is a range scan. A
 /// read-write lock lets searches and reads run in parallel.
 #[derive(Debug)]
 pub(crate) struct MemoryItems {
     env: Env,
-    state: RwLock<BTreeMap<Vec<String>, BTreeMap<String, Stored>>>,
+    state: RwLock<BTreeMap<Vec<String>, Namespace>>,
+}
+
+/// One namespace's items by key, and the equality index over their values.
+#[derive(Debug, Default)]
+struct Namespace {
+    items: BTreeMap<String, Stored>,
+    index: ItemIndex,
+}
+
+impl Namespace {
+    fn insert(&mut self, stored: Stored) {
+        self.remove(&stored.item.key);
+        self.index.insert(&stored.item.key, &stored.item.value);
+        self.items.insert(stored.item.key.clone(), stored);
+    }
+
+    fn remove(&mut self, key: &str) {
+        if let Some(removed) = self.items.remove(key) {
+            self.index.remove(key, &removed.item.value);
+        }
+    }
+
+    /// The live items matching `filter`, read through the index when it can narrow.
+    fn matching<'a>(
+        &'a self,
+        filter: &'a StoreFilter,
+        now: Timestamp,
+    ) -> Box<dyn Iterator<Item = &'a Item> + 'a> {
+        let selected = move |stored: &'a Stored| {
+            (stored.is_live(now) && filter.matches(&stored.item.value)).then_some(&stored.item)
+        };
+        match self.index.candidates(filter) {
+            Some(keys) => Box::new(
+                keys.into_iter()
+                    .filter_map(move |key| self.items.get(key).and_then(selected)),
+            ),
+            None => Box::new(self.items.values().filter_map(selected)),
+        }
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -65,15 +106,16 @@ impl ItemsRepo for MemoryItems {
         validate_item_ttl(put.ttl_minutes)?;
         let now = self.env.clock.now();
         let mut map = self.state.write();
-        let keys = map.entry(put.namespace.clone()).or_default();
-        let created_at = keys
+        let namespace = map.entry(put.namespace.clone()).or_default();
+        let created_at = namespace
+            .items
             .get(&put.key)
             .filter(|stored| stored.is_live(now))
             .map_or(now, |stored| stored.item.created_at);
         let stored = Stored {
             item: Item {
                 namespace: put.namespace,
-                key: put.key.clone(),
+                key: put.key,
                 value: put.value,
                 created_at,
                 updated_at: now,
@@ -81,7 +123,7 @@ impl ItemsRepo for MemoryItems {
             ttl_minutes: put.ttl_minutes,
             expires_at: put.ttl_minutes.map(|minutes| now.plus_minutes(minutes)),
         };
-        keys.insert(put.key, stored);
+        namespace.insert(stored);
         Ok(())
     }
 
@@ -94,13 +136,16 @@ impl ItemsRepo for MemoryItems {
         let now = self.env.clock.now();
         if !refresh {
             let map = self.state.read();
-            let stored = map.get(namespace).and_then(|keys| keys.get(key));
+            let stored = map.get(namespace).and_then(|space| space.items.get(key));
             return Ok(stored
                 .filter(|stored| stored.is_live(now))
                 .map(|stored| stored.item.clone()));
         }
         let mut map = self.state.write();
-        let Some(stored) = map.get_mut(namespace).and_then(|keys| keys.get_mut(key)) else {
+        let Some(stored) = map
+            .get_mut(namespace)
+            .and_then(|space| space.items.get_mut(key))
+        else {
             return Ok(None);
         };
         if !stored.is_live(now) {
@@ -112,9 +157,9 @@ impl ItemsRepo for MemoryItems {
 
     async fn delete(&self, namespace: &[String], key: &str) -> StoreResult<()> {
         let mut map = self.state.write();
-        if let Some(keys) = map.get_mut(namespace) {
-            keys.remove(key);
-            if keys.is_empty() {
+        if let Some(space) = map.get_mut(namespace) {
+            space.remove(key);
+            if space.items.is_empty() {
                 map.remove(namespace);
             }
         }
@@ -128,9 +173,7 @@ impl ItemsRepo for MemoryItems {
             let map = self.state.read();
             // Sorted and paged by reference: only the page's items are cloned.
             let mut matches: Vec<&Item> = under(&map, &search.namespace_prefix)
-                .flat_map(|(_, keys)| keys.values())
-                .filter(|stored| stored.is_live(now) && search.filter.matches(&stored.item.value))
-                .map(|stored| &stored.item)
+                .flat_map(|(_, space)| space.matching(&search.filter, now))
                 .collect();
             matches.sort_by(|a, b| compare_items(a, b));
             paginate(matches, search.offset, Some(limit))
@@ -143,7 +186,7 @@ impl ItemsRepo for MemoryItems {
             for item in &page {
                 if let Some(stored) = map
                     .get_mut(&item.namespace)
-                    .and_then(|keys| keys.get_mut(&item.key))
+                    .and_then(|space| space.items.get_mut(&item.key))
                 {
                     stored.refresh(now);
                 }
@@ -160,7 +203,7 @@ impl ItemsRepo for MemoryItems {
         let map = self.state.read();
         let prefix = query.prefix.as_deref().unwrap_or_default();
         let live = under(&map, prefix)
-            .filter(|(_, keys)| keys.values().any(|stored| stored.is_live(now)))
+            .filter(|(_, space)| space.items.values().any(|stored| stored.is_live(now)))
             .map(|(namespace, _)| namespace.as_slice());
         query.collect(live, self.env.limits)
     }
@@ -168,12 +211,19 @@ impl ItemsRepo for MemoryItems {
     async fn sweep_expired(&self, now: Timestamp) -> StoreResult<u64> {
         let mut map = self.state.write();
         let mut removed = 0;
-        for keys in map.values_mut() {
-            let before = keys.len();
-            keys.retain(|_, stored| stored.is_live(now));
-            removed += before - keys.len();
+        for space in map.values_mut() {
+            let expired: Vec<String> = space
+                .items
+                .values()
+                .filter(|stored| !stored.is_live(now))
+                .map(|stored| stored.item.key.clone())
+                .collect();
+            for key in &expired {
+                space.remove(key);
+            }
+            removed += expired.len();
         }
-        map.retain(|_, keys| !keys.is_empty());
+        map.retain(|_, space| !space.items.is_empty());
         Ok(removed as u64)
     }
 }

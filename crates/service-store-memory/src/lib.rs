@@ -6,14 +6,16 @@
 //! share one lock because their changes are atomic together (a thread delete
 //! cascades, a settle writes the delivery row); items, assistants and idempotency
 //! keys have their own. Secondary indexes keep the common calls off full scans: runs
-//! by thread, the pending-run queue, crons by thread, deliveries by run, and items in
-//! a `BTreeMap` keyed by namespace path so a prefix is a range scan.
+//! by thread, the pending-run queue, crons by thread, deliveries by run, items in a
+//! `BTreeMap` keyed by namespace path so a prefix is a range scan, and per namespace an
+//! equality index over the items' top-level scalars for filtered searches.
 
 mod assistants;
 mod core;
 mod crons;
 mod deliveries;
 mod idempotency;
+mod item_index;
 mod items;
 mod runs;
 mod threads;
