@@ -12,13 +12,42 @@ use super::{
 };
 use crate::{CheckpointConfig, GraphError};
 
+/// A checkpoint kept as JSON text: a parsed `Value` tree costs several times its text
+/// in allocations (a map node per object), and an idle thread's history is read rarely.
 #[derive(Clone, Debug)]
 struct Stored {
     parent: Option<String>,
-    checkpoint: Value,
-    metadata: Metadata,
+    checkpoint: Box<str>,
+    metadata: Box<str>,
+    /// The `run_id` of the metadata, for [`Checkpointer::delete_run`].
+    run_id: Option<Box<str>>,
     created_at: Timestamp,
-    writes: Vec<PendingWrite>,
+    writes: Vec<StoredWrite>,
+}
+
+#[derive(Clone, Debug)]
+struct StoredWrite {
+    task_id: String,
+    channel: String,
+    value: Box<str>,
+}
+
+impl Stored {
+    fn metadata(&self) -> Result<Metadata, GraphError> {
+        parse(&self.metadata)
+    }
+}
+
+fn text(value: &impl serde::Serialize) -> Box<str> {
+    // Serializing a `Value` or a `Metadata` map cannot fail: every key is a string.
+    serde_json::to_string(value)
+        .expect("JSON values serialize")
+        .into_boxed_str()
+}
+
+fn parse<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, GraphError> {
+    serde_json::from_str(text)
+        .map_err(|error| GraphError::Checkpointer(format!("stored checkpoint unreadable: {error}")))
 }
 
 /// Checkpoints of one thread keyed by (namespace, id); id order is write order.
@@ -45,20 +74,35 @@ impl InMemorySaver {
     }
 }
 
-fn tuple(thread_id: &str, ns: &str, id: &str, stored: &Stored) -> CheckpointTuple {
+fn tuple(
+    thread_id: &str,
+    ns: &str,
+    id: &str,
+    stored: &Stored,
+) -> Result<CheckpointTuple, GraphError> {
     let at = |checkpoint_id: &str| CheckpointConfig {
         thread_id: thread_id.to_owned(),
         checkpoint_ns: ns.to_owned(),
         checkpoint_id: Some(checkpoint_id.to_owned()),
     };
-    CheckpointTuple {
+    Ok(CheckpointTuple {
         config: at(id),
         parent_config: stored.parent.as_deref().map(at),
-        checkpoint: stored.checkpoint.clone(),
-        metadata: stored.metadata.clone(),
+        checkpoint: parse(&stored.checkpoint)?,
+        metadata: stored.metadata()?,
         created_at: stored.created_at,
-        pending_writes: stored.writes.clone(),
-    }
+        pending_writes: stored
+            .writes
+            .iter()
+            .map(|write| {
+                Ok(PendingWrite {
+                    task_id: write.task_id.clone(),
+                    channel: write.channel.clone(),
+                    value: parse(&write.value)?,
+                })
+            })
+            .collect::<Result<_, GraphError>>()?,
+    })
 }
 
 fn in_namespace<'a>(
@@ -88,7 +132,9 @@ impl Checkpointer for InMemorySaver {
                 .map(|stored| (id, stored)),
             None => in_namespace(checkpoints, ns).next_back(),
         };
-        Ok(found.map(|(id, stored)| tuple(&config.thread_id, ns, id, stored)))
+        found
+            .map(|(id, stored)| tuple(&config.thread_id, ns, id, stored))
+            .transpose()
     }
 
     async fn list(
@@ -101,7 +147,8 @@ impl Checkpointer for InMemorySaver {
             return Ok(Vec::new());
         };
         let ns = config.checkpoint_ns.as_str();
-        Ok(in_namespace(checkpoints, ns)
+        let mut found = Vec::new();
+        let candidates = in_namespace(checkpoints, ns)
             .rev()
             .filter(|(id, _)| {
                 config
@@ -114,16 +161,21 @@ impl Checkpointer for InMemorySaver {
                     .before
                     .as_ref()
                     .is_none_or(|before| id.as_str() < before.as_str())
-            })
-            .filter(|(_, stored)| {
-                options
-                    .filter
-                    .as_ref()
-                    .is_none_or(|filter| metadata_matches(&stored.metadata, filter))
-            })
-            .take(options.limit.unwrap_or(usize::MAX))
-            .map(|(id, stored)| tuple(&config.thread_id, ns, id, stored))
-            .collect())
+            });
+        for (id, stored) in candidates {
+            if found.len() == options.limit.unwrap_or(usize::MAX) {
+                break;
+            }
+            let tuple = tuple(&config.thread_id, ns, id, stored)?;
+            if options
+                .filter
+                .as_ref()
+                .is_none_or(|filter| metadata_matches(&tuple.metadata, filter))
+            {
+                found.push(tuple);
+            }
+        }
+        Ok(found)
     }
 
     async fn put(
@@ -135,8 +187,12 @@ impl Checkpointer for InMemorySaver {
         let id = new_checkpoint_id();
         let stored = Stored {
             parent: config.checkpoint_id.clone(),
-            checkpoint,
-            metadata,
+            checkpoint: text(&checkpoint),
+            run_id: metadata
+                .get("run_id")
+                .and_then(Value::as_str)
+                .map(Box::from),
+            metadata: text(&metadata),
             created_at: Timestamp::new(Utc::now()),
             writes: Vec::new(),
         };
@@ -171,10 +227,10 @@ impl Checkpointer for InMemorySaver {
             stored
                 .writes
                 .retain(|write| !(write.task_id == task_id && write.channel == channel));
-            stored.writes.push(PendingWrite {
+            stored.writes.push(StoredWrite {
                 task_id: task_id.to_owned(),
                 channel,
-                value,
+                value: text(&value),
             });
         }
         Ok(())
@@ -213,9 +269,7 @@ impl Checkpointer for InMemorySaver {
 
     async fn delete_run(&self, thread_id: &str, run_id: &str) -> Result<(), GraphError> {
         if let Some(checkpoints) = self.lock().get_mut(thread_id) {
-            checkpoints.retain(|_, stored| {
-                stored.metadata.get("run_id").and_then(Value::as_str) != Some(run_id)
-            });
+            checkpoints.retain(|_, stored| stored.run_id.as_deref() != Some(run_id));
         }
         Ok(())
     }
