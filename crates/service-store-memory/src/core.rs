@@ -42,6 +42,25 @@ fn run_key(run: &Run) -> RunKey {
     (run.created_at, run.run_id)
 }
 
+/// What the status indexes need of a run, copied out so a status change never clones
+/// the run's kwargs.
+#[derive(Clone, Copy)]
+struct Indexed {
+    key: RunKey,
+    thread_id: Uuid,
+    status: RunStatus,
+}
+
+impl From<&Run> for Indexed {
+    fn from(run: &Run) -> Self {
+        Self {
+            key: run_key(run),
+            thread_id: run.thread_id,
+            status: run.status,
+        }
+    }
+}
+
 /// The tables and their indexes.
 #[derive(Debug, Default)]
 pub(crate) struct Core {
@@ -70,7 +89,7 @@ impl Core {
             .entry(row.run.thread_id)
             .or_default()
             .insert(key);
-        self.index_status(&row.run, true);
+        self.index_status(Indexed::from(&row.run), true);
         self.runs.insert(row.run.run_id, row);
     }
 
@@ -84,7 +103,7 @@ impl Core {
                 self.runs_by_thread.remove(&row.run.thread_id);
             }
         }
-        self.index_status(&row.run, false);
+        self.index_status(Indexed::from(&row.run), false);
         Some(row)
     }
 
@@ -95,18 +114,18 @@ impl Core {
         status: RunStatus,
         now: Timestamp,
     ) -> Option<&mut RunRow> {
-        let run = self.runs.get(&run_id)?.run.clone();
-        self.index_status(&run, false);
+        let before = Indexed::from(&self.runs.get(&run_id)?.run);
+        self.index_status(before, false);
+        self.index_status(Indexed { status, ..before }, true);
         let row = self.runs.get_mut(&run_id)?;
         row.run.status = status;
         row.run.updated_at = now;
-        let run = row.run.clone();
-        self.index_status(&run, true);
-        self.runs.get_mut(&run_id)
+        Some(row)
     }
 
-    fn index_status(&mut self, run: &Run, present: bool) {
-        let key = run_key(run);
+    fn index_status(&mut self, run: Indexed, present: bool) {
+        let Indexed { key, thread_id, .. } = run;
+        let run_id = key.1;
         match (run.status, present) {
             (RunStatus::Pending, true) => {
                 self.pending.insert(key);
@@ -116,12 +135,12 @@ impl Core {
             }
             (RunStatus::Running, true) => {
                 self.running.insert(key);
-                self.busy_threads.insert(run.thread_id, run.run_id);
+                self.busy_threads.insert(thread_id, run_id);
             }
             (RunStatus::Running, false) => {
                 self.running.remove(&key);
-                if self.busy_threads.get(&run.thread_id) == Some(&run.run_id) {
-                    self.busy_threads.remove(&run.thread_id);
+                if self.busy_threads.get(&thread_id) == Some(&run_id) {
+                    self.busy_threads.remove(&thread_id);
                 }
             }
             _ => {}
