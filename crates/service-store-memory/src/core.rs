@@ -5,7 +5,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use parking_lot::Mutex;
 use service_store::DeliveryRecord;
-use service_types::{Cron, Run, RunStatus, Thread, Timestamp};
+use service_types::{Cron, JsonText, Run, RunStatus, Thread, Timestamp};
 use uuid::Uuid;
 
 use crate::Env;
@@ -26,13 +26,39 @@ impl MemoryCore {
     }
 }
 
-/// A run row plus the queue columns the wire type does not show.
+/// A run row plus the queue columns the wire type does not show. The kwargs (input,
+/// config, options) are kept as JSON text: most rows sit finished and are rarely read.
 #[derive(Clone, Debug)]
 pub(crate) struct RunRow {
+    /// The run with `kwargs` left `Null`; [`RunRow::to_run`] puts them back.
     pub(crate) run: Run,
+    kwargs: JsonText,
     pub(crate) available_at: Timestamp,
     pub(crate) started: bool,
     pub(crate) cancel_requested: bool,
+}
+
+impl RunRow {
+    /// A new, unstarted row of `run` (whose own `kwargs` are ignored) and its kwargs.
+    pub(crate) fn new(mut run: Run, kwargs: JsonText, available_at: Timestamp) -> Self {
+        run.kwargs = serde_json::Value::Null;
+        Self {
+            run,
+            kwargs,
+            available_at,
+            started: false,
+            cancel_requested: false,
+        }
+    }
+
+    /// The whole run, kwargs included.
+    pub(crate) fn to_run(&self) -> Run {
+        Run {
+            // Written by `new` from a `Value`, so it reads back.
+            kwargs: self.kwargs.parse().unwrap_or_default(),
+            ..self.run.clone()
+        }
+    }
 }
 
 /// Queue order and per-thread order of runs: created_at, then run id.

@@ -4,7 +4,7 @@ use service_store::{
     ActiveRunsQuery, CancelOutcome, DeliveryRecord, NewRun, RunListQuery, RunsRepo, Settled,
     Settlement, StoreError, StoreResult, final_status,
 };
-use service_types::{Run, RunStatus, Timestamp};
+use service_types::{JsonText, Run, RunStatus, Timestamp};
 use uuid::Uuid;
 
 use crate::core::{MemoryCore, RunKey, RunRow};
@@ -30,7 +30,7 @@ impl RunsRepo for MemoryCore {
                 new.run_id
             )));
         }
-        let run = Run {
+        let mut run = Run {
             run_id: new.run_id,
             thread_id: new.thread_id,
             assistant_id: new.assistant_id,
@@ -39,25 +39,17 @@ impl RunsRepo for MemoryCore {
             status: RunStatus::Pending,
             metadata: new.metadata,
             multitask_strategy: new.multitask_strategy,
-            kwargs: new.kwargs,
+            kwargs: serde_json::Value::Null,
             error: None,
         };
-        core.insert_run(RunRow {
-            run: run.clone(),
-            available_at: new.available_at,
-            started: false,
-            cancel_requested: false,
-        });
+        let kwargs = JsonText::new(&new.kwargs);
+        core.insert_run(RunRow::new(run.clone(), kwargs, new.available_at));
+        run.kwargs = new.kwargs;
         Ok(run)
     }
 
     async fn get(&self, run_id: Uuid) -> StoreResult<Option<Run>> {
-        Ok(self
-            .state
-            .lock()
-            .runs
-            .get(&run_id)
-            .map(|row| row.run.clone()))
+        Ok(self.state.lock().runs.get(&run_id).map(|row| row.to_run()))
     }
 
     async fn list(&self, thread_id: Uuid, query: &RunListQuery) -> StoreResult<Vec<Run>> {
@@ -71,7 +63,7 @@ impl RunsRepo for MemoryCore {
             .rev()
             .filter_map(|(_, id)| core.runs.get(id))
             .filter(|row| query.status.is_none_or(|status| row.run.status == status))
-            .map(|row| row.run.clone());
+            .map(|row| row.to_run());
         Ok(paginate(rows, query.offset, limit))
     }
 
@@ -83,7 +75,7 @@ impl RunsRepo for MemoryCore {
             .and_then(|keys| keys.last());
         Ok(newest
             .and_then(|(_, id)| core.runs.get(id))
-            .map(|row| row.run.clone()))
+            .map(|row| row.to_run()))
     }
 
     async fn active(&self, query: &ActiveRunsQuery) -> StoreResult<Vec<Run>> {
@@ -111,7 +103,7 @@ impl RunsRepo for MemoryCore {
             .filter_map(|(_, id)| core.runs.get(id))
             .filter(|row| query.selects(row.run.status))
             .take(limit)
-            .map(|row| row.run.clone());
+            .map(|row| row.to_run());
         Ok(rows.collect())
     }
 
@@ -132,7 +124,7 @@ impl RunsRepo for MemoryCore {
             .set_run_status(run_id, RunStatus::Running, now)
             .ok_or_else(run_not_found)?;
         row.started = true;
-        Ok(Some(row.run.clone()))
+        Ok(Some(row.to_run()))
     }
 
     async fn next_available_at(&self, now: Timestamp) -> StoreResult<Option<Timestamp>> {
@@ -159,13 +151,13 @@ impl RunsRepo for MemoryCore {
                 let row = core
                     .set_run_status(run_id, RunStatus::Cancelled, now)
                     .ok_or_else(run_not_found)?;
-                Ok(CancelOutcome::Cancelled(row.run.clone()))
+                Ok(CancelOutcome::Cancelled(row.to_run()))
             }
             RunStatus::Running => {
                 row.cancel_requested = true;
-                Ok(CancelOutcome::Requested(row.run.clone()))
+                Ok(CancelOutcome::Requested(row.to_run()))
             }
-            _ => Ok(CancelOutcome::AlreadyTerminal(row.run.clone())),
+            _ => Ok(CancelOutcome::AlreadyTerminal(row.to_run())),
         }
     }
 
@@ -184,7 +176,7 @@ impl RunsRepo for MemoryCore {
         let row = core.runs.get(&run_id).ok_or_else(run_not_found)?;
         if row.run.status.is_terminal() {
             return Ok(Settled {
-                run: row.run.clone(),
+                run: row.to_run(),
                 changed: false,
                 delivery: None,
             });
@@ -196,7 +188,7 @@ impl RunsRepo for MemoryCore {
             .set_run_status(run_id, status, now)
             .ok_or_else(run_not_found)?;
         row.run.error = if cancel_won { None } else { settlement.error };
-        let run = row.run.clone();
+        let run = row.to_run();
         let delivery = match settlement.webhook {
             Some(webhook) if started => {
                 let record = DeliveryRecord::pending(

@@ -11,6 +11,7 @@ mod cron;
 mod delivery;
 mod error;
 mod item;
+mod json_text;
 mod requests;
 mod run;
 mod schema;
@@ -23,6 +24,7 @@ pub use cron::Cron;
 pub use delivery::{Delivery, DeliveryStatus};
 pub use error::RunError;
 pub use item::{Item, SearchItem};
+pub use json_text::JsonText;
 pub use requests::{
     AssistantCreate, AssistantPatch, AssistantSearch, AssistantSortBy, AssistantVersionsQuery,
     BulkCancel, BulkCancelStatus, CronCreate, CronPatch, CronSearch, CronSortBy, HistoryBefore,

@@ -1,10 +1,10 @@
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
 
 use async_trait::async_trait;
 use chrono::Utc;
 use serde_json::Value;
-use service_types::{Metadata, PruneStrategy, Timestamp};
+use service_types::{JsonText, Metadata, PruneStrategy, Timestamp};
 
 use super::{
     CheckpointListOptions, CheckpointTuple, Checkpointer, PendingWrite, metadata_matches,
@@ -12,13 +12,13 @@ use super::{
 };
 use crate::{CheckpointConfig, GraphError};
 
-/// A checkpoint kept as JSON text: a parsed `Value` tree costs several times its text
-/// in allocations (a map node per object), and an idle thread's history is read rarely.
+/// A checkpoint kept as JSON text (see [`JsonText`]): an idle thread's history is read
+/// rarely.
 #[derive(Clone, Debug)]
 struct Stored {
     parent: Option<String>,
-    checkpoint: Box<str>,
-    metadata: Box<str>,
+    checkpoint: JsonText,
+    metadata: JsonText,
     /// The `run_id` of the metadata, for [`Checkpointer::delete_run`].
     run_id: Option<Box<str>>,
     created_at: Timestamp,
@@ -29,29 +29,49 @@ struct Stored {
 struct StoredWrite {
     task_id: String,
     channel: String,
-    value: Box<str>,
+    value: JsonText,
 }
 
-impl Stored {
-    fn metadata(&self) -> Result<Metadata, GraphError> {
-        parse(&self.metadata)
-    }
-}
-
-fn text(value: &impl serde::Serialize) -> Box<str> {
-    // Serializing a `Value` or a `Metadata` map cannot fail: every key is a string.
-    serde_json::to_string(value)
-        .expect("JSON values serialize")
-        .into_boxed_str()
-}
-
-fn parse<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, GraphError> {
-    serde_json::from_str(text)
+fn parse<T: serde::de::DeserializeOwned>(text: &JsonText) -> Result<T, GraphError> {
+    text.parse()
         .map_err(|error| GraphError::Checkpointer(format!("stored checkpoint unreadable: {error}")))
 }
 
-/// Checkpoints of one thread keyed by (namespace, id); id order is write order.
-type ThreadCheckpoints = BTreeMap<(String, String), Stored>;
+/// Checkpoints of one thread sorted by (namespace, id); id order is write order, so a
+/// new checkpoint is almost always pushed at the end. A sorted `Vec` rather than a
+/// `BTreeMap`, whose smallest node holds room for eleven entries: most threads have a
+/// handful of checkpoints.
+#[derive(Clone, Debug, Default)]
+struct ThreadCheckpoints(Vec<((String, String), Stored)>);
+
+impl ThreadCheckpoints {
+    fn position(&self, key: &(String, String)) -> Result<usize, usize> {
+        self.0.binary_search_by(|(probe, _)| probe.cmp(key))
+    }
+
+    fn get(&self, key: &(String, String)) -> Option<&Stored> {
+        self.position(key).ok().map(|at| &self.0[at].1)
+    }
+
+    fn get_mut(&mut self, key: &(String, String)) -> Option<&mut Stored> {
+        self.position(key).ok().map(|at| &mut self.0[at].1)
+    }
+
+    fn insert(&mut self, key: (String, String), stored: Stored) {
+        match self.position(&key) {
+            Ok(at) => self.0[at].1 = stored,
+            Err(at) => self.0.insert(at, (key, stored)),
+        }
+    }
+
+    fn iter(&self) -> impl DoubleEndedIterator<Item = (&(String, String), &Stored)> {
+        self.0.iter().map(|(key, stored)| (key, stored))
+    }
+
+    fn retain(&mut self, mut keep: impl FnMut(&(String, String), &Stored) -> bool) {
+        self.0.retain(|(key, stored)| keep(key, stored));
+    }
+}
 
 /// A [`Checkpointer`] in process memory: the development default. Nothing survives
 /// a restart.
@@ -89,7 +109,7 @@ fn tuple(
         config: at(id),
         parent_config: stored.parent.as_deref().map(at),
         checkpoint: parse(&stored.checkpoint)?,
-        metadata: stored.metadata()?,
+        metadata: parse(&stored.metadata)?,
         created_at: stored.created_at,
         pending_writes: stored
             .writes
@@ -187,12 +207,12 @@ impl Checkpointer for InMemorySaver {
         let id = new_checkpoint_id();
         let stored = Stored {
             parent: config.checkpoint_id.clone(),
-            checkpoint: text(&checkpoint),
+            checkpoint: JsonText::new(&checkpoint),
             run_id: metadata
                 .get("run_id")
                 .and_then(Value::as_str)
                 .map(Box::from),
-            metadata: text(&metadata),
+            metadata: JsonText::new(&metadata),
             created_at: Timestamp::new(Utc::now()),
             writes: Vec::new(),
         };
@@ -230,7 +250,7 @@ impl Checkpointer for InMemorySaver {
             stored.writes.push(StoredWrite {
                 task_id: task_id.to_owned(),
                 channel,
-                value: text(&value),
+                value: JsonText::new(&value),
             });
         }
         Ok(())
@@ -257,7 +277,7 @@ impl Checkpointer for InMemorySaver {
             PruneStrategy::KeepLatest => {
                 if let Some(checkpoints) = threads.get_mut(thread_id) {
                     let mut latest: HashMap<String, String> = HashMap::new();
-                    for (ns, id) in checkpoints.keys() {
+                    for ((ns, id), _) in checkpoints.iter() {
                         latest.insert(ns.clone(), id.clone());
                     }
                     checkpoints.retain(|(ns, id), _| latest.get(ns) == Some(id));
