@@ -34,8 +34,10 @@ impl fmt::Debug for Reducer {
 }
 
 impl Reducer {
-    /// Combines `current` (absent when the key has no value yet) with `update`.
-    pub(crate) fn apply(&self, current: Option<&Value>, update: Value) -> Result<Value, String> {
+    /// Combines `current` (absent when the key has no value yet) with `update`. Takes
+    /// the current value by value so a list grows in place instead of being copied on
+    /// every superstep.
+    pub(crate) fn apply(&self, current: Option<Value>, update: Value) -> Result<Value, String> {
         match self {
             Self::LastValue => Ok(update),
             Self::Append => {
@@ -48,16 +50,16 @@ impl Reducer {
                 Ok(Value::Array(list))
             }
             Self::MergeMessages => Ok(Value::Array(merge_messages(as_list(current), update))),
-            Self::Custom(reduce) => reduce(current.unwrap_or(&Value::Null), update),
+            Self::Custom(reduce) => reduce(&current.unwrap_or(Value::Null), update),
         }
     }
 }
 
-fn as_list(current: Option<&Value>) -> Vec<Value> {
+fn as_list(current: Option<Value>) -> Vec<Value> {
     match current {
-        Some(Value::Array(items)) => items.clone(),
+        Some(Value::Array(items)) => items,
         Some(Value::Null) | None => Vec::new(),
-        Some(other) => vec![other.clone()],
+        Some(other) => vec![other],
     }
 }
 
@@ -128,9 +130,10 @@ pub(crate) fn apply_update(
             .iter()
             .find(|(name, _)| name == key)
             .ok_or_else(|| format!("Channel '{key}' does not exist in the state"))?;
+        // On failure the caller discards `values` along with the error.
         let next = channel
             .reducer
-            .apply(values.get(key), value.clone())
+            .apply(values.remove(key), value.clone())
             .map_err(|error| format!("Reducer of '{key}' failed: {error}"))?;
         values.insert(key.clone(), next);
     }
@@ -145,7 +148,7 @@ mod tests {
     #[test]
     fn last_value_replaces() {
         assert_eq!(
-            Reducer::LastValue.apply(Some(&json!(1)), json!(2)),
+            Reducer::LastValue.apply(Some(json!(1)), json!(2)),
             Ok(json!(2))
         );
     }
@@ -153,7 +156,7 @@ mod tests {
     #[test]
     fn append_concatenates_lists_and_pushes_items() {
         assert_eq!(
-            Reducer::Append.apply(Some(&json!([1])), json!([2, 3])),
+            Reducer::Append.apply(Some(json!([1])), json!([2, 3])),
             Ok(json!([1, 2, 3]))
         );
         assert_eq!(Reducer::Append.apply(None, json!("x")), Ok(json!(["x"])));
@@ -167,9 +170,7 @@ mod tests {
             {"type": "remove", "id": "b"},
             {"type": "ai", "content": "three"}
         ]);
-        let merged = Reducer::MergeMessages
-            .apply(Some(&current), update)
-            .unwrap();
+        let merged = Reducer::MergeMessages.apply(Some(current), update).unwrap();
         let merged = merged.as_array().unwrap();
         assert_eq!(merged.len(), 2);
         assert_eq!(merged[0], json!({"id": "a", "content": "uno"}));
@@ -186,7 +187,7 @@ mod tests {
         });
         let reducer = Reducer::Custom(sum);
         assert_eq!(reducer.apply(None, json!(2)), Ok(json!(2)));
-        assert_eq!(reducer.apply(Some(&json!(2)), json!(3)), Ok(json!(5)));
+        assert_eq!(reducer.apply(Some(json!(2)), json!(3)), Ok(json!(5)));
     }
 
     #[test]

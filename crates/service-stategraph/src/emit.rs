@@ -220,10 +220,12 @@ impl Emitter {
         }
     }
 
-    pub(crate) fn checkpoint(&self, step: i64, snapshot: &StateSnapshot) {
+    /// Emits the checkpoint's snapshot, built only when a mode asks for it.
+    pub(crate) fn checkpoint(&self, step: i64, snapshot: impl FnOnce() -> StateSnapshot) {
         if !self.wants(StreamMode::Checkpoints) && !self.wants(StreamMode::Debug) {
             return;
         }
+        let snapshot = snapshot();
         let config = |c: &Option<service_graph::CheckpointConfig>| {
             c.as_ref().map_or(Value::Null, |c| c.to_config_value())
         };

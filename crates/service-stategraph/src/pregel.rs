@@ -178,7 +178,7 @@ impl Run {
             tuple: CheckpointTuple {
                 config,
                 parent_config,
-                checkpoint: body.to_value(),
+                checkpoint: Value::Null,
                 metadata: meta,
                 created_at: Timestamp::new(Utc::now()),
                 pending_writes: Vec::new(),
@@ -186,7 +186,7 @@ impl Run {
             body,
             step,
         };
-        self.emit.checkpoint(step, &loaded.snapshot());
+        self.emit.checkpoint(step, || loaded.snapshot());
         Ok(loaded)
     }
 
@@ -547,7 +547,7 @@ impl Run {
                     .map_err(|message| invalid_update(node, message))?;
             }
         }
-        let state = Value::Object(values.clone());
+        let state = Value::Object(values);
         let mut next: Vec<String> = Vec::new();
         for (node, _, outcome, _) in outcomes {
             let Outcome::Done(output) = outcome else {
@@ -573,6 +573,9 @@ impl Run {
                 }
             }
         }
+        let Value::Object(values) = state else {
+            unreachable!("the state was built as an object above")
+        };
         Ok(Body::new(values, next))
     }
 }

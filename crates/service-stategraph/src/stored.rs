@@ -82,14 +82,16 @@ pub(crate) struct TaskWrites {
 /// A checkpoint read back: the tuple with its body and step decoded.
 #[derive(Clone, Debug)]
 pub(crate) struct Loaded {
+    /// The stored tuple, its `checkpoint` left `Null`: `body` is its decoded form.
     pub(crate) tuple: CheckpointTuple,
     pub(crate) body: Body,
     pub(crate) step: i64,
 }
 
 impl Loaded {
-    pub(crate) fn new(tuple: CheckpointTuple) -> Result<Self, GraphError> {
-        let body = serde_json::from_value(tuple.checkpoint.clone()).map_err(|error| {
+    pub(crate) fn new(mut tuple: CheckpointTuple) -> Result<Self, GraphError> {
+        let checkpoint = std::mem::take(&mut tuple.checkpoint);
+        let body = serde_json::from_value(checkpoint).map_err(|error| {
             GraphError::Checkpointer(format!("Checkpoint {} is unreadable: {error}", tuple.id()))
         })?;
         let step = tuple
