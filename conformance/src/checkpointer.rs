@@ -159,11 +159,36 @@ pub async fn writes_of_a_task_and_channel_replace_earlier_ones(saver: &dyn Check
         .map(|w| w.value.clone())
         .collect();
     assert_eq!(values, vec![json!(2), json!(3)]);
+    // Within one call too: a repeated channel keeps its last value, at its last place.
+    saver
+        .put_writes(
+            &written[0],
+            "task",
+            vec![
+                ("c".into(), json!(4)),
+                ("a".into(), json!(5)),
+                ("c".into(), json!(6)),
+            ],
+        )
+        .await
+        .unwrap();
+    let tuple = saver.get_tuple(&written[0]).await.unwrap().unwrap();
+    let writes: Vec<_> = tuple
+        .pending_writes
+        .iter()
+        .map(|w| (w.channel.as_str(), w.value.clone()))
+        .collect();
+    assert_eq!(
+        writes,
+        vec![("b", json!(3)), ("a", json!(5)), ("c", json!(6))]
+    );
     let unknown = CheckpointConfig::new("t", Some("nope".into()));
-    assert!(matches!(
-        saver.put_writes(&unknown, "task", Vec::new()).await,
-        Err(GraphError::NotFound(_))
-    ));
+    for writes in [Vec::new(), vec![("a".to_owned(), json!(1))]] {
+        assert!(matches!(
+            saver.put_writes(&unknown, "task", writes).await,
+            Err(GraphError::NotFound(_))
+        ));
+    }
 }
 
 /// Thread copy keeps checkpoints and writes; rollback drops a run's checkpoints;

@@ -1,9 +1,10 @@
 //! Production on PostgreSQL: the driver's store and checkpoint saver, and the
 //! coordinator that lets several instances share one database.
 //!
-//! - Wake-ups: `pg_notify('service_runs')` when a run is queued or a thread frees up;
-//!   each instance LISTENs on a dedicated connection, with a slow fallback poll so a
-//!   lost notification only delays work.
+//! - Wake-ups: `pg_notify('service_runs', <instance id>)` when a run is queued or a
+//!   thread frees up; each instance LISTENs on a dedicated connection and ignores its
+//!   own announcements (its workers were woken in process), with a slow fallback poll
+//!   so a lost notification only delays work.
 //! - Per-thread execution claim: a session advisory lock held on a connection of the
 //!   claim pool for the run's duration. A crashed instance's connection dies with it,
 //!   which frees the lock; the engine's recovery then settles its orphaned runs.
@@ -41,17 +42,21 @@ pub struct PgCoordinator {
     store_pool: Pool,
     claim_pool: Pool,
     work: Arc<Notify>,
+    /// Payload of this instance's announcements.
+    instance: String,
 }
 
 impl PgCoordinator {
     /// Starts listening for other instances' announcements on its own connection.
     pub fn start(config: tokio_postgres::Config, store_pool: Pool, claim_pool: Pool) -> Self {
         let work = Arc::new(Notify::new());
-        tokio::spawn(listen(config, work.clone()));
+        let instance = Uuid::new_v4().simple().to_string();
+        tokio::spawn(listen(config, work.clone(), instance.clone()));
         Self {
             store_pool,
             claim_pool,
             work,
+            instance,
         }
     }
 
@@ -67,7 +72,7 @@ impl PgCoordinator {
 }
 
 /// Keeps a LISTEN connection open, reconnecting after failures.
-async fn listen(config: tokio_postgres::Config, work: Arc<Notify>) {
+async fn listen(config: tokio_postgres::Config, work: Arc<Notify>, instance: String) {
     let mut backoff = Duration::from_millis(100);
     loop {
         match config.connect(NoTls).await {
@@ -89,7 +94,11 @@ async fn listen(config: tokio_postgres::Config, work: Arc<Notify>) {
                     backoff = Duration::from_millis(100);
                     while let Some(message) = messages.next().await {
                         match message {
-                            Ok(AsyncMessage::Notification(_)) => work.notify_waiters(),
+                            Ok(AsyncMessage::Notification(notification))
+                                if notification.payload() != instance =>
+                            {
+                                work.notify_waiters();
+                            }
                             Ok(_) => {}
                             Err(error) => {
                                 tracing::warn!(%error, "the LISTEN connection failed");
@@ -147,7 +156,7 @@ impl Coordinator for PgCoordinator {
             return;
         };
         if let Err(error) = connection
-            .execute("SELECT pg_notify($1, '')", &[&CHANNEL])
+            .execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &self.instance])
             .await
         {
             tracing::warn!(%error, "announcing work to other instances failed");

@@ -11,7 +11,9 @@ use service_types::{Assistant, AssistantVersion, IfExists};
 use tokio_postgres::Row;
 use uuid::Uuid;
 
-use crate::db::{Db, Sql, at, count, decode, direction, encode, object, push_where, ts};
+use crate::db::{
+    Cached, Db, Sql, at, count, decode, direction, encode, object, push_where, static_sql, ts,
+};
 use crate::error::store_error;
 
 const COLUMNS: &str = "assistant_id, graph_id, config, context, metadata, name, description, \
@@ -87,8 +89,8 @@ async fn insert_version(
     tx: &deadpool_postgres::Transaction<'_>,
     snapshot: &AssistantVersion,
 ) -> StoreResult<()> {
-    tx.execute(
-        &format!(
+    tx.execute_cached(
+        static_sql!(
             "INSERT INTO assistant_versions ({VERSION_COLUMNS})
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)"
         ),
@@ -116,8 +118,8 @@ async fn activate(
     now: service_types::Timestamp,
 ) -> StoreResult<Assistant> {
     let row = tx
-        .query_opt(
-            &format!(
+        .query_opt_cached(
+            static_sql!(
                 "UPDATE assistants SET version = $2, graph_id = $3, config = $4, context = $5,
                     metadata = $6, name = $7, description = $8, updated_at = $9
                  WHERE assistant_id = $1 RETURNING {COLUMNS}"
@@ -159,8 +161,8 @@ impl AssistantsRepo for Db {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(store_error)?;
         let inserted = tx
-            .query_opt(
-                &format!(
+            .query_opt_cached(
+                static_sql!(
                     "INSERT INTO assistants ({COLUMNS})
                      VALUES ($1, $2, $3, $4, $5, $6, $7, 1, $8, $8)
                      ON CONFLICT (assistant_id) DO NOTHING RETURNING {COLUMNS}"
@@ -180,8 +182,8 @@ impl AssistantsRepo for Db {
             .map_err(store_error)?;
         let Some(row) = inserted else {
             let existing = tx
-                .query_opt(
-                    &format!("SELECT {COLUMNS} FROM assistants WHERE assistant_id = $1"),
+                .query_opt_cached(
+                    static_sql!("SELECT {COLUMNS} FROM assistants WHERE assistant_id = $1"),
                     &[&created.assistant_id],
                 )
                 .await
@@ -204,8 +206,8 @@ impl AssistantsRepo for Db {
     async fn get(&self, assistant_id: Uuid) -> StoreResult<Option<Assistant>> {
         let client = self.client().await?;
         client
-            .query_opt(
-                &format!("SELECT {COLUMNS} FROM assistants WHERE assistant_id = $1"),
+            .query_opt_cached(
+                static_sql!("SELECT {COLUMNS} FROM assistants WHERE assistant_id = $1"),
                 &[&assistant_id],
             )
             .await
@@ -219,8 +221,8 @@ impl AssistantsRepo for Db {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(store_error)?;
         let live = tx
-            .query_opt(
-                &format!("SELECT {COLUMNS} FROM assistants WHERE assistant_id = $1 FOR UPDATE"),
+            .query_opt_cached(
+                static_sql!("SELECT {COLUMNS} FROM assistants WHERE assistant_id = $1 FOR UPDATE"),
                 &[&assistant_id],
             )
             .await
@@ -228,7 +230,7 @@ impl AssistantsRepo for Db {
             .ok_or_else(|| not_found(assistant_id))?;
         let live = assistant(&live)?;
         let max: Option<i64> = tx
-            .query_one(
+            .query_one_cached(
                 "SELECT max(version) FROM assistant_versions WHERE assistant_id = $1",
                 &[&assistant_id],
             )
@@ -247,8 +249,8 @@ impl AssistantsRepo for Db {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(store_error)?;
         let row = tx
-            .query_opt(
-                &format!(
+            .query_opt_cached(
+                static_sql!(
                     "SELECT {VERSION_COLUMNS} FROM assistant_versions
                      WHERE assistant_id = $1 AND version = $2"
                 ),
@@ -269,7 +271,7 @@ impl AssistantsRepo for Db {
     async fn delete(&self, assistant_id: Uuid) -> StoreResult<()> {
         let client = self.client().await?;
         let deleted = client
-            .execute(
+            .execute_cached(
                 "DELETE FROM assistants WHERE assistant_id = $1",
                 &[&assistant_id],
             )
@@ -331,7 +333,7 @@ impl AssistantsRepo for Db {
         let limit = self.limits.search(query.limit)?;
         let client = self.client().await?;
         let exists = client
-            .query_opt(
+            .query_opt_cached(
                 "SELECT 1 FROM assistants WHERE assistant_id = $1",
                 &[&assistant_id],
             )

@@ -4,6 +4,8 @@
 //! Ids come from `new_checkpoint_id()` (monotonic text), so "latest" and history
 //! pages are backward range scans of the primary key.
 
+use crate::db::Cached;
+use crate::db::static_sql;
 use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
@@ -18,6 +20,7 @@ use service_graph::{
 };
 use service_types::{Metadata, PruneStrategy, Timestamp};
 use tokio_postgres::Row;
+use tokio_postgres::error::SqlState;
 
 /// A [`Checkpointer`] on PostgreSQL.
 pub struct PostgresSaver {
@@ -56,8 +59,8 @@ const SELECT: &str = "SELECT c.checkpoint_id, c.parent_checkpoint_id, c.metadata
 /// is `@>` (GIN-friendly) plus per-key jsonb equality, the saver's rule
 /// (`service_graph::metadata_matches`: each key equal, not merely contained; jsonb
 /// compares numbers by value, so `1` equals `1.0` here).
-pub(crate) fn list_sql() -> String {
-    format!(
+pub(crate) fn list_sql() -> &'static str {
+    static_sql!(
         "{SELECT}
          WHERE c.thread_id = $1 AND c.checkpoint_ns = $2
            AND ($3::text IS NULL OR c.checkpoint_id < $3::text)
@@ -143,8 +146,8 @@ impl Checkpointer for PostgresSaver {
         let client = self.client().await?;
         let row = match &config.checkpoint_id {
             Some(id) => client
-                .query_opt(
-                    &format!(
+                .query_opt_cached(
+                    static_sql!(
                         "{SELECT} WHERE c.thread_id = $1 AND c.checkpoint_ns = $2
                          AND c.checkpoint_id = $3"
                     ),
@@ -153,8 +156,8 @@ impl Checkpointer for PostgresSaver {
                 .await
                 .map_err(db_error)?,
             None => client
-                .query_opt(
-                    &format!(
+                .query_opt_cached(
+                    static_sql!(
                         "{SELECT} WHERE c.thread_id = $1 AND c.checkpoint_ns = $2
                          ORDER BY c.checkpoint_id DESC LIMIT 1"
                     ),
@@ -181,8 +184,8 @@ impl Checkpointer for PostgresSaver {
         let filter = options.filter.clone().map(Value::Object);
         let rows = match &config.checkpoint_id {
             Some(id) => client
-                .query(
-                    &format!(
+                .query_cached(
+                    static_sql!(
                         "{SELECT} WHERE c.thread_id = $1 AND c.checkpoint_ns = $2
                          AND c.checkpoint_id = $6
                          AND ($3::text IS NULL OR c.checkpoint_id < $3::text)
@@ -203,8 +206,8 @@ impl Checkpointer for PostgresSaver {
                 .await
                 .map_err(db_error)?,
             None => client
-                .query(
-                    &list_sql(),
+                .query_cached(
+                    list_sql(),
                     &[
                         &config.thread_id,
                         &config.checkpoint_ns,
@@ -226,31 +229,29 @@ impl Checkpointer for PostgresSaver {
         metadata: Metadata,
     ) -> Result<CheckpointConfig, GraphError> {
         let id = new_checkpoint_id();
-        let mut client = self.client().await?;
-        let tx = client.transaction().await.map_err(db_error)?;
-        tx.execute(
-            "INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id,
-                 parent_checkpoint_id, metadata, created_at)
-             VALUES ($1, $2, $3, $4, $5, $6)",
-            &[
-                &config.thread_id,
-                &config.checkpoint_ns,
-                &id,
-                &config.checkpoint_id,
-                &Value::Object(metadata),
-                &Utc::now(),
-            ],
-        )
-        .await
-        .map_err(db_error)?;
-        tx.execute(
-            "INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, checkpoint_id, body)
-             VALUES ($1, $2, $3, $4)",
-            &[&config.thread_id, &config.checkpoint_ns, &id, &checkpoint],
-        )
-        .await
-        .map_err(db_error)?;
-        tx.commit().await.map_err(db_error)?;
+        let client = self.client().await?;
+        // One statement, so one round trip and atomic; the blob's foreign key is checked
+        // at the end of the statement, when the checkpoint row exists.
+        client
+            .execute_cached(
+                "WITH checkpoint AS (
+                     INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id,
+                         parent_checkpoint_id, metadata, created_at)
+                     VALUES ($1, $2, $3, $4, $5, $6))
+                 INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, checkpoint_id, body)
+                 VALUES ($1, $2, $3, $7)",
+                &[
+                    &config.thread_id,
+                    &config.checkpoint_ns,
+                    &id,
+                    &config.checkpoint_id,
+                    &Value::Object(metadata),
+                    &Utc::now(),
+                    &checkpoint,
+                ],
+            )
+            .await
+            .map_err(db_error)?;
         Ok(CheckpointConfig {
             thread_id: config.thread_id.clone(),
             checkpoint_ns: config.checkpoint_ns.clone(),
@@ -266,27 +267,40 @@ impl Checkpointer for PostgresSaver {
     ) -> Result<(), GraphError> {
         let missing = || GraphError::NotFound(format!("Checkpoint {config:?} not found"));
         let id = config.checkpoint_id.as_ref().ok_or_else(missing)?;
-        let mut client = self.client().await?;
-        let tx = client.transaction().await.map_err(db_error)?;
-        let exists = tx
-            .query_opt(
-                "SELECT 1 FROM checkpoints
-                 WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = $3
-                 FOR SHARE",
-                &[&config.thread_id, &config.checkpoint_ns, id],
-            )
-            .await
-            .map_err(db_error)?;
-        if exists.is_none() {
-            return Err(missing());
+        let client = self.client().await?;
+        if writes.is_empty() {
+            let exists = client
+                .query_opt_cached(
+                    "SELECT 1 FROM checkpoints
+                     WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = $3",
+                    &[&config.thread_id, &config.checkpoint_ns, id],
+                )
+                .await
+                .map_err(db_error)?;
+            return exists.map(drop).ok_or_else(missing);
         }
+        // A rewrite of the same task and channel replaces the value and moves it to the
+        // end of the write order, as the in-memory saver does. One statement cannot
+        // update a row twice, so a channel repeated within this call keeps its last
+        // value, at its last position.
+        let mut channels: Vec<String> = Vec::with_capacity(writes.len());
+        let mut values: Vec<Value> = Vec::with_capacity(writes.len());
         for (channel, value) in writes {
-            // A rewrite of the same task and channel replaces the value and moves it
-            // to the end of the write order, as the in-memory saver does.
-            tx.execute(
+            if let Some(earlier) = channels.iter().position(|seen| *seen == channel) {
+                channels.remove(earlier);
+                values.remove(earlier);
+            }
+            channels.push(channel);
+            values.push(value);
+        }
+        let written = client
+            .execute_cached(
                 "INSERT INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id,
                      task_id, channel, value)
-                 VALUES ($1, $2, $3, $4, $5, $6)
+                 SELECT $1, $2, $3, $4, write.channel, write.value
+                 FROM unnest($5::text[], $6::jsonb[]) WITH ORDINALITY
+                     AS write(channel, value, position)
+                 ORDER BY write.position
                  ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, channel)
                  DO UPDATE SET value = EXCLUDED.value, seq = nextval('checkpoint_write_seq')",
                 &[
@@ -294,21 +308,24 @@ impl Checkpointer for PostgresSaver {
                     &config.checkpoint_ns,
                     id,
                     &task_id,
-                    &channel,
-                    &value,
+                    &channels,
+                    &values,
                 ],
             )
-            .await
-            .map_err(db_error)?;
+            .await;
+        match written {
+            Ok(_) => Ok(()),
+            // The checkpoint row is gone (or never was): the writes' foreign key.
+            Err(error) if error.code() == Some(&SqlState::FOREIGN_KEY_VIOLATION) => Err(missing()),
+            Err(error) => Err(db_error(error)),
         }
-        tx.commit().await.map_err(db_error)
     }
 
     async fn delete_thread(&self, thread_id: &str) -> Result<(), GraphError> {
         let client = self.client().await?;
         // Blobs and writes follow through ON DELETE CASCADE.
         client
-            .execute(
+            .execute_cached(
                 "DELETE FROM checkpoints WHERE thread_id = $1",
                 &[&thread_id],
             )
@@ -334,7 +351,7 @@ impl Checkpointer for PostgresSaver {
              FROM checkpoint_writes WHERE thread_id = $1",
         ];
         if from != to {
-            tx.execute("DELETE FROM checkpoints WHERE thread_id = $1", &[&to])
+            tx.execute_cached("DELETE FROM checkpoints WHERE thread_id = $1", &[&to])
                 .await
                 .map_err(db_error)?;
             for statement in statements {
@@ -366,7 +383,7 @@ impl Checkpointer for PostgresSaver {
     async fn delete_run(&self, thread_id: &str, run_id: &str) -> Result<(), GraphError> {
         let client = self.client().await?;
         client
-            .execute(
+            .execute_cached(
                 "DELETE FROM checkpoints
                  WHERE thread_id = $1 AND metadata -> 'run_id' = to_jsonb($2::text)",
                 &[&thread_id, &run_id],

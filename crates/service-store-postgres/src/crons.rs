@@ -13,7 +13,9 @@ use service_types::{Cron, Timestamp};
 use tokio_postgres::Row;
 use uuid::Uuid;
 
-use crate::db::{Db, Sql, at, count, direction, enum_from, enum_text, object, push_where, ts};
+use crate::db::{
+    Cached, Db, Sql, at, count, direction, enum_from, enum_text, object, push_where, static_sql, ts,
+};
 use crate::error::{is_foreign_key_violation, is_unique_violation, store_error};
 
 const COLUMNS: &str = "cron_id, assistant_id, thread_id, user_id, schedule, timezone, end_time, \
@@ -88,7 +90,7 @@ impl Db {
         cron: &Cron,
     ) -> StoreResult<()> {
         let on_completed = cron.on_run_completed.as_ref().map(enum_text).transpose()?;
-        tx.execute(
+        tx.execute_cached(
             "UPDATE crons SET schedule = $2, timezone = $3, end_time = $4, next_run_date = $5,
                 payload = $6, metadata = $7, on_run_completed = $8, enabled = $9, updated_at = $10
              WHERE cron_id = $1",
@@ -119,8 +121,8 @@ impl Db {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(store_error)?;
         let row = tx
-            .query_opt(
-                &format!("SELECT {COLUMNS} FROM crons WHERE cron_id = $1 FOR UPDATE"),
+            .query_opt_cached(
+                static_sql!("SELECT {COLUMNS} FROM crons WHERE cron_id = $1 FOR UPDATE"),
                 &[&cron_id],
             )
             .await
@@ -143,8 +145,8 @@ impl CronsRepo for Db {
         let on_completed = new.on_run_completed.as_ref().map(enum_text).transpose()?;
         let client = self.client().await?;
         let inserted = client
-            .query_one(
-                &format!(
+            .query_one_cached(
+                static_sql!(
                     "INSERT INTO crons ({COLUMNS})
                      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $13)
                      RETURNING {COLUMNS}"
@@ -183,8 +185,8 @@ impl CronsRepo for Db {
     async fn get(&self, cron_id: Uuid) -> StoreResult<Option<Cron>> {
         let client = self.client().await?;
         client
-            .query_opt(
-                &format!("SELECT {COLUMNS} FROM crons WHERE cron_id = $1"),
+            .query_opt_cached(
+                static_sql!("SELECT {COLUMNS} FROM crons WHERE cron_id = $1"),
                 &[&cron_id],
             )
             .await
@@ -202,7 +204,7 @@ impl CronsRepo for Db {
     async fn delete(&self, cron_id: Uuid) -> StoreResult<()> {
         let client = self.client().await?;
         let deleted = client
-            .execute("DELETE FROM crons WHERE cron_id = $1", &[&cron_id])
+            .execute_cached("DELETE FROM crons WHERE cron_id = $1", &[&cron_id])
             .await
             .map_err(store_error)?;
         if deleted == 0 {
@@ -263,8 +265,8 @@ impl CronsRepo for Db {
         let limit = self.limits.bounded(Some(limit));
         let client = self.client().await?;
         let rows = client
-            .query(
-                &format!(
+            .query_cached(
+                static_sql!(
                     "SELECT {COLUMNS} FROM crons WHERE enabled AND next_run_date <= $1
                      ORDER BY next_run_date, cron_id LIMIT $2"
                 ),
@@ -285,8 +287,8 @@ impl CronsRepo for Db {
         let client = self.client().await?;
         // Only the scheduler that still sees `fired_for` moves it on.
         let row = client
-            .query_opt(
-                &format!(
+            .query_opt_cached(
+                static_sql!(
                     "UPDATE crons SET next_run_date = $3, updated_at = $4
                      WHERE cron_id = $1 AND next_run_date = $2 AND schedule = $5
                        AND timezone IS NOT DISTINCT FROM $6

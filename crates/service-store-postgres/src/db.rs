@@ -5,11 +5,13 @@ use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
 
+use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use deadpool_postgres::{Object, Pool};
+use deadpool_postgres::{GenericClient, Object, Pool};
 use serde_json::Value;
 use service_store::{Clock, PageLimits, StoreError, StoreResult};
 use service_types::{Metadata, Timestamp};
+use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 
 use crate::error::pool_error;
@@ -42,6 +44,61 @@ impl Db {
         self.clock.now()
     }
 }
+
+/// SQL text fixed for the life of the process: a `format!` of constants (a local would
+/// not compile inside the static), formatted once. For the `*_cached` calls of
+/// [`Cached`].
+macro_rules! static_sql {
+    ($text:literal) => {{
+        static TEXT: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| format!($text));
+        TEXT.as_str()
+    }};
+}
+pub(crate) use static_sql;
+
+/// Static statements through the connection's statement cache: one round trip per call
+/// instead of a prepare and then an execute. Only `'static` SQL goes through here, so
+/// each connection caches a bounded set; SQL built per request takes the uncached path.
+#[async_trait]
+pub(crate) trait Cached: GenericClient {
+    async fn execute_cached(
+        &self,
+        sql: &'static str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<u64, tokio_postgres::Error> {
+        let statement = self.prepare_cached(sql).await?;
+        self.execute(&statement, params).await
+    }
+
+    async fn query_cached(
+        &self,
+        sql: &'static str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<Row>, tokio_postgres::Error> {
+        let statement = self.prepare_cached(sql).await?;
+        self.query(&statement, params).await
+    }
+
+    async fn query_one_cached(
+        &self,
+        sql: &'static str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Row, tokio_postgres::Error> {
+        let statement = self.prepare_cached(sql).await?;
+        self.query_one(&statement, params).await
+    }
+
+    async fn query_opt_cached(
+        &self,
+        sql: &'static str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Option<Row>, tokio_postgres::Error> {
+        let statement = self.prepare_cached(sql).await?;
+        self.query_opt(&statement, params).await
+    }
+}
+
+impl<T: GenericClient + ?Sized> Cached for T {}
 
 /// A parameter value.
 pub(crate) type Param = Box<dyn ToSql + Sync + Send>;

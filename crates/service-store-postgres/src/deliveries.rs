@@ -11,7 +11,9 @@ use service_types::{Delivery, Timestamp};
 use tokio_postgres::Row;
 use uuid::Uuid;
 
-use crate::db::{Db, Sql, at, count, enum_from, enum_text, object, push_where, ts};
+use crate::db::{
+    Cached, Db, Sql, at, count, enum_from, enum_text, object, push_where, static_sql, ts,
+};
 use crate::error::store_error;
 
 const COLUMNS: &str = "delivery_id, run_id, thread_id, status, attempt, last_error, \
@@ -57,8 +59,8 @@ pub(crate) async fn insert_delivery(
     record: &DeliveryRecord,
 ) -> StoreResult<()> {
     let d = &record.delivery;
-    tx.execute(
-        &format!(
+    tx.execute_cached(
+        static_sql!(
             "INSERT INTO webhook_deliveries ({COLUMNS})
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)"
         ),
@@ -88,7 +90,7 @@ pub(crate) async fn insert_delivery(
 async fn write(client: &Transaction<'_>, record: &DeliveryRecord) -> StoreResult<()> {
     let d = &record.delivery;
     client
-        .execute(
+        .execute_cached(
             "UPDATE webhook_deliveries SET status = $2, attempt = $3, last_error = $4,
                  next_attempt_at = $5, replayable = $6, updated_at = $7, payload = $8,
                  retain_until = $9
@@ -120,8 +122,8 @@ impl Db {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(store_error)?;
         let row = tx
-            .query_opt(
-                &format!(
+            .query_opt_cached(
+                static_sql!(
                     "SELECT {COLUMNS} FROM webhook_deliveries WHERE delivery_id = $1 FOR UPDATE"
                 ),
                 &[&delivery_id],
@@ -144,8 +146,8 @@ impl DeliveriesRepo for Db {
     async fn get(&self, delivery_id: Uuid) -> StoreResult<Option<DeliveryRecord>> {
         let client = self.client().await?;
         client
-            .query_opt(
-                &format!("SELECT {COLUMNS} FROM webhook_deliveries WHERE delivery_id = $1"),
+            .query_opt_cached(
+                static_sql!("SELECT {COLUMNS} FROM webhook_deliveries WHERE delivery_id = $1"),
                 &[&delivery_id],
             )
             .await
@@ -203,8 +205,8 @@ impl DeliveriesRepo for Db {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(store_error)?;
         let rows = tx
-            .query(
-                &format!(
+            .query_cached(
+                static_sql!(
                     "SELECT {COLUMNS} FROM webhook_deliveries
                      WHERE status IN ('pending', 'delivering') AND next_attempt_at <= $1
                      ORDER BY next_attempt_at, delivery_id
@@ -262,7 +264,7 @@ impl DeliveriesRepo for Db {
         // their payload and with it replayability.
         let client = self.client().await?;
         client
-            .execute(
+            .execute_cached(
                 "UPDATE webhook_deliveries SET payload = NULL, replayable = false, updated_at = $1
                  WHERE status = 'dead' AND payload IS NOT NULL AND retain_until <= $1",
                 &[&at(now)],

@@ -6,7 +6,7 @@ use serde_json::Value;
 use service_store::{Begin, IdempotencyRepo, StoreError, StoreResult, StoredResponse};
 use service_types::Timestamp;
 
-use crate::db::{Db, at, decode, encode};
+use crate::db::{Cached, Db, at, decode, encode};
 use crate::error::store_error;
 
 /// How often `begin` looks again when the entry vanished between its two steps.
@@ -24,7 +24,7 @@ impl IdempotencyRepo for Db {
         let client = self.client().await?;
         for _ in 0..BEGIN_ATTEMPTS {
             let acquired = client
-                .query_opt(
+                .query_opt_cached(
                     "INSERT INTO idempotency_keys (key, fingerprint, expires_at)
                      VALUES ($1, $2, $4)
                      ON CONFLICT (key) DO UPDATE SET fingerprint = EXCLUDED.fingerprint,
@@ -40,7 +40,7 @@ impl IdempotencyRepo for Db {
                 return Ok(Begin::Acquired);
             }
             let Some(row) = client
-                .query_opt(
+                .query_opt_cached(
                     "SELECT fingerprint, response_status, response_headers, response_body
                      FROM idempotency_keys WHERE key = $1 AND expires_at > $2",
                     &[&key, &at(now)],
@@ -79,7 +79,7 @@ impl IdempotencyRepo for Db {
     async fn complete(&self, key: &str, response: StoredResponse) -> StoreResult<()> {
         let client = self.client().await?;
         let updated = client
-            .execute(
+            .execute_cached(
                 "UPDATE idempotency_keys SET response_status = $2, response_headers = $3,
                      response_body = $4
                  WHERE key = $1",
@@ -103,7 +103,7 @@ impl IdempotencyRepo for Db {
     async fn abandon(&self, key: &str) -> StoreResult<()> {
         let client = self.client().await?;
         client
-            .execute(
+            .execute_cached(
                 "DELETE FROM idempotency_keys WHERE key = $1 AND response_status IS NULL",
                 &[&key],
             )
@@ -115,7 +115,7 @@ impl IdempotencyRepo for Db {
     async fn expire(&self, now: Timestamp) -> StoreResult<u64> {
         let client = self.client().await?;
         client
-            .execute(
+            .execute_cached(
                 "DELETE FROM idempotency_keys WHERE expires_at <= $1",
                 &[&at(now)],
             )

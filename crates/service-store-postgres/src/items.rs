@@ -12,7 +12,7 @@ use service_store::{
 use service_types::{Item, SearchItem, Timestamp};
 use tokio_postgres::Row;
 
-use crate::db::{Db, Sql, at, count, object, push_where, ts};
+use crate::db::{Cached, Db, Sql, at, count, object, push_where, ts};
 use crate::error::store_error;
 use crate::filter::{namespace_prefix, namespace_suffix, store_filter};
 
@@ -79,7 +79,7 @@ impl ItemsRepo for Db {
         let ttl = ttl_micros(put.ttl_minutes);
         let client = self.client().await?;
         client
-            .execute(
+            .execute_cached(
                 "INSERT INTO store_items (ns_path, key, namespace, value, created_at,
                          updated_at, ttl_micros, expires_at)
                      VALUES ($1, $2, $3, $4, $5, $5, $6::bigint,
@@ -142,7 +142,7 @@ impl ItemsRepo for Db {
     async fn delete(&self, namespace: &[String], key: &str) -> StoreResult<()> {
         let client = self.client().await?;
         client
-            .execute(
+            .execute_cached(
                 "DELETE FROM store_items WHERE ns_path = $1 AND key = $2 AND namespace = $3",
                 &[&namespace.join("."), &key, &namespace],
             )
@@ -184,7 +184,7 @@ impl ItemsRepo for Db {
     async fn sweep_expired(&self, now: Timestamp) -> StoreResult<u64> {
         let client = self.client().await?;
         client
-            .execute(
+            .execute_cached(
                 "DELETE FROM store_items WHERE expires_at <= $1",
                 &[&at(now)],
             )

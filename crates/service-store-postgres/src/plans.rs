@@ -77,7 +77,7 @@ pub async fn explain_all(
         NAMES[3],
         explain(
             client,
-            &checkpoint::list_sql(),
+            checkpoint::list_sql(),
             &[&"thread", &"", &before, &filter, &10_i64],
         )
         .await?,

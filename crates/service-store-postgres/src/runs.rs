@@ -14,7 +14,10 @@ use service_types::{Run, RunStatus, Timestamp};
 use tokio_postgres::Row;
 use uuid::Uuid;
 
-use crate::db::{Db, Sql, at, count, decode, encode, enum_from, enum_text, object, push_where, ts};
+use crate::db::{
+    Cached, Db, Sql, at, count, decode, encode, enum_from, enum_text, object, push_where,
+    static_sql, ts,
+};
 use crate::deliveries::insert_delivery;
 use crate::error::{is_foreign_key_violation, is_unique_violation, store_error};
 
@@ -75,8 +78,8 @@ impl RunsRepo for Db {
         let strategy = new.multitask_strategy.as_ref().map(enum_text).transpose()?;
         let client = self.client().await?;
         let inserted = client
-            .query_one(
-                &format!(
+            .query_one_cached(
+                static_sql!(
                     "INSERT INTO runs ({COLUMNS}, available_at)
                      VALUES ($1, $2, $3, $4, $4, 'pending', $5, $6, $7, NULL, $8)
                      RETURNING {COLUMNS}"
@@ -110,8 +113,8 @@ impl RunsRepo for Db {
     async fn get(&self, run_id: Uuid) -> StoreResult<Option<Run>> {
         let client = self.client().await?;
         client
-            .query_opt(
-                &format!("SELECT {COLUMNS} FROM runs WHERE run_id = $1"),
+            .query_opt_cached(
+                static_sql!("SELECT {COLUMNS} FROM runs WHERE run_id = $1"),
                 &[&run_id],
             )
             .await
@@ -148,7 +151,7 @@ impl RunsRepo for Db {
     async fn latest(&self, thread_id: Uuid) -> StoreResult<Option<Run>> {
         let client = self.client().await?;
         client
-            .query_opt(LATEST_SQL, &[&thread_id])
+            .query_opt_cached(LATEST_SQL, &[&thread_id])
             .await
             .map_err(store_error)?
             .map(|row| run(&row))
@@ -183,7 +186,7 @@ impl RunsRepo for Db {
     async fn claim_next(&self, now: Timestamp) -> StoreResult<Option<Run>> {
         let client = self.client().await?;
         for _ in 0..CLAIM_ATTEMPTS {
-            match client.query_opt(CLAIM_SQL, &[&at(now)]).await {
+            match client.query_opt_cached(CLAIM_SQL, &[&at(now)]).await {
                 Ok(row) => return row.map(|row| run(&row)).transpose(),
                 // Another claimer started a run of the same thread first; the
                 // thread now has a running run, so the next look skips it.
@@ -197,7 +200,7 @@ impl RunsRepo for Db {
     async fn next_available_at(&self, now: Timestamp) -> StoreResult<Option<Timestamp>> {
         let client = self.client().await?;
         let earliest: Option<chrono::DateTime<chrono::Utc>> = client
-            .query_one(
+            .query_one_cached(
                 "SELECT min(available_at) FROM runs WHERE status = 'pending' AND available_at > $1",
                 &[&at(now)],
             )
@@ -212,8 +215,8 @@ impl RunsRepo for Db {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(store_error)?;
         let row = tx
-            .query_opt(
-                &format!("SELECT {COLUMNS} FROM runs WHERE run_id = $1 FOR UPDATE"),
+            .query_opt_cached(
+                static_sql!("SELECT {COLUMNS} FROM runs WHERE run_id = $1 FOR UPDATE"),
                 &[&run_id],
             )
             .await
@@ -223,8 +226,8 @@ impl RunsRepo for Db {
         let result = match current.status {
             RunStatus::Pending => {
                 let row = tx
-                    .query_one(
-                        &format!(
+                    .query_one_cached(
+                        static_sql!(
                             "UPDATE runs SET status = 'cancelled', updated_at = $2
                              WHERE run_id = $1 RETURNING {COLUMNS}"
                         ),
@@ -235,7 +238,7 @@ impl RunsRepo for Db {
                 CancelOutcome::Cancelled(run(&row)?)
             }
             RunStatus::Running => {
-                tx.execute(
+                tx.execute_cached(
                     "UPDATE runs SET cancel_requested = true WHERE run_id = $1",
                     &[&run_id],
                 )
@@ -252,7 +255,7 @@ impl RunsRepo for Db {
     async fn cancel_requested(&self, run_id: Uuid) -> StoreResult<bool> {
         let client = self.client().await?;
         let row = client
-            .query_opt(
+            .query_opt_cached(
                 "SELECT cancel_requested FROM runs WHERE run_id = $1",
                 &[&run_id],
             )
@@ -268,8 +271,8 @@ impl RunsRepo for Db {
         // One transaction: the terminal status and the delivery row commit together.
         let tx = client.transaction().await.map_err(store_error)?;
         let row = tx
-            .query_opt(
-                &format!(
+            .query_opt_cached(
+                static_sql!(
                     "SELECT {COLUMNS}, started, cancel_requested FROM runs
                      WHERE run_id = $1 FOR UPDATE"
                 ),
@@ -292,8 +295,8 @@ impl RunsRepo for Db {
         let error = if cancel_won { None } else { settlement.error };
         let error = error.as_ref().map(encode).transpose()?;
         let row = tx
-            .query_one(
-                &format!(
+            .query_one_cached(
+                static_sql!(
                     "UPDATE runs SET status = $2, error = $3, updated_at = $4
                      WHERE run_id = $1 RETURNING {COLUMNS}"
                 ),
@@ -328,7 +331,7 @@ impl RunsRepo for Db {
     async fn delete(&self, run_id: Uuid) -> StoreResult<()> {
         let client = self.client().await?;
         let deleted = client
-            .execute("DELETE FROM runs WHERE run_id = $1", &[&run_id])
+            .execute_cached("DELETE FROM runs WHERE run_id = $1", &[&run_id])
             .await
             .map_err(store_error)?;
         if deleted == 0 {

@@ -13,7 +13,8 @@ use tokio_postgres::Row;
 use uuid::Uuid;
 
 use crate::db::{
-    Db, Sql, at, count, decode, direction, encode, enum_from, enum_text, object, push_where, ts,
+    Cached, Db, Sql, at, count, decode, direction, encode, enum_from, enum_text, object,
+    push_where, static_sql, ts,
 };
 use crate::error::{is_unique_violation, store_error};
 
@@ -140,13 +141,13 @@ impl Db {
     /// Runs an `UPDATE ... RETURNING` of one thread; no row is `missing_error`.
     async fn thread_update(
         &self,
-        sql: &str,
+        sql: &'static str,
         params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
         missing_error: StoreError,
     ) -> StoreResult<Thread> {
         let client = self.client().await?;
         let row = client
-            .query_opt(sql, params)
+            .query_opt_cached(sql, params)
             .await
             .map_err(store_error)?
             .ok_or(missing_error)?;
@@ -162,8 +163,8 @@ impl ThreadsRepo for Db {
         let (strategy, minutes, expires) = ttl_columns(ttl.as_ref())?;
         let client = self.client().await?;
         let inserted = client
-            .query_opt(
-                &format!(
+            .query_opt_cached(
+                static_sql!(
                     "INSERT INTO threads ({COLUMNS})
                      VALUES ($1, $2, $2, $2, $3, 'idle', '{{}}'::jsonb, NULL, '{{}}'::jsonb, NULL,
                              $4, $5, $6)
@@ -198,8 +199,8 @@ impl ThreadsRepo for Db {
     async fn get(&self, thread_id: Uuid) -> StoreResult<Option<Thread>> {
         let client = self.client().await?;
         client
-            .query_opt(
-                &format!("SELECT {COLUMNS} FROM threads WHERE thread_id = $1"),
+            .query_opt_cached(
+                static_sql!("SELECT {COLUMNS} FROM threads WHERE thread_id = $1"),
                 &[&thread_id],
             )
             .await
@@ -218,7 +219,7 @@ impl ThreadsRepo for Db {
         };
         let (strategy, minutes, expires) = ttl_columns(ttl.as_ref())?;
         self.thread_update(
-            &format!(
+            static_sql!(
                 "UPDATE threads SET metadata = metadata || $2::jsonb, updated_at = $3,
                     ttl_strategy = CASE WHEN $4 THEN $5 ELSE ttl_strategy END,
                     ttl_minutes = CASE WHEN $4 THEN $6 ELSE ttl_minutes END,
@@ -242,7 +243,7 @@ impl ThreadsRepo for Db {
     async fn set_status(&self, thread_id: Uuid, status: ThreadStatus) -> StoreResult<Thread> {
         let now = self.now();
         self.thread_update(
-            &format!(
+            static_sql!(
                 "UPDATE threads SET status = $2, updated_at = $3
                  WHERE thread_id = $1 RETURNING {COLUMNS}"
             ),
@@ -258,7 +259,7 @@ impl ThreadsRepo for Db {
         let values = mirror.values.unwrap_or(Value::Null);
         let interrupts = encode(&mirror.interrupts)?;
         self.thread_update(
-            &format!(
+            static_sql!(
                 "UPDATE threads SET status = $2,
                     state_values = CASE WHEN $3 THEN $4::jsonb ELSE state_values END,
                     state_updated_at = CASE WHEN $3 THEN $6 ELSE state_updated_at END,
@@ -285,7 +286,7 @@ impl ThreadsRepo for Db {
     async fn delete(&self, thread_id: Uuid) -> StoreResult<()> {
         let client = self.client().await?;
         let deleted = client
-            .execute("DELETE FROM threads WHERE thread_id = $1", &[&thread_id])
+            .execute_cached("DELETE FROM threads WHERE thread_id = $1", &[&thread_id])
             .await
             .map_err(store_error)?;
         if deleted == 0 {
@@ -326,8 +327,8 @@ impl ThreadsRepo for Db {
         let now = self.now();
         let client = self.client().await?;
         let copied = client
-            .query_opt(
-                &format!(
+            .query_opt_cached(
+                static_sql!(
                     "INSERT INTO threads ({COLUMNS})
                      SELECT $2, $3, $3, $3, metadata,
                             CASE WHEN status = 'busy' THEN 'idle' ELSE status END,
@@ -352,7 +353,7 @@ impl ThreadsRepo for Db {
         let limit = self.limits.bounded(Some(limit));
         let client = self.client().await?;
         let rows = client
-            .query(
+            .query_cached(
                 "SELECT thread_id FROM threads WHERE expires_at <= $1
                  ORDER BY expires_at, thread_id LIMIT $2",
                 &[&at(now), &count(limit)],
