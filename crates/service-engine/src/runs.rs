@@ -45,7 +45,7 @@ impl Engine {
                 let thread_id = Uuid::now_v7();
                 let new = NewThread {
                     thread_id,
-                    metadata: Metadata::new(),
+                    metadata: latest_run_metadata(&assistant),
                     ttl: None,
                 };
                 let thread = self.store().threads().create(new, IfExists::Raise).await?;
@@ -132,19 +132,16 @@ impl Engine {
         let after = body.after_seconds.unwrap_or(0.0).max(0.0);
         let available_at = self.now().plus_millis((after * 1000.0) as i64);
 
-        // The thread names the graph and assistant of its latest run, and is busy
-        // before the row becomes claimable so a fast worker cannot be overtaken.
-        let mut thread_metadata = Metadata::new();
-        thread_metadata.insert("graph_id".into(), Value::String(assistant.graph_id.clone()));
-        thread_metadata.insert(
-            "assistant_id".into(),
-            Value::String(assistant.assistant_id.to_string()),
-        );
-        let patch = service_store::ThreadPatch {
-            metadata: Some(thread_metadata),
-            ttl: service_store::TtlChange::Keep,
-        };
-        self.store().threads().patch(thread_id, patch).await?;
+        // The thread names the graph and assistant of its latest run (a stateless run's
+        // thread was created naming them), and is busy before the row becomes
+        // claimable so a fast worker cannot be overtaken.
+        if !stateless {
+            let patch = service_store::ThreadPatch {
+                metadata: Some(latest_run_metadata(assistant)),
+                ttl: service_store::TtlChange::Keep,
+            };
+            self.store().threads().patch(thread_id, patch).await?;
+        }
         self.store()
             .threads()
             .set_status(thread_id, ThreadStatus::Busy)
@@ -420,6 +417,17 @@ impl Engine {
             _ => json!({}),
         }
     }
+}
+
+/// The thread metadata naming the graph and assistant of the thread's latest run.
+fn latest_run_metadata(assistant: &Assistant) -> Metadata {
+    let mut metadata = Metadata::new();
+    metadata.insert("graph_id".into(), Value::String(assistant.graph_id.clone()));
+    metadata.insert(
+        "assistant_id".into(),
+        Value::String(assistant.assistant_id.to_string()),
+    );
+    metadata
 }
 
 /// The wait body of values and pending interrupts.

@@ -117,6 +117,29 @@ async fn listen(config: tokio_postgres::Config, work: Arc<Notify>, instance: Str
     }
 }
 
+/// Runs a fixed statement prepared once per connection (one round trip, not two).
+async fn execute_cached(
+    connection: &Object,
+    sql: &'static str,
+    params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+) -> Result<u64, tokio_postgres::Error> {
+    let statement = connection.prepare_cached(sql).await?;
+    connection.execute(&statement, params).await
+}
+
+/// Takes the advisory lock `key` on `connection` if it is free.
+async fn try_lock(connection: &Object, key: i64) -> EngineResult<bool> {
+    let statement = connection
+        .prepare_cached("SELECT pg_try_advisory_lock($1)")
+        .await
+        .map_err(EngineError::internal)?;
+    let row = connection
+        .query_one(&statement, &[&key])
+        .await
+        .map_err(EngineError::internal)?;
+    Ok(row.get(0))
+}
+
 /// A held thread claim: the lock is released (or its connection closed) on drop.
 struct PgThreadClaim {
     connection: Option<Object>,
@@ -134,8 +157,7 @@ impl Drop for PgThreadClaim {
         match tokio::runtime::Handle::try_current() {
             Ok(handle) => {
                 handle.spawn(async move {
-                    if connection
-                        .execute("SELECT pg_advisory_unlock($1)", &[&key])
+                    if execute_cached(&connection, "SELECT pg_advisory_unlock($1)", &[&key])
                         .await
                         .is_err()
                     {
@@ -155,9 +177,12 @@ impl Coordinator for PgCoordinator {
         let Ok(connection) = self.store_pool.get().await else {
             return;
         };
-        if let Err(error) = connection
-            .execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &self.instance])
-            .await
+        if let Err(error) = execute_cached(
+            &connection,
+            "SELECT pg_notify($1, $2)",
+            &[&CHANNEL, &self.instance],
+        )
+        .await
         {
             tracing::warn!(%error, "announcing work to other instances failed");
         }
@@ -178,11 +203,7 @@ impl Coordinator for PgCoordinator {
         // Polled rather than blocking in pg_advisory_lock, so a waiting statement never
         // holds up a concurrent CREATE INDEX CONCURRENTLY of another instance's boot.
         loop {
-            let row = connection
-                .query_one("SELECT pg_try_advisory_lock($1)", &[&key])
-                .await
-                .map_err(EngineError::internal)?;
-            if row.get::<_, bool>(0) {
+            if try_lock(&connection, key).await? {
                 return Ok(Box::new(PgThreadClaim {
                     connection: Some(connection),
                     key,
@@ -204,14 +225,9 @@ impl Coordinator for PgCoordinator {
     async fn thread_unclaimed(&self, thread_id: Uuid) -> EngineResult<bool> {
         let connection = self.claim_connection().await?;
         let key = lock_key(thread_id);
-        let row = connection
-            .query_one("SELECT pg_try_advisory_lock($1)", &[&key])
-            .await
-            .map_err(EngineError::internal)?;
-        let free: bool = row.get(0);
+        let free = try_lock(&connection, key).await?;
         if free {
-            connection
-                .execute("SELECT pg_advisory_unlock($1)", &[&key])
+            execute_cached(&connection, "SELECT pg_advisory_unlock($1)", &[&key])
                 .await
                 .map_err(EngineError::internal)?;
         }

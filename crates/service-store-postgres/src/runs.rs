@@ -71,6 +71,50 @@ pub(crate) const LATEST_SQL: &str =
     status, metadata, multitask_strategy, kwargs, error FROM runs WHERE thread_id = $1
     ORDER BY created_at DESC, run_id DESC LIMIT 1";
 
+impl Db {
+    /// The common settle, with no delivery row to write: one statement. The status a
+    /// cancel recorded meanwhile turns it into is chosen under the row lock, as the
+    /// transactional path does with `FOR UPDATE`.
+    async fn settle_without_delivery(
+        &self,
+        run_id: Uuid,
+        settlement: Settlement,
+    ) -> StoreResult<Settled> {
+        let status = enum_text(&final_status(&settlement, false)?)?;
+        let cancelled = enum_text(&final_status(&settlement, true)?)?;
+        let error = settlement.error.as_ref().map(encode).transpose()?;
+        let client = self.client().await?;
+        let row = client
+            .query_opt_cached(
+                static_sql!(
+                    "UPDATE runs SET
+                         status = CASE WHEN cancel_requested THEN $3 ELSE $2 END,
+                         error = CASE WHEN cancel_requested THEN NULL ELSE $4::jsonb END,
+                         updated_at = $5
+                     WHERE run_id = $1
+                       AND status IN ('pending', 'running')
+                     RETURNING {COLUMNS}"
+                ),
+                &[&run_id, &status, &cancelled, &error, &at(self.now())],
+            )
+            .await
+            .map_err(store_error)?;
+        match row {
+            Some(row) => Ok(Settled {
+                run: run(&row)?,
+                changed: true,
+                delivery: None,
+            }),
+            // Already terminal, or unknown.
+            None => Ok(Settled {
+                run: self.get(run_id).await?.ok_or_else(run_not_found)?,
+                changed: false,
+                delivery: None,
+            }),
+        }
+    }
+}
+
 #[async_trait]
 impl RunsRepo for Db {
     async fn create(&self, new: NewRun) -> StoreResult<Run> {
@@ -266,6 +310,9 @@ impl RunsRepo for Db {
     }
 
     async fn settle(&self, run_id: Uuid, settlement: Settlement) -> StoreResult<Settled> {
+        if settlement.webhook.is_none() {
+            return self.settle_without_delivery(run_id, settlement).await;
+        }
         let now = self.now();
         let mut client = self.client().await?;
         // One transaction: the terminal status and the delivery row commit together.
