@@ -330,6 +330,28 @@ const TARGETS: [Target; 14] = [
     },
 ];
 
+/// Targets the issue sets for the PostgreSQL server alone.
+const PG_TARGETS: [Target; 2] = [
+    Target {
+        text: "PostgreSQL: S2 stateless echo wait, c=1: p50 < 5 ms",
+        scenario: "S2",
+        concurrency: Some(1),
+        field: "p50_ms",
+        pg_field: None,
+        kind: Kind::Millis,
+        bound: Bound::Below(5.0),
+    },
+    Target {
+        text: "PostgreSQL: S3 echo wait on a fresh thread, c=32: ≥ 1,000 runs/s",
+        scenario: "S3",
+        concurrency: Some(32),
+        field: "ops_per_sec",
+        pg_field: None,
+        kind: Kind::Rate,
+        bound: Bound::AtLeast(1000.0),
+    },
+];
+
 fn verdict(target: &Target, figure: Option<Spread>) -> String {
     let Some(figure) = figure else {
         return "not measured".to_owned();
@@ -468,6 +490,21 @@ pub(crate) fn summarize(args: &SummarizeArgs) -> Result<String, String> {
             cell(figure, target.kind),
             verdict(target, figure)
         );
+    }
+
+    if pg_note.is_none() {
+        let _ = writeln!(md, "\n| PostgreSQL target | PostgreSQL | Met? |");
+        let _ = writeln!(md, "|---|---|---|");
+        for target in &PG_TARGETS {
+            let figure = postgres.figure(target.scenario, target.concurrency, target.field);
+            let _ = writeln!(
+                md,
+                "| {} | {} | {} |",
+                target.text,
+                cell(figure, target.kind),
+                verdict(target, figure)
+            );
+        }
     }
 
     let _ = writeln!(md, "\n#### All figures\n");
