@@ -2,14 +2,20 @@
 //! filtered search reads the few items holding the wanted value instead of scanning the
 //! namespace. It only narrows: every candidate is still checked against the whole
 //! filter, so the index may over-approximate (numbers are keyed by their `f64` value,
-//! which two distinct large integers can share) but never misses a match.
+//! which two distinct large integers can share; long strings by a hash) but never
+//! misses a match.
 
 use std::collections::{BTreeSet, HashMap};
+use std::hash::{DefaultHasher, Hash, Hasher};
 
 use serde_json::Value;
 use service_store::StoreFilter;
 use service_store::filter::{FilterOp, Operand};
 use service_types::Metadata;
+
+/// Strings longer than this are indexed by their hash, so a document-sized field does
+/// not get a second copy in the index.
+const LONGEST_KEPT_STRING: usize = 64;
 
 /// A scalar as an index key. Equal scalars (under the filter's equality, where `1`
 /// equals `1.0`) map to the same key.
@@ -19,6 +25,7 @@ enum ScalarKey {
     Bool(bool),
     Number(u64),
     String(String),
+    LongString(u64),
 }
 
 impl ScalarKey {
@@ -30,6 +37,11 @@ impl ScalarKey {
                 // +0.0 and -0.0 are equal numbers and must share a key.
                 let float = number.as_f64()? + 0.0;
                 Self::Number(float.to_bits())
+            }
+            Value::String(text) if text.len() > LONGEST_KEPT_STRING => {
+                let mut hasher = DefaultHasher::new();
+                text.hash(&mut hasher);
+                Self::LongString(hasher.finish())
             }
             Value::String(text) => Self::String(text.clone()),
             Value::Array(_) | Value::Object(_) => return None,
@@ -150,6 +162,17 @@ mod tests {
         let found = index.candidates(&filter(json!({"tag": {"$in": ["x", null]}})));
         assert_eq!(keys(found), ["a", "c"]);
         assert!(keys(index.candidates(&filter(json!({"tag": "z"})))).is_empty());
+    }
+
+    #[test]
+    fn long_strings_are_found_through_their_hash() {
+        let long = "x".repeat(LONGEST_KEPT_STRING + 1);
+        let mut index = ItemIndex::default();
+        index.insert("doc", &value(json!({"body": long})));
+        let found = index.candidates(&filter(json!({"body": long})));
+        assert_eq!(keys(found), ["doc"]);
+        let other = "y".repeat(LONGEST_KEPT_STRING + 1);
+        assert!(keys(index.candidates(&filter(json!({"body": other})))).is_empty());
     }
 
     #[test]
