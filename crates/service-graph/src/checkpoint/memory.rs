@@ -186,14 +186,13 @@ impl Checkpointer for InMemorySaver {
             if found.len() == options.limit.unwrap_or(usize::MAX) {
                 break;
             }
-            let tuple = tuple(&config.thread_id, ns, id, stored)?;
-            if options
-                .filter
-                .as_ref()
-                .is_none_or(|filter| metadata_matches(&tuple.metadata, filter))
+            // The metadata alone decides; the body is parsed only for a match.
+            if let Some(filter) = &options.filter
+                && !metadata_matches(&parse(&stored.metadata)?, filter)
             {
-                found.push(tuple);
+                continue;
             }
+            found.push(tuple(&config.thread_id, ns, id, stored)?);
         }
         Ok(found)
     }
