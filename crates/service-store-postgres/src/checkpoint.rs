@@ -4,8 +4,6 @@
 //! Ids come from `new_checkpoint_id()` (monotonic text), so "latest" and history
 //! pages are backward range scans of the primary key.
 
-use crate::db::Cached;
-use crate::db::static_sql;
 use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
@@ -21,6 +19,8 @@ use service_graph::{
 use service_types::{Metadata, PruneStrategy, Timestamp};
 use tokio_postgres::Row;
 use tokio_postgres::error::SqlState;
+
+use crate::db::{Cached, static_sql};
 
 /// A [`Checkpointer`] on PostgreSQL.
 pub struct PostgresSaver {
