@@ -191,6 +191,48 @@ pub async fn writes_of_a_task_and_channel_replace_earlier_ones(saver: &dyn Check
     }
 }
 
+/// Merged metadata replaces the same keys and keeps the others, on the named checkpoint
+/// only; it is what history filters and rollback then see. Unknown: `NotFound`.
+pub async fn merged_metadata_replaces_keys_of_one_checkpoint(saver: &dyn Checkpointer) {
+    let written = chain(saver, "t", &["r1", "r2"]).await;
+    saver
+        .merge_metadata(&written[1], meta(json!({"step": 7, "reviewed": true})))
+        .await
+        .unwrap();
+    let tuples = all(saver, "t").await;
+    assert_eq!(
+        Value::Object(tuples[0].metadata.clone()),
+        json!({"step": 7, "run_id": "r2", "reviewed": true})
+    );
+    assert_eq!(
+        Value::Object(tuples[1].metadata.clone()),
+        json!({"step": 0, "run_id": "r1"})
+    );
+    let reviewed = saver
+        .list(
+            &CheckpointConfig::new("t", None),
+            CheckpointListOptions {
+                filter: Some(meta(json!({"reviewed": true}))),
+                ..CheckpointListOptions::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(reviewed.len(), 1);
+    // A merged run_id moves the checkpoint to that run for rollback.
+    saver
+        .merge_metadata(&written[0], meta(json!({"run_id": "r3"})))
+        .await
+        .unwrap();
+    saver.delete_run("t", "r3").await.unwrap();
+    assert_eq!(all(saver, "t").await.len(), 1);
+    let unknown = CheckpointConfig::new("t", Some("nope".into()));
+    assert!(matches!(
+        saver.merge_metadata(&unknown, Metadata::new()).await,
+        Err(GraphError::NotFound(_))
+    ));
+}
+
 /// Thread copy keeps checkpoints and writes; rollback drops a run's checkpoints;
 /// keep-latest prune and delete do what they say.
 pub async fn copy_prune_and_rollback(saver: &dyn Checkpointer) {
@@ -264,6 +306,7 @@ macro_rules! checkpointer_tests {
             copy_prune_and_rollback,
             large_bodies_round_trip,
             filter_is_per_key_equality_not_containment,
+            merged_metadata_replaces_keys_of_one_checkpoint,
         ]);
     };
 }

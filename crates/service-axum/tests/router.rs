@@ -289,6 +289,20 @@ async fn an_unknown_store_filter_operator_is_400() {
 }
 
 #[tokio::test]
+async fn patching_thread_state_needs_a_checkpoint_and_a_metadata_object() {
+    let app = app().await;
+    let thread = thread(&app).await;
+    let uri = format!("/threads/{thread}/state");
+    let reply = call(&app, "PATCH", &uri, Some(r#"{"metadata": {"a": 1}}"#), &[]).await;
+    assert_eq!(reply.status, StatusCode::NOT_FOUND);
+    let reply = call(&app, "PATCH", &uri, Some(r#"{"metadata": [1]}"#), &[]).await;
+    assert_eq!(reply.status, StatusCode::UNPROCESSABLE_ENTITY);
+    let unknown = format!("/threads/{}/state", uuid::Uuid::new_v4());
+    let reply = call(&app, "PATCH", &unknown, Some(r#"{"metadata": {}}"#), &[]).await;
+    assert_eq!(reply.status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
 async fn a_wrong_method_is_405() {
     let app = app().await;
     let reply = call(&app, "PUT", "/threads/search", Some("{}"), &[]).await;

@@ -320,6 +320,29 @@ impl Engine {
         }))
     }
 
+    /// Merges metadata into the metadata of the thread's latest checkpoint (JS
+    /// `threads.patchState`). A thread without a checkpoint has nothing to patch: 404.
+    pub async fn patch_thread_state(
+        &self,
+        thread_id: Uuid,
+        metadata: Metadata,
+    ) -> EngineResult<()> {
+        self.get_thread(thread_id).await?;
+        let latest = self
+            .inner
+            .checkpointer
+            .get_tuple(&CheckpointConfig::new(thread_id.to_string(), None))
+            .await?
+            .ok_or_else(|| {
+                EngineError::not_found(format!("Thread {thread_id} has no state to patch"))
+            })?;
+        self.inner
+            .checkpointer
+            .merge_metadata(&latest.config, metadata)
+            .await?;
+        Ok(())
+    }
+
     /// Checkpoints of a thread, newest first.
     pub async fn thread_history(
         &self,

@@ -321,6 +321,33 @@ impl Checkpointer for PostgresSaver {
         }
     }
 
+    async fn merge_metadata(
+        &self,
+        config: &CheckpointConfig,
+        metadata: Metadata,
+    ) -> Result<(), GraphError> {
+        let missing = || GraphError::NotFound(format!("Checkpoint {config:?} not found"));
+        let id = config.checkpoint_id.as_ref().ok_or_else(missing)?;
+        let client = self.client().await?;
+        let merged = client
+            .execute_cached(
+                "UPDATE checkpoints SET metadata = metadata || $4
+                 WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = $3",
+                &[
+                    &config.thread_id,
+                    &config.checkpoint_ns,
+                    id,
+                    &Value::Object(metadata),
+                ],
+            )
+            .await
+            .map_err(db_error)?;
+        if merged == 0 {
+            return Err(missing());
+        }
+        Ok(())
+    }
+
     async fn delete_thread(&self, thread_id: &str) -> Result<(), GraphError> {
         let client = self.client().await?;
         // Blobs and writes follow through ON DELETE CASCADE.

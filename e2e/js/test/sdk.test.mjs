@@ -113,6 +113,24 @@ test("thread state, updateState and history", async () => {
   assert.equal(atCheckpoint.checkpoint.checkpoint_id, history[1].checkpoint.checkpoint_id);
 });
 
+test("threads.patchState merges metadata into the latest checkpoint", async () => {
+  const t = await newThread();
+  await assert.rejects(client.threads.patchState(t.thread_id, { reviewed: true }), /404/);
+  await client.runs.wait(t.thread_id, "steps", { input: { n: 1 } });
+  const before = await client.threads.getState(t.thread_id);
+  await client.threads.patchState(t.thread_id, { reviewed: true, step: 99 });
+  // The config form names the thread the same way.
+  await client.threads.patchState({ configurable: { thread_id: t.thread_id } }, { by: "js" });
+  const after = await client.threads.getState(t.thread_id);
+  assert.equal(after.checkpoint.checkpoint_id, before.checkpoint.checkpoint_id);
+  assert.equal(after.metadata.reviewed, true);
+  assert.equal(after.metadata.step, 99);
+  assert.equal(after.metadata.by, "js");
+  assert.equal(after.metadata.source, before.metadata.source);
+  const history = await client.threads.getHistory(t.thread_id, { limit: 10, metadata: { reviewed: true } });
+  assert.deepEqual(history.map((s) => s.checkpoint.checkpoint_id), [before.checkpoint.checkpoint_id]);
+});
+
 test("failed run: stream error frame and runs.wait throws", async () => {
   const t = await newThread();
   const parts = await collect(client.runs.stream(t.thread_id, "fail", { input: {} }));

@@ -10,7 +10,7 @@ use service_engine::Engine;
 use service_engine::bus::{Replay, Topic};
 use service_types::{
     Checkpoint, HistoryBefore, HistoryQuery, PruneStrategy, Thread, ThreadCreate, ThreadPatch,
-    ThreadPrune, ThreadSearch, ThreadStateAtCheckpoint, ThreadStateUpdate,
+    ThreadPrune, ThreadSearch, ThreadStateAtCheckpoint, ThreadStatePatch, ThreadStateUpdate,
 };
 
 use crate::error::{ApiResult, unprocessable};
@@ -45,7 +45,10 @@ pub(crate) fn routes() -> Router<Engine> {
             get(read).patch(update).delete(remove),
         )
         .route("/threads/{thread_id}/copy", post(copy))
-        .route("/threads/{thread_id}/state", get(state).post(update_state))
+        .route(
+            "/threads/{thread_id}/state",
+            get(state).post(update_state).patch(patch_state),
+        )
         .route(
             "/threads/{thread_id}/state/checkpoint",
             post(state_at_checkpoint_body),
@@ -216,6 +219,17 @@ async fn update_state(
     JsonBody(body): JsonBody<ThreadStateUpdate>,
 ) -> ApiResult<Response> {
     Ok(Json(engine.update_thread_state(thread_id(&id)?, body).await?).into_response())
+}
+
+async fn patch_state(
+    State(engine): State<Engine>,
+    Path(id): Path<String>,
+    JsonBody(body): JsonBody<ThreadStatePatch>,
+) -> ApiResult<StatusCode> {
+    engine
+        .patch_thread_state(thread_id(&id)?, body.metadata)
+        .await?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 async fn history_post(

@@ -255,6 +255,28 @@ impl Checkpointer for InMemorySaver {
         Ok(())
     }
 
+    async fn merge_metadata(
+        &self,
+        config: &CheckpointConfig,
+        metadata: Metadata,
+    ) -> Result<(), GraphError> {
+        let mut threads = self.lock();
+        let stored = config
+            .checkpoint_id
+            .as_ref()
+            .and_then(|id| {
+                threads
+                    .get_mut(&config.thread_id)?
+                    .get_mut(&(config.checkpoint_ns.clone(), id.clone()))
+            })
+            .ok_or_else(|| GraphError::NotFound(format!("Checkpoint {config:?} not found")))?;
+        let mut merged: Metadata = parse(&stored.metadata)?;
+        merged.extend(metadata);
+        stored.run_id = merged.get("run_id").and_then(Value::as_str).map(Box::from);
+        stored.metadata = JsonText::new(&merged);
+        Ok(())
+    }
+
     async fn delete_thread(&self, thread_id: &str) -> Result<(), GraphError> {
         self.lock().remove(thread_id);
         Ok(())

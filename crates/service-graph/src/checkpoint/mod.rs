@@ -101,6 +101,15 @@ pub trait Checkpointer: Send + Sync {
         writes: Vec<(String, Value)>,
     ) -> Result<(), GraphError>;
 
+    /// Merges `metadata` into the metadata of the checkpoint `config` names (its id
+    /// must be set): its keys replace the same keys, the others stay. Unknown
+    /// checkpoint: `NotFound`.
+    async fn merge_metadata(
+        &self,
+        config: &CheckpointConfig,
+        metadata: Metadata,
+    ) -> Result<(), GraphError>;
+
     /// Deletes every checkpoint and write of the thread.
     async fn delete_thread(&self, thread_id: &str) -> Result<(), GraphError>;
 
