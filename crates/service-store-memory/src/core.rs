@@ -92,8 +92,9 @@ impl From<&Run> for Indexed {
 pub(crate) struct Core {
     pub(crate) threads: HashMap<Uuid, Thread>,
     pub(crate) runs: HashMap<Uuid, RunRow>,
-    /// Every run of a thread.
-    pub(crate) runs_by_thread: HashMap<Uuid, BTreeSet<RunKey>>,
+    /// Every run of a thread, in key order. A sorted `Vec`: most threads have a few
+    /// runs, and new keys (created now) go at the end.
+    pub(crate) runs_by_thread: HashMap<Uuid, Vec<RunKey>>,
     /// Pending runs in claim order.
     pub(crate) pending: BTreeSet<RunKey>,
     /// Running runs in start order.
@@ -111,10 +112,10 @@ impl Core {
     /// Inserts a run row and indexes it.
     pub(crate) fn insert_run(&mut self, row: RunRow) {
         let key = run_key(&row.run);
-        self.runs_by_thread
-            .entry(row.run.thread_id)
-            .or_default()
-            .insert(key);
+        let keys = self.runs_by_thread.entry(row.run.thread_id).or_default();
+        if let Err(at) = keys.binary_search(&key) {
+            keys.insert(at, key);
+        }
         self.index_status(Indexed::from(&row.run), true);
         self.runs.insert(row.run.run_id, row);
     }
@@ -124,7 +125,9 @@ impl Core {
         let row = self.runs.remove(&run_id)?;
         let key = run_key(&row.run);
         if let Some(keys) = self.runs_by_thread.get_mut(&row.run.thread_id) {
-            keys.remove(&key);
+            if let Ok(at) = keys.binary_search(&key) {
+                keys.remove(at);
+            }
             if keys.is_empty() {
                 self.runs_by_thread.remove(&row.run.thread_id);
             }
