@@ -135,6 +135,22 @@ fn in_namespace<'a>(
         .map(|((_, id), stored)| (id, stored))
 }
 
+/// The stored checkpoint `config` names, to update it; `NotFound` when there is none.
+fn named_mut<'a>(
+    threads: &'a mut HashMap<String, ThreadCheckpoints>,
+    config: &CheckpointConfig,
+) -> Result<&'a mut Stored, GraphError> {
+    config
+        .checkpoint_id
+        .as_ref()
+        .and_then(|id| {
+            threads
+                .get_mut(&config.thread_id)?
+                .get_mut(&(config.checkpoint_ns.clone(), id.clone()))
+        })
+        .ok_or_else(|| GraphError::NotFound(format!("Checkpoint {config:?} not found")))
+}
+
 #[async_trait]
 impl Checkpointer for InMemorySaver {
     async fn get_tuple(
@@ -233,15 +249,7 @@ impl Checkpointer for InMemorySaver {
         writes: Vec<(String, Value)>,
     ) -> Result<(), GraphError> {
         let mut threads = self.lock();
-        let stored = config
-            .checkpoint_id
-            .as_ref()
-            .and_then(|id| {
-                threads
-                    .get_mut(&config.thread_id)?
-                    .get_mut(&(config.checkpoint_ns.clone(), id.clone()))
-            })
-            .ok_or_else(|| GraphError::NotFound(format!("Checkpoint {config:?} not found")))?;
+        let stored = named_mut(&mut threads, config)?;
         for (channel, value) in writes {
             stored
                 .writes
@@ -261,15 +269,7 @@ impl Checkpointer for InMemorySaver {
         metadata: Metadata,
     ) -> Result<(), GraphError> {
         let mut threads = self.lock();
-        let stored = config
-            .checkpoint_id
-            .as_ref()
-            .and_then(|id| {
-                threads
-                    .get_mut(&config.thread_id)?
-                    .get_mut(&(config.checkpoint_ns.clone(), id.clone()))
-            })
-            .ok_or_else(|| GraphError::NotFound(format!("Checkpoint {config:?} not found")))?;
+        let stored = named_mut(&mut threads, config)?;
         let mut merged: Metadata = parse(&stored.metadata)?;
         merged.extend(metadata);
         stored.run_id = merged.get("run_id").and_then(Value::as_str).map(Box::from);
