@@ -422,5 +422,11 @@ async fn a_stateless_run_deletes_its_thread_once_settled_yet_its_result_stays_an
     let run = engine.create_run(RunTarget::Stateless, kept).await.unwrap();
     engine.run_result(run.run_id).await;
     assert_eq!(settled(&engine, &run).await.status, RunStatus::Success);
-    assert!(engine.get_thread(run.thread_id).await.is_ok());
+    let thread = engine.get_thread(run.thread_id).await.unwrap();
+    // Created naming the graph and assistant of its run, like a thread a run patched.
+    assert_eq!(thread.metadata["graph_id"], "echo");
+    assert_eq!(
+        thread.metadata["assistant_id"],
+        run.assistant_id.to_string().as_str()
+    );
 }
