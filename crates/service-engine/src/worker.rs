@@ -189,7 +189,7 @@ impl Engine {
         {
             cancel.cancel();
         }
-        let plan: RunPlan = serde_json::from_value(run.kwargs.clone()).unwrap_or_else(|error| {
+        let plan: RunPlan = RunPlan::deserialize(&run.kwargs).unwrap_or_else(|error| {
             tracing::error!(run_id = %run.run_id, %error, "run options unreadable, running with defaults");
             RunPlan::default()
         });
