@@ -22,6 +22,12 @@ enum Command {
     Start(ServeArgs),
 }
 
+/// glibc's malloc spent over half of a streamed run's CPU keeping its free lists
+/// (docs/performance.md §3); jemalloc's size-class arenas do not.
+#[cfg(feature = "jemalloc")]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let (production, args) = match cli.command {
