@@ -11,7 +11,7 @@ use service_types::{
 };
 use uuid::Uuid;
 
-use crate::bus::{Delivery, Replay, Topic};
+use crate::bus::{Delivery, Replay, Subscription, Topic};
 use crate::limits::{clamped_limit, offset};
 use crate::{Engine, EngineError, EngineResult};
 
@@ -38,6 +38,30 @@ impl Engine {
     /// Creates a run: validates the body, prepares the thread, applies the multitask
     /// strategy, inserts the pending row and wakes a worker.
     pub async fn create_run(&self, target: RunTarget, body: RunCreate) -> EngineResult<Run> {
+        Ok(self.create(target, body, false).await?.0)
+    }
+
+    /// Like [`create_run`](Self::create_run), also subscribed to the run's frames from
+    /// before the run can be claimed: a caller that streams or waits cannot miss a run
+    /// that ends, and drops out of the bus's retention, before it subscribes.
+    pub async fn create_run_watched(
+        &self,
+        target: RunTarget,
+        body: RunCreate,
+    ) -> EngineResult<(Run, Subscription)> {
+        let (run, subscription) = self.create(target, body, true).await?;
+        Ok((
+            run,
+            subscription.unwrap_or_else(|| futures::stream::empty().boxed()),
+        ))
+    }
+
+    async fn create(
+        &self,
+        target: RunTarget,
+        body: RunCreate,
+        watch: bool,
+    ) -> EngineResult<(Run, Option<Subscription>)> {
         validate_run_body(&body, target)?;
         let assistant = self.resolve_run_assistant(&body.assistant_id).await?;
         match target {
@@ -49,7 +73,8 @@ impl Engine {
                     ttl: None,
                 };
                 let thread = self.store().threads().create(new, IfExists::Raise).await?;
-                self.insert_run(&thread, &assistant, body, true).await
+                self.insert_run(&thread, &assistant, body, true, watch)
+                    .await
             }
             RunTarget::Thread(thread_id) => {
                 let _gate = self.thread_gate(thread_id).lock().await;
@@ -73,7 +98,8 @@ impl Engine {
                 };
                 let strategy = body.multitask_strategy.unwrap_or_default();
                 self.apply_multitask_strategy(thread_id, strategy).await?;
-                self.insert_run(&thread, &assistant, body, false).await
+                self.insert_run(&thread, &assistant, body, false, watch)
+                    .await
             }
         }
     }
@@ -116,7 +142,8 @@ impl Engine {
         assistant: &Assistant,
         body: RunCreate,
         stateless: bool,
-    ) -> EngineResult<Run> {
+        watch: bool,
+    ) -> EngineResult<(Run, Option<Subscription>)> {
         let run_id = Uuid::now_v7();
         let thread_id = thread.thread_id;
         let mut metadata = assistant.metadata.clone();
@@ -147,7 +174,13 @@ impl Engine {
             .set_status(thread_id, ThreadStatus::Busy)
             .await?;
 
-        self.inner.bus.open(Topic::Run(run_id)).await;
+        let topic = Topic::Run(run_id);
+        self.inner.bus.open(topic).await;
+        let subscription = if watch {
+            self.inner.bus.subscribe(topic, Replay::All).await
+        } else {
+            None
+        };
         let new = NewRun {
             run_id,
             thread_id,
@@ -159,7 +192,7 @@ impl Engine {
         };
         let run = self.store().runs().create(new).await?;
         self.wake_workers().await;
-        Ok(run)
+        Ok((run, subscription))
     }
 
     /// Reads a run of a thread.
@@ -372,11 +405,22 @@ impl Engine {
     /// `__interrupt__` when it paused), `{"__error__": RunError}` when it failed, or the
     /// thread's current values when it was cancelled.
     pub async fn run_result(&self, run_id: Uuid) -> Value {
+        self.run_result_from(run_id, None).await
+    }
+
+    /// [`run_result`](Self::run_result), reading `subscription` (taken at the run's
+    /// creation, see [`create_run_watched`](Self::create_run_watched)) first.
+    pub async fn run_result_from(&self, run_id: Uuid, subscription: Option<Subscription>) -> Value {
         let topic = Topic::Run(run_id);
         let mut last_seen = None;
+        let mut taken = subscription;
         'subscribe: loop {
             let replay = last_seen.map_or(Replay::All, Replay::After);
-            let Some(mut subscription) = self.inner.bus.subscribe(topic, replay).await else {
+            let subscription = match taken.take() {
+                Some(subscription) => Some(subscription),
+                None => self.inner.bus.subscribe(topic, replay).await,
+            };
+            let Some(mut subscription) = subscription else {
                 break;
             };
             let mut outcome = None;

@@ -430,3 +430,42 @@ async fn a_stateless_run_deletes_its_thread_once_settled_yet_its_result_stays_an
         run.assistant_id.to_string().as_str()
     );
 }
+
+#[tokio::test]
+async fn a_watched_stateless_run_answers_even_after_the_bus_forgot_it() {
+    // The bus keeps one finished run; a waiter that subscribed only after its run ended
+    // and dropped out of that retention had nothing left to read (a 404 under load).
+    let mut config = EngineConfig::default();
+    config.bus.max_retained_topics = 1;
+    let Harness { engine, .. } = started(config).await;
+    let input = json!({"messages": [{"type": "human", "content": "watched"}]});
+    let (run, subscription) = engine
+        .create_run_watched(RunTarget::Stateless, run_body("echo", input))
+        .await
+        .unwrap();
+    // Settled and cleaned up: a stateless run's row goes with its thread.
+    eventually(|| async {
+        engine
+            .get_thread(run.thread_id)
+            .await
+            .is_err()
+            .then_some(())
+    })
+    .await;
+    for _ in 0..2 {
+        let (other, watching) = engine
+            .create_run_watched(
+                RunTarget::Stateless,
+                run_body("echo", json!({"messages": []})),
+            )
+            .await
+            .unwrap();
+        engine.run_result_from(other.run_id, Some(watching)).await;
+    }
+
+    // Without the subscription taken at creation, the result is gone.
+    let late = engine.run_result(run.run_id).await;
+    assert_eq!(late["__error__"]["message"], "404: Run not found");
+    let body = engine.run_result_from(run.run_id, Some(subscription)).await;
+    assert_eq!(body["messages"][1]["content"], "echo: watched");
+}

@@ -1,6 +1,7 @@
 //! Boot: read configuration, build the store, graphs and engine, serve until a
 //! termination signal, then shut down within the grace period.
 
+use std::io::IsTerminal;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -259,7 +260,11 @@ fn init_logging(verbose: bool) {
     };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
     // A second initialisation (tests) is harmless; keep the first subscriber.
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).try_init();
+    // Colours only for a terminal, not for a file or a log collector.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
+        .try_init();
 }
 
 /// One log line per request: method, path, status, latency.

@@ -8,7 +8,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use bytes::Bytes;
 use serde_json::{Value, json};
-use service_engine::bus::{Replay, Topic};
+use service_engine::bus::{Replay, Subscription, Topic};
 use service_engine::{Engine, RunTarget};
 use service_types::{BulkCancel, CancelAction, OnDisconnect, Run, RunCreate, RunStatus};
 use uuid::Uuid;
@@ -140,13 +140,8 @@ async fn stream(
 ) -> ApiResult<Response> {
     let resumable = body.stream_resumable.unwrap_or(false);
     let cancel = body.on_disconnect == Some(OnDisconnect::Cancel);
-    let run = engine.create_run(target, body).await?;
+    let (run, subscription) = engine.create_run_watched(target, body).await?;
     let stateless = target == RunTarget::Stateless;
-    // The topic was opened at creation, so replaying from the start misses nothing.
-    let subscription = engine
-        .bus()
-        .subscribe(Topic::Run(run.run_id), Replay::All)
-        .await;
     let location = run_path(prefix, &run, stateless);
     let extra = headers(&[
         ("location", format!("{location}/stream")),
@@ -154,7 +149,7 @@ async fn stream(
     ]);
     let body = SseBody {
         prelude: Vec::new(),
-        subscription,
+        subscription: Some(subscription),
         with_ids: resumable,
         filter: ModeFilter::default(),
         on_drop: cancel_on_drop(engine, &run, cancel),
@@ -190,6 +185,7 @@ fn result_response(
     engine: &Engine,
     prefix: &MountPrefix,
     run: &Run,
+    subscription: Option<Subscription>,
     on_drop: Option<OnDrop>,
 ) -> Response {
     let path = thread_path(prefix, run);
@@ -200,7 +196,7 @@ fn result_response(
     let engine = engine.clone();
     let run_id = run.run_id;
     let result = async move {
-        let body = engine.run_result(run_id).await;
+        let body = engine.run_result_from(run_id, subscription).await;
         Bytes::from(serde_json::to_vec(&body).unwrap_or_else(|_| b"{}".to_vec()))
     };
     waiting_json_response(result, extra, on_drop)
@@ -213,9 +209,15 @@ async fn wait(
     body: RunCreate,
 ) -> ApiResult<Response> {
     let cancel = body.on_disconnect == Some(OnDisconnect::Cancel);
-    let run = engine.create_run(target, body).await?;
+    let (run, subscription) = engine.create_run_watched(target, body).await?;
     let on_drop = cancel_on_drop(engine, &run, cancel);
-    Ok(result_response(engine, prefix, &run, on_drop))
+    Ok(result_response(
+        engine,
+        prefix,
+        &run,
+        Some(subscription),
+        on_drop,
+    ))
 }
 
 async fn wait_on_thread(
@@ -312,7 +314,7 @@ async fn cancel(
         .cancel_run(thread_id, run_id, cancel_action(&query))
         .await?;
     if query.bool("wait")?.unwrap_or(false) {
-        return Ok(result_response(&engine, &prefix, &run, None));
+        return Ok(result_response(&engine, &prefix, &run, None, None));
     }
     Ok(StatusCode::ACCEPTED.into_response())
 }
@@ -337,7 +339,7 @@ async fn join(
     match engine.get_run(Some(thread_id), run_id).await {
         Ok(run) => {
             let on_drop = cancel_on_drop(&engine, &run, cancel && !run.status.is_terminal());
-            Ok(result_response(&engine, &prefix, &run, on_drop))
+            Ok(result_response(&engine, &prefix, &run, None, on_drop))
         }
         // A stateless run's row goes with its thread; its result stays on the bus.
         Err(_) if engine.bus().is_open(Topic::Run(run_id)).await => {
