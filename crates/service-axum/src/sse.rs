@@ -53,6 +53,11 @@ impl OnDrop {
     pub(crate) fn new(action: impl FnOnce() + Send + 'static) -> Self {
         Self(Some(Box::new(action)))
     }
+
+    /// Drops without running the action (the run it would cancel has ended).
+    pub(crate) fn disarm(mut self) {
+        self.0 = None;
+    }
 }
 
 impl Drop for OnDrop {
@@ -163,9 +168,17 @@ pub(crate) fn sse_response(body: SseBody, extra: HeaderMap) -> Response {
     response
 }
 
-/// A JSON body that writes a bare newline every 5 s until `result` resolves, then the
-/// JSON: keeps clients and proxies from timing out on long waits.
-pub(crate) fn waiting_json_response<F>(
+/// How long a wait holds its answer back for the result: a run that ends within it is
+/// answered in one piece (one write, with a Content-Length) instead of headers first
+/// and a chunked body after; a longer one gets its headers then and heartbeats until
+/// the result.
+const QUICK_RESULT: Duration = Duration::from_millis(100);
+
+/// A JSON answer that may take long: the result when it comes within
+/// [`QUICK_RESULT`], otherwise a streamed body with a newline every [`HEARTBEAT`]
+/// (JSON ignores the whitespace) so proxies keep the connection, then the result.
+/// `on_drop` runs if the client goes away first.
+pub(crate) async fn waiting_json_response<F>(
     result: F,
     extra: HeaderMap,
     on_drop: Option<OnDrop>,
@@ -173,19 +186,35 @@ pub(crate) fn waiting_json_response<F>(
 where
     F: std::future::Future<Output = Bytes> + Send + 'static,
 {
-    let stream = futures::stream::unfold(
-        (Some(Box::pin(result)), on_drop),
-        |(pending, on_drop)| async move {
-            let mut pending = pending?;
-            tokio::select! {
-                bytes = &mut pending => Some((Ok::<_, std::io::Error>(bytes), (None, on_drop))),
-                () = tokio::time::sleep(HEARTBEAT) => {
-                    Some((Ok(Bytes::from_static(b"\n")), (Some(pending), on_drop)))
-                }
+    let mut result = Box::pin(result);
+    let mut response = match tokio::time::timeout(QUICK_RESULT, &mut result).await {
+        Ok(bytes) => {
+            if let Some(guard) = on_drop {
+                guard.disarm();
             }
-        },
-    );
-    let mut response = Body::from_stream(stream).into_response();
+            Body::from(bytes).into_response()
+        }
+        Err(_) => {
+            let stream = futures::stream::unfold(
+                (Some(result), on_drop),
+                |(pending, on_drop)| async move {
+                    let mut pending = pending?;
+                    tokio::select! {
+                        bytes = &mut pending => {
+                            if let Some(guard) = on_drop {
+                                guard.disarm();
+                            }
+                            Some((Ok::<_, std::io::Error>(bytes), (None, None)))
+                        }
+                        () = tokio::time::sleep(HEARTBEAT) => {
+                            Some((Ok(Bytes::from_static(b"\n")), (Some(pending), on_drop)))
+                        }
+                    }
+                },
+            );
+            Body::from_stream(stream).into_response()
+        }
+    };
     response.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
@@ -235,9 +264,44 @@ mod tests {
             tokio::time::sleep(HEARTBEAT * 2 + HEARTBEAT / 2).await;
             Bytes::from_static(b"{\"done\":true}")
         };
-        let response = waiting_json_response(result, HeaderMap::new(), None);
+        let response = waiting_json_response(result, HeaderMap::new(), None).await;
+        assert_eq!(axum::body::HttpBody::size_hint(response.body()).exact(), None);
         let body = response.into_body().collect().await.unwrap().to_bytes();
         assert_eq!(&body[..], b"\n\n{\"done\":true}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_quick_result_is_one_plain_body_and_cancels_nothing() {
+        use http_body_util::BodyExt;
+        let cancelled = Arc::new(AtomicBool::new(false));
+        let flag = cancelled.clone();
+        let on_drop = OnDrop::new(move || flag.store(true, Ordering::SeqCst));
+        let result = async {
+            tokio::time::sleep(QUICK_RESULT / 2).await;
+            Bytes::from_static(b"{\"done\":true}")
+        };
+        let response = waiting_json_response(result, HeaderMap::new(), Some(on_drop)).await;
+        // Hyper writes a Content-Length from an exact size.
+        assert_eq!(axum::body::HttpBody::size_hint(response.body()).exact(), Some(13));
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        assert_eq!(&body[..], b"{\"done\":true}");
+        assert!(!cancelled.load(Ordering::SeqCst));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_client_gone_before_the_result_runs_the_disconnect_action() {
+        let cancelled = Arc::new(AtomicBool::new(false));
+        let flag = cancelled.clone();
+        let on_drop = OnDrop::new(move || flag.store(true, Ordering::SeqCst));
+        let response = waiting_json_response(
+            futures::future::pending::<Bytes>(),
+            HeaderMap::new(),
+            Some(on_drop),
+        );
+        // Hyper drops the answer future when the connection closes mid-wait.
+        let early = tokio::time::timeout(QUICK_RESULT / 2, response).await;
+        assert!(early.is_err());
+        assert!(cancelled.load(Ordering::SeqCst));
     }
 
     #[tokio::test]

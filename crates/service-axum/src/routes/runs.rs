@@ -181,7 +181,7 @@ async fn stream_stateless(
 }
 
 /// A streamed JSON body carrying the run's wait/join result.
-fn result_response(
+async fn result_response(
     engine: &Engine,
     prefix: &MountPrefix,
     run: &Run,
@@ -199,7 +199,7 @@ fn result_response(
         let body = engine.run_result_from(run_id, subscription).await;
         Bytes::from(serde_json::to_vec(&body).unwrap_or_else(|_| b"{}".to_vec()))
     };
-    waiting_json_response(result, extra, on_drop)
+    waiting_json_response(result, extra, on_drop).await
 }
 
 async fn wait(
@@ -211,13 +211,7 @@ async fn wait(
     let cancel = body.on_disconnect == Some(OnDisconnect::Cancel);
     let (run, subscription) = engine.create_run_watched(target, body).await?;
     let on_drop = cancel_on_drop(engine, &run, cancel);
-    Ok(result_response(
-        engine,
-        prefix,
-        &run,
-        Some(subscription),
-        on_drop,
-    ))
+    Ok(result_response(engine, prefix, &run, Some(subscription), on_drop).await)
 }
 
 async fn wait_on_thread(
@@ -314,7 +308,7 @@ async fn cancel(
         .cancel_run(thread_id, run_id, cancel_action(&query))
         .await?;
     if query.bool("wait")?.unwrap_or(false) {
-        return Ok(result_response(&engine, &prefix, &run, None, None));
+        return Ok(result_response(&engine, &prefix, &run, None, None).await);
     }
     Ok(StatusCode::ACCEPTED.into_response())
 }
@@ -339,7 +333,7 @@ async fn join(
     match engine.get_run(Some(thread_id), run_id).await {
         Ok(run) => {
             let on_drop = cancel_on_drop(&engine, &run, cancel && !run.status.is_terminal());
-            Ok(result_response(&engine, &prefix, &run, None, on_drop))
+            Ok(result_response(&engine, &prefix, &run, None, on_drop).await)
         }
         // A stateless run's row goes with its thread; its result stays on the bus.
         Err(_) if engine.bus().is_open(Topic::Run(run_id)).await => {
