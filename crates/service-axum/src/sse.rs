@@ -195,9 +195,8 @@ where
             Body::from(bytes).into_response()
         }
         Err(_) => {
-            let stream = futures::stream::unfold(
-                (Some(result), on_drop),
-                |(pending, on_drop)| async move {
+            let stream =
+                futures::stream::unfold((Some(result), on_drop), |(pending, on_drop)| async move {
                     let mut pending = pending?;
                     tokio::select! {
                         bytes = &mut pending => {
@@ -210,8 +209,7 @@ where
                             Some((Ok(Bytes::from_static(b"\n")), (Some(pending), on_drop)))
                         }
                     }
-                },
-            );
+                });
             Body::from_stream(stream).into_response()
         }
     };
@@ -265,7 +263,10 @@ mod tests {
             Bytes::from_static(b"{\"done\":true}")
         };
         let response = waiting_json_response(result, HeaderMap::new(), None).await;
-        assert_eq!(axum::body::HttpBody::size_hint(response.body()).exact(), None);
+        assert_eq!(
+            axum::body::HttpBody::size_hint(response.body()).exact(),
+            None
+        );
         let body = response.into_body().collect().await.unwrap().to_bytes();
         assert_eq!(&body[..], b"\n\n{\"done\":true}");
     }
@@ -282,7 +283,10 @@ mod tests {
         };
         let response = waiting_json_response(result, HeaderMap::new(), Some(on_drop)).await;
         // Hyper writes a Content-Length from an exact size.
-        assert_eq!(axum::body::HttpBody::size_hint(response.body()).exact(), Some(13));
+        assert_eq!(
+            axum::body::HttpBody::size_hint(response.body()).exact(),
+            Some(13)
+        );
         let body = response.into_body().collect().await.unwrap().to_bytes();
         assert_eq!(&body[..], b"{\"done\":true}");
         assert!(!cancelled.load(Ordering::SeqCst));

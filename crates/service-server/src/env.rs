@@ -43,8 +43,6 @@ pub(crate) struct EnvKnobs {
     pub bus_max_frames: Option<usize>,
     /// SERVICE_MEMORY_BUS_MAX_RETAINED_RUNS.
     pub bus_max_retained: Option<usize>,
-    /// SERVICE_STREAM_BUFFER_FRAMES.
-    pub stream_buffer_frames: Option<usize>,
     /// SERVICE_MAX_PAGE_SIZE.
     pub max_page_size: Option<usize>,
     /// SERVICE_REQUEST_LOG (the mode's default on a malformed value).
@@ -133,8 +131,10 @@ impl EnvKnobs {
         if let Some(text) = get("SERVICE_MEMORY_BUS_MAX_RETAINED_RUNS") {
             knobs.bus_max_retained = Some(positive("SERVICE_MEMORY_BUS_MAX_RETAINED_RUNS", &text)?);
         }
+        // Checked, not applied: it bounds a subscriber's queue on the durable bus; the
+        // in-memory bus has none (subscribers read the run's buffer directly).
         if let Some(text) = get("SERVICE_STREAM_BUFFER_FRAMES") {
-            knobs.stream_buffer_frames = Some(positive("SERVICE_STREAM_BUFFER_FRAMES", &text)?);
+            positive("SERVICE_STREAM_BUFFER_FRAMES", &text)?;
         }
         if let Some(text) = get("SERVICE_MAX_PAGE_SIZE") {
             knobs.max_page_size = Some(positive("SERVICE_MAX_PAGE_SIZE", &text)?);

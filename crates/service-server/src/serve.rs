@@ -240,9 +240,6 @@ fn engine_config(
             max_retained_topics: knobs
                 .bus_max_retained
                 .unwrap_or(defaults.bus.max_retained_topics),
-            subscriber_buffer: knobs
-                .stream_buffer_frames
-                .unwrap_or(defaults.bus.subscriber_buffer),
         },
         idempotency_ttl: defaults.idempotency_ttl,
         store_default_ttl_minutes: store_ttl.and_then(|ttl| ttl.default_ttl),

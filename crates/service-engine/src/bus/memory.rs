@@ -1,5 +1,7 @@
-//! The in-memory stream bus: bounded per-topic buffers, bounded retention of finished
-//! topics, and a bounded queue per subscriber whose overflow drops that subscriber.
+//! The in-memory stream bus: bounded per-topic buffers and bounded retention of
+//! finished topics. Subscribers read a topic's buffer directly, each at its own
+//! position, so no subscriber has a queue of its own and a slow one never holds the
+//! publisher back; one whose next frame aged out of the buffer is told it lagged.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -7,7 +9,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use async_trait::async_trait;
 use bytes::Bytes;
 use futures::StreamExt;
-use tokio::sync::broadcast;
+use tokio::sync::Notify;
 
 use super::{Delivery, EventId, Frame, Replay, StreamBus, Subscription, Topic};
 
@@ -19,8 +21,6 @@ pub struct MemoryBusLimits {
     pub max_frames_per_topic: usize,
     /// Finished topics kept replayable (SERVICE_MEMORY_BUS_MAX_RETAINED_RUNS).
     pub max_retained_topics: usize,
-    /// Frames a live subscriber may have queued before it is dropped as lagging.
-    pub subscriber_buffer: usize,
 }
 
 impl Default for MemoryBusLimits {
@@ -28,7 +28,6 @@ impl Default for MemoryBusLimits {
         Self {
             max_frames_per_topic: 10_000,
             max_retained_topics: 50,
-            subscriber_buffer: 512,
         }
     }
 }
@@ -37,22 +36,53 @@ impl Default for MemoryBusLimits {
 #[derive(Debug)]
 pub struct MemoryBus {
     limits: MemoryBusLimits,
-    state: Arc<Mutex<State>>,
+    state: Mutex<State>,
 }
 
 #[derive(Debug, Default)]
 struct State {
-    topics: HashMap<Topic, TopicState>,
+    topics: HashMap<Topic, Arc<TopicShared>>,
     /// Closed topics, oldest first; evicted beyond the retention bound.
     finished: VecDeque<Topic>,
 }
 
-#[derive(Debug)]
-struct TopicState {
+/// One topic, shared with its subscribers so that they can finish reading it after it
+/// is evicted.
+#[derive(Debug, Default)]
+struct TopicShared {
+    buffer: Mutex<Buffer>,
+    /// Woken on every publish and on close.
+    changed: Notify,
+}
+
+#[derive(Debug, Default)]
+struct Buffer {
+    /// Consecutive sequence numbers, oldest first.
     frames: VecDeque<Frame>,
     last_id: Option<EventId>,
-    /// `None` once closed: receivers drain their queue and end.
-    sender: Option<broadcast::Sender<Frame>>,
+    closed: bool,
+}
+
+impl Buffer {
+    /// The sequence number the next published frame gets.
+    fn next_seq(&self) -> u64 {
+        self.last_id.map_or(0, |last| last.seq + 1)
+    }
+}
+
+impl TopicShared {
+    fn lock(&self) -> MutexGuard<'_, Buffer> {
+        // Every update under this lock is a single push, pop or flag: a panic elsewhere
+        // cannot leave it half-done.
+        self.buffer
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn close(&self) {
+        self.lock().closed = true;
+        self.changed.notify_waiters();
+    }
 }
 
 impl MemoryBus {
@@ -60,7 +90,7 @@ impl MemoryBus {
     pub fn new(limits: MemoryBusLimits) -> Arc<Self> {
         Arc::new(Self {
             limits,
-            state: Arc::new(Mutex::new(State::default())),
+            state: Mutex::new(State::default()),
         })
     }
 
@@ -72,87 +102,47 @@ impl MemoryBus {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    fn topic_mut<'a>(&self, state: &'a mut State, topic: Topic) -> &'a mut TopicState {
-        state.topics.entry(topic).or_insert_with(|| TopicState {
-            frames: VecDeque::new(),
-            last_id: None,
-            sender: Some(broadcast::channel(self.limits.subscriber_buffer.max(1)).0),
-        })
+    fn topic(&self, topic: Topic) -> Arc<TopicShared> {
+        self.lock().topics.entry(topic).or_default().clone()
     }
 }
 
-fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
-    // A panic while holding this lock cannot leave the maps half-updated in a way
-    // later calls would misread, so a poisoned lock is still usable.
-    state
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-/// A subscriber's position: frames queued from the buffer, then the live receiver.
-/// When the live queue overflows, the subscriber catches up from the topic's retained
-/// buffer; only a frame that aged out of that buffer ends it as lagging.
+/// A subscriber's position in a topic.
 struct Cursor {
-    state: Arc<Mutex<State>>,
-    topic: Topic,
-    queue: VecDeque<Frame>,
-    receiver: Option<broadcast::Receiver<Frame>>,
+    topic: Arc<TopicShared>,
     /// Sequence number of the next frame this subscriber needs.
     next_seq: u64,
+    /// Told it lagged: nothing follows.
+    ended: bool,
 }
 
 impl Cursor {
     async fn next(&mut self) -> Option<Delivery> {
-        loop {
-            if let Some(frame) = self.queue.pop_front() {
-                self.next_seq = frame.id.seq + 1;
-                return Some(Delivery::Frame(frame));
-            }
-            let receiver = self.receiver.as_mut()?;
-            match receiver.recv().await {
-                Ok(frame) if frame.id.seq < self.next_seq => {}
-                Ok(frame) => {
-                    self.next_seq = frame.id.seq + 1;
-                    return Some(Delivery::Frame(frame));
-                }
-                Err(broadcast::error::RecvError::Closed) => {
-                    self.receiver = None;
-                    return None;
-                }
-                Err(broadcast::error::RecvError::Lagged(_)) => {
-                    if !self.catch_up() {
-                        self.receiver = None;
+        while !self.ended {
+            let changed = self.topic.changed.notified();
+            tokio::pin!(changed);
+            // Registered before looking, so a frame published in between still wakes us.
+            changed.as_mut().enable();
+            {
+                let buffer = self.topic.lock();
+                if let Some(oldest) = buffer.frames.front() {
+                    if self.next_seq < oldest.id.seq {
+                        self.ended = true;
                         return Some(Delivery::Lagged);
                     }
+                    let index = (self.next_seq - oldest.id.seq) as usize;
+                    if let Some(frame) = buffer.frames.get(index) {
+                        self.next_seq += 1;
+                        return Some(Delivery::Frame(frame.clone()));
+                    }
+                }
+                if buffer.closed {
+                    return None;
                 }
             }
+            changed.await;
         }
-    }
-
-    /// Refills the queue from the retained buffer; false when the next needed frame is
-    /// no longer there.
-    fn catch_up(&mut self) -> bool {
-        let state = lock(&self.state);
-        let Some(entry) = state.topics.get(&self.topic) else {
-            return false;
-        };
-        let pending: VecDeque<Frame> = entry
-            .frames
-            .iter()
-            .filter(|frame| frame.id.seq >= self.next_seq)
-            .cloned()
-            .collect();
-        let continuous = match pending.front() {
-            Some(first) => first.id.seq == self.next_seq,
-            None => entry.last_id.is_none_or(|last| last.seq < self.next_seq),
-        };
-        if !continuous {
-            return false;
-        }
-        self.queue = pending;
-        // Resubscribed under the lock: nothing published in between is missed.
-        self.receiver = entry.sender.as_ref().map(broadcast::Sender::subscribe);
-        true
+        None
     }
 }
 
@@ -166,47 +156,42 @@ fn now_millis() -> i64 {
 #[async_trait]
 impl StreamBus for MemoryBus {
     async fn open(&self, topic: Topic) {
-        let mut state = self.lock();
-        self.topic_mut(&mut state, topic);
+        self.topic(topic);
     }
 
     async fn publish(&self, topic: Topic, event: &str, data: Bytes) -> EventId {
-        let mut state = self.lock();
         let max_frames = self.limits.max_frames_per_topic.max(1);
-        let entry = self.topic_mut(&mut state, topic);
-        let id = match entry.last_id {
-            Some(last) => EventId {
-                millis: now_millis().max(last.millis),
-                seq: last.seq + 1,
-            },
-            None => EventId {
-                millis: now_millis(),
-                seq: 0,
-            },
+        let shared = self.topic(topic);
+        let id = {
+            let mut buffer = shared.lock();
+            let id = EventId {
+                millis: buffer
+                    .last_id
+                    .map_or_else(now_millis, |last| now_millis().max(last.millis)),
+                seq: buffer.next_seq(),
+            };
+            buffer.last_id = Some(id);
+            if buffer.frames.len() == max_frames {
+                buffer.frames.pop_front();
+            }
+            buffer.frames.push_back(Frame {
+                id,
+                event: event.to_owned(),
+                data,
+            });
+            id
         };
-        entry.last_id = Some(id);
-        let frame = Frame {
-            id,
-            event: event.to_owned(),
-            data,
-        };
-        if entry.frames.len() == max_frames {
-            entry.frames.pop_front();
-        }
-        entry.frames.push_back(frame.clone());
-        if let Some(sender) = &entry.sender {
-            // No receivers is fine: the frame stays buffered for later joins.
-            let _ = sender.send(frame);
-        }
+        shared.changed.notify_waiters();
         id
     }
 
     async fn close(&self, topic: Topic) {
         let mut state = self.lock();
-        let entry = self.topic_mut(&mut state, topic);
-        if entry.sender.take().is_none() {
+        let shared = state.topics.entry(topic).or_default().clone();
+        if std::mem::replace(&mut shared.lock().closed, true) {
             return;
         }
+        shared.changed.notify_waiters();
         state.finished.push_back(topic);
         while state.finished.len() > self.limits.max_retained_topics {
             if let Some(evicted) = state.finished.pop_front() {
@@ -216,33 +201,26 @@ impl StreamBus for MemoryBus {
     }
 
     async fn subscribe(&self, topic: Topic, replay: Replay) -> Option<Subscription> {
-        let state = self.lock();
-        let entry = state.topics.get(&topic)?;
-        let queue: VecDeque<Frame> = match replay {
-            Replay::Live => VecDeque::new(),
-            Replay::All => entry.frames.iter().cloned().collect(),
-            Replay::After(after) => entry
-                .frames
-                .iter()
-                .filter(|frame| frame.id > after)
-                .cloned()
-                .collect(),
+        let topic = self.lock().topics.get(&topic)?.clone();
+        let next_seq = {
+            let buffer = topic.lock();
+            match replay {
+                Replay::Live => buffer.next_seq(),
+                Replay::All => buffer
+                    .frames
+                    .front()
+                    .map_or_else(|| buffer.next_seq(), |oldest| oldest.id.seq),
+                Replay::After(after) => buffer
+                    .frames
+                    .iter()
+                    .find(|frame| frame.id > after)
+                    .map_or_else(|| buffer.next_seq(), |frame| frame.id.seq),
+            }
         };
-        let next_seq = queue
-            .front()
-            .map(|frame| frame.id.seq)
-            .or_else(|| entry.last_id.map(|last| last.seq + 1))
-            .unwrap_or(0);
-        // Subscribing under the same lock as publish means no frame falls between the
-        // replayed snapshot and the live receiver.
-        let receiver = entry.sender.as_ref().map(broadcast::Sender::subscribe);
-        drop(state);
         let cursor = Cursor {
-            state: self.state.clone(),
             topic,
-            queue,
-            receiver,
             next_seq,
+            ended: false,
         };
         Some(
             futures::stream::unfold(cursor, |mut cursor| async move {
@@ -257,9 +235,15 @@ impl StreamBus for MemoryBus {
     }
 
     async fn discard(&self, topic: Topic) {
-        let mut state = self.lock();
-        state.topics.remove(&topic);
-        state.finished.retain(|finished| *finished != topic);
+        let removed = {
+            let mut state = self.lock();
+            state.finished.retain(|finished| *finished != topic);
+            state.topics.remove(&topic)
+        };
+        // Subscribers still reading it end instead of waiting for frames that never come.
+        if let Some(shared) = removed {
+            shared.close();
+        }
     }
 }
 
@@ -268,11 +252,10 @@ mod tests {
     use super::*;
     use uuid::Uuid;
 
-    fn limits(max_frames: usize, retained: usize, buffer: usize) -> MemoryBusLimits {
+    fn limits(max_frames: usize, retained: usize) -> MemoryBusLimits {
         MemoryBusLimits {
             max_frames_per_topic: max_frames,
             max_retained_topics: retained,
-            subscriber_buffer: buffer,
         }
     }
 
@@ -345,7 +328,7 @@ mod tests {
 
     #[tokio::test]
     async fn buffer_keeps_only_the_newest_frames() {
-        let bus = MemoryBus::new(limits(3, 50, 16));
+        let bus = MemoryBus::new(limits(3, 50));
         let topic = Topic::Run(Uuid::now_v7());
         publish_n(&bus, topic, 10).await;
         bus.close(topic).await;
@@ -355,7 +338,7 @@ mod tests {
 
     #[tokio::test]
     async fn finished_topics_beyond_retention_are_evicted() {
-        let bus = MemoryBus::new(limits(10, 2, 16));
+        let bus = MemoryBus::new(limits(10, 2));
         let topics: Vec<Topic> = (0..3).map(|_| Topic::Run(Uuid::now_v7())).collect();
         for topic in &topics {
             publish_n(&bus, *topic, 1).await;
@@ -367,7 +350,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_slow_subscriber_catches_up_from_the_retained_buffer() {
-        let bus = MemoryBus::new(limits(1000, 50, 4));
+        let bus = MemoryBus::new(limits(1000, 50));
         let topic = Topic::Run(Uuid::now_v7());
         bus.open(topic).await;
         let slow = bus.subscribe(topic, Replay::Live).await.unwrap();
@@ -379,7 +362,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_subscriber_whose_next_frame_aged_out_is_told_it_lagged() {
-        let bus = MemoryBus::new(limits(8, 50, 4));
+        let bus = MemoryBus::new(limits(8, 50));
         let topic = Topic::Run(Uuid::now_v7());
         bus.open(topic).await;
         let slow = bus.subscribe(topic, Replay::Live).await.unwrap();
@@ -391,12 +374,39 @@ mod tests {
 
     #[tokio::test]
     async fn publishing_never_waits_for_a_subscriber_that_does_not_read() {
-        let bus = MemoryBus::new(limits(100, 50, 4));
+        let bus = MemoryBus::new(limits(100, 50));
         let topic = Topic::Run(Uuid::now_v7());
         bus.open(topic).await;
         let _idle = bus.subscribe(topic, Replay::Live).await.unwrap();
         // Would hang if a full subscriber queue held the producer back.
         publish_n(&bus, topic, 10_000).await;
+    }
+
+    #[tokio::test]
+    async fn a_subscriber_reads_its_topic_to_the_end_after_eviction() {
+        let bus = MemoryBus::new(limits(100, 1));
+        let topic = Topic::Run(Uuid::now_v7());
+        bus.open(topic).await;
+        let early = bus.subscribe(topic, Replay::All).await.unwrap();
+        publish_n(&bus, topic, 3).await;
+        bus.close(topic).await;
+        let other = Topic::Run(Uuid::now_v7());
+        bus.open(other).await;
+        bus.close(other).await;
+        assert!(!bus.is_open(topic).await, "evicted beyond retention");
+        assert_eq!(data(&collect(early).await), ["0", "1", "2"]);
+    }
+
+    #[tokio::test]
+    async fn discarding_a_topic_ends_its_waiting_subscribers() {
+        let bus = MemoryBus::new(MemoryBusLimits::default());
+        let topic = Topic::Run(Uuid::now_v7());
+        publish_n(&bus, topic, 1).await;
+        let waiting = bus.subscribe(topic, Replay::All).await.unwrap();
+        let reader = tokio::spawn(collect(waiting));
+        tokio::task::yield_now().await;
+        bus.discard(topic).await;
+        assert_eq!(data(&reader.await.unwrap()), ["0"]);
     }
 
     #[tokio::test]
