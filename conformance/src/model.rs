@@ -492,10 +492,12 @@ async fn check_threads(factory: Factory, ops: Vec<ThreadOp>) -> Result<(), TestC
                     Some(thread) => {
                         thread.status = status;
                         thread.updated_at = now;
-                        Ok(thread.clone())
+                        Ok(())
                     }
                 };
                 prop_assert_eq!(got, expected);
+                let stored = threads.get(thread_id(id)).await.expect("get");
+                prop_assert_eq!(stored.as_ref(), model.get(&thread_id(id)));
             }
             ThreadOp::Delete { id } => {
                 let got = kinds(threads.delete(thread_id(id)).await);

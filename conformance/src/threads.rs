@@ -6,10 +6,19 @@ use service_store::{
     CronFilter, ErrorKind, NewCron, NewThread, RunListQuery, ThreadFilter, ThreadMirror,
     ThreadPatch, ThreadQuery, ThreadSortBy,
 };
-use service_types::{IfExists, Interrupt, Metadata, SortOrder, ThreadStatus};
+use service_types::{IfExists, Interrupt, Metadata, SortOrder, Thread, ThreadStatus};
 use uuid::Uuid;
 
 use crate::harness::{Factory, Harness, assert_kind, obj};
+
+async fn read(h: &Harness, thread_id: Uuid) -> Thread {
+    h.store
+        .threads()
+        .get(thread_id)
+        .await
+        .expect("get")
+        .expect("thread exists")
+}
 
 async fn search_ids(h: &Harness, filter: ThreadFilter) -> Vec<Uuid> {
     let query = ThreadQuery {
@@ -154,12 +163,12 @@ pub async fn thread_mirror_error_writes_metadata_error_and_success_clears_it(fac
         interrupts: Default::default(),
         error: Some("boom".into()),
     };
-    let mirrored = h
-        .store
+    h.store
         .threads()
         .mirror(thread.thread_id, failed)
         .await
         .expect("mirror");
+    let mirrored = read(&h, thread.thread_id).await;
     assert_eq!(
         (mirrored.status, mirrored.error.as_deref()),
         (ThreadStatus::Error, Some("boom"))
@@ -183,12 +192,12 @@ pub async fn thread_mirror_error_writes_metadata_error_and_success_clears_it(fac
         interrupts: [("task".to_owned(), vec![interrupt])].into_iter().collect(),
         error: None,
     };
-    let mirrored = h
-        .store
+    h.store
         .threads()
         .mirror(thread.thread_id, paused)
         .await
         .expect("mirror");
+    let mirrored = read(&h, thread.thread_id).await;
     assert_eq!(
         (mirrored.status, mirrored.error.clone()),
         (ThreadStatus::Interrupted, None)

@@ -26,6 +26,33 @@ impl MemoryCore {
     }
 }
 
+/// A thread as the store keeps it.
+#[derive(Debug)]
+pub(crate) struct ThreadRow {
+    /// The thread with `values` left `None`; [`ThreadRow::to_thread`] puts them back.
+    pub(crate) thread: Thread,
+    /// The state values as text: a `Value` tree costs several times its JSON in
+    /// memory, and only reads need it.
+    pub(crate) values: Option<JsonText>,
+}
+
+impl ThreadRow {
+    /// A row of `thread`, its values kept as text.
+    pub(crate) fn new(mut thread: Thread) -> Self {
+        let values = thread.values.take().map(|values| JsonText::new(&values));
+        Self { thread, values }
+    }
+
+    /// The whole thread, values included.
+    pub(crate) fn to_thread(&self) -> Thread {
+        Thread {
+            // Written by `new` or `mirror` from a `Value`, so it reads back.
+            values: self.values.as_ref().and_then(|text| text.parse().ok()),
+            ..self.thread.clone()
+        }
+    }
+}
+
 /// A run row plus the queue columns the wire type does not show. The kwargs (input,
 /// config, options) are kept as JSON text: most rows sit finished and are rarely read.
 #[derive(Clone, Debug)]
@@ -90,7 +117,7 @@ impl From<&Run> for Indexed {
 /// The tables and their indexes.
 #[derive(Debug, Default)]
 pub(crate) struct Core {
-    pub(crate) threads: HashMap<Uuid, Thread>,
+    pub(crate) threads: HashMap<Uuid, ThreadRow>,
     pub(crate) runs: HashMap<Uuid, RunRow>,
     /// Every run of a thread, in key order. A sorted `Vec`: most threads have a few
     /// runs, and new keys (created now) go at the end.

@@ -7,10 +7,12 @@ use service_store::{
     NewThread, StoreError, StoreResult, ThreadFilter, ThreadMirror, ThreadPatch, ThreadQuery,
     ThreadsRepo, TtlChange, validate_ttl,
 };
-use service_types::{IfExists, Metadata, Thread, ThreadStatus, ThreadTtl, Timestamp, TtlSetting};
+use service_types::{
+    IfExists, JsonText, Metadata, Thread, ThreadStatus, ThreadTtl, Timestamp, TtlSetting,
+};
 use uuid::Uuid;
 
-use crate::core::{Core, MemoryCore};
+use crate::core::{Core, MemoryCore, ThreadRow};
 
 fn ttl_from(setting: TtlSetting, now: Timestamp) -> StoreResult<ThreadTtl> {
     validate_ttl(setting)?;
@@ -26,7 +28,7 @@ fn missing(thread_id: Uuid) -> StoreError {
 }
 
 impl Core {
-    fn thread_mut(&mut self, thread_id: Uuid) -> StoreResult<&mut Thread> {
+    fn thread_mut(&mut self, thread_id: Uuid) -> StoreResult<&mut ThreadRow> {
         self.threads
             .get_mut(&thread_id)
             .ok_or_else(|| missing(thread_id))
@@ -45,7 +47,7 @@ impl ThreadsRepo for MemoryCore {
                     "Thread with ID {} already exists",
                     new.thread_id
                 ))),
-                IfExists::DoNothing => Ok(existing.clone()),
+                IfExists::DoNothing => Ok(existing.to_thread()),
             };
         }
         let thread = Thread {
@@ -61,12 +63,18 @@ impl ThreadsRepo for MemoryCore {
             error: None,
             ttl,
         };
-        core.threads.insert(thread.thread_id, thread.clone());
+        core.threads
+            .insert(thread.thread_id, ThreadRow::new(thread.clone()));
         Ok(thread)
     }
 
     async fn get(&self, thread_id: Uuid) -> StoreResult<Option<Thread>> {
-        Ok(self.state.lock().threads.get(&thread_id).cloned())
+        Ok(self
+            .state
+            .lock()
+            .threads
+            .get(&thread_id)
+            .map(ThreadRow::to_thread))
     }
 
     async fn patch(&self, thread_id: Uuid, patch: ThreadPatch) -> StoreResult<Thread> {
@@ -77,10 +85,11 @@ impl ThreadsRepo for MemoryCore {
             TtlChange::Keep => None,
         };
         let mut core = self.state.lock();
-        let thread = core
+        let row = core
             .threads
             .get_mut(&thread_id)
             .ok_or_else(|| StoreError::not_found("Not Found"))?;
+        let thread = &mut row.thread;
         if let Some(metadata) = patch.metadata {
             thread.metadata.extend(metadata);
         }
@@ -88,25 +97,28 @@ impl ThreadsRepo for MemoryCore {
             thread.ttl = ttl;
         }
         thread.updated_at = now;
-        Ok(thread.clone())
+        Ok(row.to_thread())
     }
 
-    async fn set_status(&self, thread_id: Uuid, status: ThreadStatus) -> StoreResult<Thread> {
+    async fn set_status(&self, thread_id: Uuid, status: ThreadStatus) -> StoreResult<()> {
         let now = self.env.clock.now();
         let mut core = self.state.lock();
-        let thread = core.thread_mut(thread_id)?;
+        let thread = &mut core.thread_mut(thread_id)?.thread;
         thread.status = status;
         thread.updated_at = now;
-        Ok(thread.clone())
+        Ok(())
     }
 
-    async fn mirror(&self, thread_id: Uuid, mirror: ThreadMirror) -> StoreResult<Thread> {
+    async fn mirror(&self, thread_id: Uuid, mirror: ThreadMirror) -> StoreResult<()> {
         let now = self.env.clock.now();
+        // Serialised before taking the lock.
+        let values = mirror.values.map(|values| JsonText::new(&values));
         let mut core = self.state.lock();
-        let thread = core.thread_mut(thread_id)?;
+        let row = core.thread_mut(thread_id)?;
+        let thread = &mut row.thread;
         thread.status = mirror.status;
-        if let Some(values) = mirror.values {
-            thread.values = Some(values);
+        if let Some(values) = values {
+            row.values = Some(values);
             thread.state_updated_at = now;
         }
         thread.interrupts = mirror.interrupts;
@@ -122,7 +134,7 @@ impl ThreadsRepo for MemoryCore {
         }
         thread.error = mirror.error;
         thread.updated_at = now;
-        Ok(thread.clone())
+        Ok(())
     }
 
     async fn delete(&self, thread_id: Uuid) -> StoreResult<()> {
@@ -153,21 +165,28 @@ impl ThreadsRepo for MemoryCore {
 
     async fn search(&self, query: &ThreadQuery) -> StoreResult<Vec<Thread>> {
         let limit = self.env.limits.search(query.limit)?;
-        let mut rows = self.matching(&query.filter);
+        let core = self.state.lock();
+        let mut rows = matching(&core, &query.filter);
         sort_rows(&mut rows, query.sort_order, |row| {
-            (query.sort_by.key(row), row.thread_id)
+            (query.sort_by.key(&row.thread), row.thread.thread_id)
         });
-        Ok(paginate(rows, query.offset, Some(limit)))
+        // Only the page is parsed back.
+        Ok(paginate(rows, query.offset, Some(limit))
+            .into_iter()
+            .map(ThreadRow::to_thread)
+            .collect())
     }
 
     async fn count(&self, filter: &ThreadFilter) -> StoreResult<u64> {
-        Ok(self.matching(filter).len() as u64)
+        Ok(matching(&self.state.lock(), filter).len() as u64)
     }
 
     async fn copy(&self, source: Uuid, new_id: Uuid) -> StoreResult<Thread> {
         let now = self.env.clock.now();
         let mut core = self.state.lock();
         let original = core.threads.get(&source).ok_or_else(|| missing(source))?;
+        let values = original.values.clone();
+        let original = &original.thread;
         if core.threads.contains_key(&new_id) {
             return Err(StoreError::conflict(format!(
                 "Thread with ID {new_id} already exists"
@@ -186,8 +205,13 @@ impl ThreadsRepo for MemoryCore {
             ttl: None,
             ..original.clone()
         };
-        core.threads.insert(new_id, copy.clone());
-        Ok(copy)
+        let copy = ThreadRow {
+            thread: copy,
+            values,
+        };
+        let thread = copy.to_thread();
+        core.threads.insert(new_id, copy);
+        Ok(thread)
     }
 
     async fn expired(&self, now: Timestamp, limit: usize) -> StoreResult<Vec<Uuid>> {
@@ -196,6 +220,7 @@ impl ThreadsRepo for MemoryCore {
         let mut rows: Vec<(Timestamp, Uuid)> = core
             .threads
             .values()
+            .map(|row| &row.thread)
             .filter_map(|thread| thread.ttl.map(|ttl| (ttl.expires_at, thread.thread_id)))
             .filter(|(expires_at, _)| *expires_at <= now)
             .collect();
@@ -204,29 +229,28 @@ impl ThreadsRepo for MemoryCore {
     }
 }
 
-impl MemoryCore {
-    fn matching(&self, filter: &ThreadFilter) -> Vec<Thread> {
-        let matcher = filter.matcher();
-        let core = self.state.lock();
-        match &filter.ids {
-            // An id list is a point lookup per id, not a scan.
-            Some(ids) => {
-                let mut unique = ids.clone();
-                unique.sort();
-                unique.dedup();
-                unique
-                    .iter()
-                    .filter_map(|id| core.threads.get(id))
-                    .filter(|t| matcher.matches(t))
-                    .cloned()
-                    .collect()
-            }
-            None => core
-                .threads
-                .values()
-                .filter(|t| matcher.matches(t))
-                .cloned()
-                .collect(),
+/// The rows `filter` selects. Values are parsed only when the filter looks at them.
+fn matching<'a>(core: &'a Core, filter: &ThreadFilter) -> Vec<&'a ThreadRow> {
+    let matcher = filter.matcher();
+    let selected = |row: &&ThreadRow| {
+        if filter.values.is_some() {
+            matcher.matches(&row.to_thread())
+        } else {
+            matcher.matches(&row.thread)
         }
+    };
+    match &filter.ids {
+        // An id list is a point lookup per id, not a scan.
+        Some(ids) => {
+            let mut unique = ids.clone();
+            unique.sort();
+            unique.dedup();
+            unique
+                .iter()
+                .filter_map(|id| core.threads.get(id))
+                .filter(selected)
+                .collect()
+        }
+        None => core.threads.values().filter(selected).collect(),
     }
 }

@@ -153,6 +153,24 @@ impl Db {
             .ok_or(missing_error)?;
         thread(&row)
     }
+
+    /// Runs an UPDATE of one thread; `missing_error` when no row matched.
+    async fn thread_change(
+        &self,
+        sql: &'static str,
+        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+        missing_error: StoreError,
+    ) -> StoreResult<()> {
+        let client = self.client().await?;
+        let changed = client
+            .execute_cached(sql, params)
+            .await
+            .map_err(store_error)?;
+        if changed == 0 {
+            return Err(missing_error);
+        }
+        Ok(())
+    }
 }
 
 #[async_trait]
@@ -240,12 +258,12 @@ impl ThreadsRepo for Db {
         .await
     }
 
-    async fn set_status(&self, thread_id: Uuid, status: ThreadStatus) -> StoreResult<Thread> {
+    async fn set_status(&self, thread_id: Uuid, status: ThreadStatus) -> StoreResult<()> {
         let now = self.now();
-        self.thread_update(
+        self.thread_change(
             static_sql!(
                 "UPDATE threads SET status = $2, updated_at = $3
-                 WHERE thread_id = $1 RETURNING {COLUMNS}"
+                 WHERE thread_id = $1"
             ),
             &[&thread_id, &enum_text(&status)?, &at(now)],
             missing(thread_id),
@@ -253,12 +271,12 @@ impl ThreadsRepo for Db {
         .await
     }
 
-    async fn mirror(&self, thread_id: Uuid, mirror: ThreadMirror) -> StoreResult<Thread> {
+    async fn mirror(&self, thread_id: Uuid, mirror: ThreadMirror) -> StoreResult<()> {
         let now = self.now();
         let has_values = mirror.values.is_some();
         let values = mirror.values.unwrap_or(Value::Null);
         let interrupts = encode(&mirror.interrupts)?;
-        self.thread_update(
+        self.thread_change(
             static_sql!(
                 "UPDATE threads SET status = $2,
                     state_values = CASE WHEN $3 THEN $4::jsonb ELSE state_values END,
@@ -267,7 +285,7 @@ impl ThreadsRepo for Db {
                     metadata = CASE WHEN $7::text IS NULL THEN metadata - 'error'
                                ELSE metadata || jsonb_build_object('error', $7::text) END,
                     error = $7, updated_at = $6
-                 WHERE thread_id = $1 RETURNING {COLUMNS}"
+                 WHERE thread_id = $1"
             ),
             &[
                 &thread_id,

@@ -170,11 +170,11 @@ pub trait ThreadsRepo: Send + Sync {
     async fn patch(&self, thread_id: Uuid, patch: ThreadPatch) -> StoreResult<Thread>;
 
     /// Sets the status only (e.g. busy when a run is queued). Unknown: `NotFound`.
-    async fn set_status(&self, thread_id: Uuid, status: ThreadStatus) -> StoreResult<Thread>;
+    async fn set_status(&self, thread_id: Uuid, status: ThreadStatus) -> StoreResult<()>;
 
     /// Mirrors a turn's outcome (status, values, interrupts, error and
     /// `metadata.error`). Unknown: `NotFound`.
-    async fn mirror(&self, thread_id: Uuid, mirror: ThreadMirror) -> StoreResult<Thread>;
+    async fn mirror(&self, thread_id: Uuid, mirror: ThreadMirror) -> StoreResult<()>;
 
     /// Deletes the thread, its runs and its thread-scoped crons, in one step (its
     /// deliveries stay). Unknown: `NotFound` ("Thread with ID <id> not found").
