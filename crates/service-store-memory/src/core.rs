@@ -54,24 +54,30 @@ impl ThreadRow {
 }
 
 /// A run row plus the queue columns the wire type does not show. The kwargs (input,
-/// config, options) are kept as JSON text: most rows sit finished and are rarely read.
+/// config, options) and the metadata are kept as JSON text: most rows sit finished and
+/// are rarely read.
 #[derive(Clone, Debug)]
 pub(crate) struct RunRow {
-    /// The run with `kwargs` left `Null`; [`RunRow::to_run`] puts them back.
+    /// The run with `kwargs` left `Null` and `metadata` empty; [`RunRow::to_run`] puts
+    /// them back.
     pub(crate) run: Run,
     kwargs: JsonText,
+    metadata: JsonText,
     pub(crate) available_at: Timestamp,
     pub(crate) started: bool,
     pub(crate) cancel_requested: bool,
 }
 
 impl RunRow {
-    /// A new, unstarted row of `run` (whose own `kwargs` are ignored) and its kwargs.
+    /// A new, unstarted row of `run` (whose own `kwargs` are ignored), its kwargs and
+    /// its metadata.
     pub(crate) fn new(mut run: Run, kwargs: JsonText, available_at: Timestamp) -> Self {
         run.kwargs = serde_json::Value::Null;
+        let metadata = JsonText::new(&std::mem::take(&mut run.metadata));
         Self {
             run,
             kwargs,
+            metadata,
             available_at,
             started: false,
             cancel_requested: false,
@@ -81,8 +87,9 @@ impl RunRow {
     /// The whole run, kwargs included.
     pub(crate) fn to_run(&self) -> Run {
         Run {
-            // Written by `new` from a `Value`, so it reads back.
+            // Written by `new` from `Value`s, so they read back.
             kwargs: self.kwargs.parse().unwrap_or_default(),
+            metadata: self.metadata.parse().unwrap_or_default(),
             ..self.run.clone()
         }
     }
