@@ -124,8 +124,8 @@ impl From<&Run> for Indexed {
 /// The tables and their indexes.
 #[derive(Debug, Default)]
 pub(crate) struct Core {
-    pub(crate) threads: HashMap<Uuid, ThreadRow>,
-    pub(crate) runs: HashMap<Uuid, RunRow>,
+    pub(crate) threads: HashMap<Uuid, Box<ThreadRow>>,
+    pub(crate) runs: HashMap<Uuid, Box<RunRow>>,
     /// Every run of a thread, in key order. A sorted `Vec`: most threads have a few
     /// runs, and new keys (created now) go at the end.
     pub(crate) runs_by_thread: HashMap<Uuid, Vec<RunKey>>,
@@ -151,7 +151,7 @@ impl Core {
             keys.insert(at, key);
         }
         self.index_status(Indexed::from(&row.run), true);
-        self.runs.insert(row.run.run_id, row);
+        self.runs.insert(row.run.run_id, Box::new(row));
     }
 
     /// Removes a run row and its index entries.
@@ -167,7 +167,7 @@ impl Core {
             }
         }
         self.index_status(Indexed::from(&row.run), false);
-        Some(row)
+        Some(*row)
     }
 
     /// Moves a run to `status`, keeping the queue indexes in step.

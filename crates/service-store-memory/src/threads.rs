@@ -31,6 +31,7 @@ impl Core {
     fn thread_mut(&mut self, thread_id: Uuid) -> StoreResult<&mut ThreadRow> {
         self.threads
             .get_mut(&thread_id)
+            .map(|row| &mut **row)
             .ok_or_else(|| missing(thread_id))
     }
 }
@@ -64,7 +65,7 @@ impl ThreadsRepo for MemoryCore {
             ttl,
         };
         core.threads
-            .insert(thread.thread_id, ThreadRow::new(thread.clone()));
+            .insert(thread.thread_id, Box::new(ThreadRow::new(thread.clone())));
         Ok(thread)
     }
 
@@ -74,7 +75,7 @@ impl ThreadsRepo for MemoryCore {
             .lock()
             .threads
             .get(&thread_id)
-            .map(ThreadRow::to_thread))
+            .map(|row| row.to_thread()))
     }
 
     async fn patch(&self, thread_id: Uuid, patch: ThreadPatch) -> StoreResult<Thread> {
@@ -210,7 +211,7 @@ impl ThreadsRepo for MemoryCore {
             values,
         };
         let thread = copy.to_thread();
-        core.threads.insert(new_id, copy);
+        core.threads.insert(new_id, Box::new(copy));
         Ok(thread)
     }
 
@@ -247,10 +248,15 @@ fn matching<'a>(core: &'a Core, filter: &ThreadFilter) -> Vec<&'a ThreadRow> {
             unique.dedup();
             unique
                 .iter()
-                .filter_map(|id| core.threads.get(id))
+                .filter_map(|id| core.threads.get(id).map(|row| &**row))
                 .filter(selected)
                 .collect()
         }
-        None => core.threads.values().filter(selected).collect(),
+        None => core
+            .threads
+            .values()
+            .map(|row| &**row)
+            .filter(selected)
+            .collect(),
     }
 }
