@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use service_store::{
     ErrorKind, ManualClock, NewRun, NewThread, PageLimits, PutItem, Settlement, Store, StoreResult,
 };
-use service_types::{IfExists, Metadata, Run, RunStatus, Thread, Timestamp};
+use service_types::{IfExists, Metadata, Run, RunStatus, Thread, ThreadStatus, Timestamp};
 use uuid::Uuid;
 
 /// What a factory needs to build a fresh, empty store for one test.
@@ -107,6 +107,7 @@ impl Harness {
         let new = NewThread {
             thread_id: Uuid::now_v7(),
             metadata: obj(metadata),
+            status: ThreadStatus::Idle,
             ttl: None,
         };
         self.store

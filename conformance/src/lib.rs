@@ -103,6 +103,7 @@ macro_rules! conformance_tests {
             threads: [
                 thread_create_is_idle_with_null_values,
                 thread_create_existing_conflicts_or_returns_existing,
+                thread_created_busy_reads_back_busy,
                 thread_patch_merges_metadata_and_bumps_updated_at,
                 thread_mirror_error_writes_metadata_error_and_success_clears_it,
                 thread_search_enforced_metadata_is_anded,

@@ -424,6 +424,7 @@ async fn check_threads(factory: Factory, ops: Vec<ThreadOp>) -> Result<(), TestC
                 let new = NewThread {
                     thread_id: thread_id(id),
                     metadata: owner_metadata(owner).unwrap_or_default(),
+                    status: ThreadStatus::Idle,
                     ttl: ttl.map(|m| TtlSetting::Minutes(f64::from(m))),
                 };
                 let got = kinds(threads.create(new.clone(), IfExists::Raise).await);

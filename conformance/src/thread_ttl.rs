@@ -2,7 +2,7 @@
 
 use serde_json::json;
 use service_store::{ErrorKind, NewThread, ThreadPatch, TtlChange};
-use service_types::{IfExists, Metadata, PruneStrategy, Thread, TtlSetting};
+use service_types::{IfExists, Metadata, PruneStrategy, Thread, ThreadStatus, TtlSetting};
 use uuid::Uuid;
 
 use crate::harness::{Factory, Harness, assert_kind, obj};
@@ -11,6 +11,7 @@ async fn thread_with_ttl(h: &Harness, minutes: f64) -> Thread {
     let new = NewThread {
         thread_id: Uuid::now_v7(),
         metadata: Metadata::new(),
+        status: ThreadStatus::Idle,
         ttl: Some(TtlSetting::Minutes(minutes)),
     };
     h.store
@@ -192,6 +193,7 @@ pub async fn thread_ttl_must_be_positive(factory: Factory) {
     let new = NewThread {
         thread_id: Uuid::now_v7(),
         metadata: Metadata::new(),
+        status: ThreadStatus::Idle,
         ttl: Some(TtlSetting::Minutes(0.0)),
     };
     assert_kind(

@@ -91,6 +91,30 @@ pub async fn thread_create_is_idle_with_null_values(factory: Factory) {
     );
 }
 
+/// A thread made to run something at once is created busy, and stays so.
+pub async fn thread_created_busy_reads_back_busy(factory: Factory) {
+    let h = Harness::new(&factory).await;
+    let new = NewThread {
+        thread_id: Uuid::now_v7(),
+        metadata: obj(json!({"graph_id": "echo"})),
+        status: ThreadStatus::Busy,
+        ttl: None,
+    };
+    let thread = h
+        .store
+        .threads()
+        .create(new, IfExists::Raise)
+        .await
+        .expect("create");
+    assert_eq!(thread.status, ThreadStatus::Busy);
+    assert_eq!(read(&h, thread.thread_id).await, thread);
+    let busy = ThreadFilter {
+        status: Some(ThreadStatus::Busy),
+        ..Default::default()
+    };
+    assert_eq!(search_ids(&h, busy).await, vec![thread.thread_id]);
+}
+
 /// An existing id conflicts with `raise` and is returned unchanged with `do_nothing`.
 pub async fn thread_create_existing_conflicts_or_returns_existing(factory: Factory) {
     let h = Harness::new(&factory).await;
@@ -98,6 +122,7 @@ pub async fn thread_create_existing_conflicts_or_returns_existing(factory: Facto
     let again = NewThread {
         thread_id: thread.thread_id,
         metadata: obj(json!({"x": 1})),
+        status: ThreadStatus::Idle,
         ttl: None,
     };
     let error = h

@@ -66,41 +66,64 @@ impl Engine {
         let assistant = self.resolve_run_assistant(&body.assistant_id).await?;
         match target {
             RunTarget::Stateless => {
-                let thread_id = Uuid::now_v7();
+                // Made busy and naming its run's graph and assistant, ready for the run.
                 let new = NewThread {
-                    thread_id,
+                    thread_id: Uuid::now_v7(),
                     metadata: latest_run_metadata(&assistant),
+                    status: ThreadStatus::Busy,
                     ttl: None,
                 };
                 let thread = self.store().threads().create(new, IfExists::Raise).await?;
-                self.insert_run(&thread, &assistant, body, true, watch)
+                self.insert_run(&thread, &assistant, body, true, Prepared::Ready, watch)
                     .await
             }
             RunTarget::Thread(thread_id) => {
                 let _gate = self.thread_gate(thread_id).lock().await;
-                let thread = match self.store().threads().get(thread_id).await? {
-                    Some(thread) => thread,
+                let (thread, prepared) = match self.store().threads().get(thread_id).await? {
+                    Some(thread) => (thread, Prepared::Existing),
                     None if body.if_not_exists == Some(IfNotExists::Create) => {
-                        let new = NewThread {
-                            thread_id,
-                            metadata: Metadata::new(),
-                            ttl: self
-                                .config()
-                                .thread_default_ttl_minutes
-                                .map(service_types::TtlSetting::Minutes),
-                        };
-                        self.store()
-                            .threads()
-                            .create(new, IfExists::DoNothing)
-                            .await?
+                        self.create_thread_for_run(thread_id, &assistant).await?
                     }
                     None => return Err(EngineError::not_found("Thread or assistant not found.")),
                 };
-                let strategy = body.multitask_strategy.unwrap_or_default();
-                self.apply_multitask_strategy(thread_id, strategy).await?;
-                self.insert_run(&thread, &assistant, body, false, watch)
+                if prepared == Prepared::Existing {
+                    let strategy = body.multitask_strategy.unwrap_or_default();
+                    self.apply_multitask_strategy(thread_id, strategy).await?;
+                }
+                self.insert_run(&thread, &assistant, body, false, prepared, watch)
                     .await
             }
+        }
+    }
+
+    /// The thread `if_not_exists: create` asks for, made ready for the run; or the
+    /// thread another request made in between, as an existing one.
+    async fn create_thread_for_run(
+        &self,
+        thread_id: Uuid,
+        assistant: &Assistant,
+    ) -> EngineResult<(Thread, Prepared)> {
+        let new = NewThread {
+            thread_id,
+            metadata: latest_run_metadata(assistant),
+            status: ThreadStatus::Busy,
+            ttl: self
+                .config()
+                .thread_default_ttl_minutes
+                .map(service_types::TtlSetting::Minutes),
+        };
+        match self.store().threads().create(new, IfExists::Raise).await {
+            Ok(thread) => Ok((thread, Prepared::Ready)),
+            Err(error) if error.kind == service_store::ErrorKind::Conflict => {
+                let thread = self
+                    .store()
+                    .threads()
+                    .get(thread_id)
+                    .await?
+                    .ok_or_else(|| EngineError::not_found("Thread or assistant not found."))?;
+                Ok((thread, Prepared::Existing))
+            }
+            Err(error) => Err(error.into()),
         }
     }
 
@@ -142,6 +165,7 @@ impl Engine {
         assistant: &Assistant,
         body: RunCreate,
         stateless: bool,
+        prepared: Prepared,
         watch: bool,
     ) -> EngineResult<(Run, Option<Subscription>)> {
         let run_id = Uuid::now_v7();
@@ -159,20 +183,20 @@ impl Engine {
         let after = body.after_seconds.unwrap_or(0.0).max(0.0);
         let available_at = self.now().plus_millis((after * 1000.0) as i64);
 
-        // The thread names the graph and assistant of its latest run (a stateless run's
-        // thread was created naming them), and is busy before the row becomes
-        // claimable so a fast worker cannot be overtaken.
-        if !stateless {
+        // The thread names the graph and assistant of its latest run, and is busy before
+        // the row becomes claimable so a fast worker cannot be overtaken (a thread
+        // made for this run was created so).
+        if prepared == Prepared::Existing {
             let patch = service_store::ThreadPatch {
                 metadata: Some(latest_run_metadata(assistant)),
                 ttl: service_store::TtlChange::Keep,
             };
             self.store().threads().patch(thread_id, patch).await?;
+            self.store()
+                .threads()
+                .set_status(thread_id, ThreadStatus::Busy)
+                .await?;
         }
-        self.store()
-            .threads()
-            .set_status(thread_id, ThreadStatus::Busy)
-            .await?;
 
         let topic = Topic::Run(run_id);
         self.inner.bus.open(topic).await;
@@ -461,6 +485,15 @@ impl Engine {
             _ => json!({}),
         }
     }
+}
+
+/// The state of a run's thread when the run is inserted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Prepared {
+    /// Made for this run: busy, naming its graph and assistant, with no other runs.
+    Ready,
+    /// Existed before: other runs may be on it, and it still needs marking.
+    Existing,
 }
 
 /// The thread metadata naming the graph and assistant of the thread's latest run.

@@ -50,6 +50,7 @@ impl Engine {
         let new = NewThread {
             thread_id,
             metadata: body.metadata.unwrap_or_default(),
+            status: ThreadStatus::Idle,
             ttl: self.default_ttl(body.ttl),
         };
         let if_exists = body.if_exists.unwrap_or_default();

@@ -469,3 +469,46 @@ async fn a_watched_stateless_run_answers_even_after_the_bus_forgot_it() {
     let body = engine.run_result_from(run.run_id, Some(subscription)).await;
     assert_eq!(body["messages"][1]["content"], "echo: watched");
 }
+
+#[tokio::test]
+async fn a_thread_made_by_its_run_names_the_graph_and_is_idle_after_it() {
+    let Harness { engine, .. } = started(EngineConfig::default()).await;
+    let thread = Uuid::now_v7();
+    let mut body = run_body(
+        "echo",
+        json!({"messages": [{"type": "human", "content": "new"}]}),
+    );
+    body.if_not_exists = Some(service_types::IfNotExists::Create);
+    let (run, watching) = engine
+        .create_run_watched(RunTarget::Thread(thread), body)
+        .await
+        .unwrap();
+    assert_eq!(run.thread_id, thread);
+    let result = engine.run_result_from(run.run_id, Some(watching)).await;
+    assert_eq!(result["messages"][1]["content"], "echo: new");
+    assert_eq!(settled(&engine, &run).await.status, RunStatus::Success);
+    let made = eventually(|| async {
+        let made = engine.get_thread(thread).await.ok()?;
+        (made.status == ThreadStatus::Idle).then_some(made)
+    })
+    .await;
+    assert_eq!(made.metadata["graph_id"], "echo");
+    assert_eq!(
+        made.metadata["assistant_id"],
+        run.assistant_id.to_string().as_str()
+    );
+
+    // Now an existing thread: the next run takes the ordinary path.
+    let mut again = run_body(
+        "echo",
+        json!({"messages": [{"type": "human", "content": "again"}]}),
+    );
+    again.if_not_exists = Some(service_types::IfNotExists::Create);
+    let second = engine
+        .create_run(RunTarget::Thread(thread), again)
+        .await
+        .unwrap();
+    assert_eq!(settled(&engine, &second).await.status, RunStatus::Success);
+    let values = engine.get_thread(thread).await.unwrap().values.unwrap();
+    assert_eq!(values["messages"].as_array().unwrap().len(), 4);
+}

@@ -57,7 +57,7 @@ impl ThreadsRepo for MemoryCore {
             updated_at: now,
             state_updated_at: now,
             metadata: new.metadata,
-            status: ThreadStatus::Idle,
+            status: new.status,
             config: Value::Object(Metadata::new()),
             values: None,
             interrupts: Default::default(),

@@ -184,7 +184,7 @@ impl ThreadsRepo for Db {
             .query_opt_cached(
                 static_sql!(
                     "INSERT INTO threads ({COLUMNS})
-                     VALUES ($1, $2, $2, $2, $3, 'idle', '{{}}'::jsonb, NULL, '{{}}'::jsonb, NULL,
+                     VALUES ($1, $2, $2, $2, $3, $7, '{{}}'::jsonb, NULL, '{{}}'::jsonb, NULL,
                              $4, $5, $6)
                      ON CONFLICT (thread_id) DO NOTHING RETURNING {COLUMNS}"
                 ),
@@ -195,6 +195,7 @@ impl ThreadsRepo for Db {
                     &strategy,
                     &minutes,
                     &expires,
+                    &enum_text(&new.status)?,
                 ],
             )
             .await

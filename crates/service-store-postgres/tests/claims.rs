@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use serde_json::json;
 use service_store::{ManualClock, NewRun, NewThread, Store};
-use service_types::{IfExists, Timestamp};
+use service_types::{IfExists, ThreadStatus, Timestamp};
 use uuid::Uuid;
 
 const CLAIMERS: usize = 8;
@@ -25,6 +25,7 @@ async fn queue(store: &Store, now: Timestamp) -> HashSet<Uuid> {
                 NewThread {
                     thread_id,
                     metadata: Default::default(),
+                    status: ThreadStatus::Idle,
                     ttl: None,
                 },
                 IfExists::Raise,

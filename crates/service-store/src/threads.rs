@@ -11,13 +11,15 @@ use crate::ordering::{SortField, SortKey};
 use crate::{StoreError, StoreResult, containment};
 pub use service_types::ThreadSortBy;
 
-/// A new thread; status idle, values null.
+/// A new thread; values null.
 #[derive(Clone, Debug, PartialEq)]
 pub struct NewThread {
     /// Identifier chosen by the caller.
     pub thread_id: Uuid,
     /// Free-form metadata.
     pub metadata: Metadata,
+    /// Idle, or busy for a thread made to run something at once.
+    pub status: ThreadStatus,
     /// Lifetime; the caller resolves configured defaults. `None` lives until deleted.
     pub ttl: Option<TtlSetting>,
 }
