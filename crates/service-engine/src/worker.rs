@@ -213,18 +213,23 @@ impl Engine {
                 (Ending::Failed(error), None, None)
             }
         };
-        self.finish(
-            &run,
-            &plan,
-            &graph_id,
-            ending,
-            graph,
-            rollback.load(Ordering::Relaxed),
-            started,
-        )
-        .await;
+        let others_wait = self
+            .finish(
+                &run,
+                &plan,
+                &graph_id,
+                ending,
+                graph,
+                rollback.load(Ordering::Relaxed),
+                started,
+            )
+            .await;
         self.active().remove(&run.run_id);
-        self.wake_workers().await;
+        // Only runs of this thread became claimable; this worker looks for work next
+        // anyway, so others are told only when runs wait on the thread.
+        if others_wait {
+            self.wake_workers().await;
+        }
     }
 
     async fn drive(
@@ -360,6 +365,8 @@ impl Engine {
     }
 
     #[allow(clippy::too_many_arguments)]
+    /// Settles the run, mirrors it onto its thread and publishes its outcome; true when
+    /// other runs wait on the thread.
     async fn finish(
         &self,
         run: &Run,
@@ -369,7 +376,7 @@ impl Engine {
         graph: Option<Arc<dyn AgentGraph>>,
         rollback: bool,
         started: Instant,
-    ) {
+    ) -> bool {
         let thread_id = run.thread_id;
         let thread_config = RunnableConfig::for_thread(thread_id.to_string());
         let snapshot = match (&ending, &graph) {
@@ -447,7 +454,7 @@ impl Engine {
 
         // A thread deleted right after the run is not worth mirroring onto.
         let discard_thread = plan.temporary && plan.on_completion == OnCompletion::Delete;
-        let body = self
+        let (body, others_wait) = self
             .mirror_after_run(
                 run,
                 graph.as_deref(),
@@ -486,9 +493,11 @@ impl Engine {
                 tracing::warn!(%thread_id, %error, "deleting the stateless run's checkpoints failed");
             }
         }
+        others_wait
     }
 
-    /// Mirrors the turn onto the thread and returns the run's wait/join body.
+    /// Mirrors the turn onto the thread; returns the run's wait/join body and whether
+    /// other runs wait on the thread.
     async fn mirror_after_run(
         &self,
         run: &Run,
@@ -497,7 +506,7 @@ impl Engine {
         status: RunStatus,
         error: Option<&RunError>,
         keep_thread: bool,
-    ) -> Value {
+    ) -> (Value, bool) {
         let thread_id = run.thread_id;
         let thread_status = match status {
             RunStatus::Error | RunStatus::Timeout => Some((
@@ -543,10 +552,16 @@ impl Engine {
                 None
             }
         };
-        if keep_thread && let Err(error) = self.release_thread_after_run(thread_id).await {
-            tracing::warn!(%thread_id, %error, "updating the thread status failed");
-        }
-        match (status, error) {
+        let others_wait = keep_thread
+            && match self.release_thread_after_run(thread_id).await {
+                Ok(others_wait) => others_wait,
+                Err(error) => {
+                    tracing::warn!(%thread_id, %error, "updating the thread status failed");
+                    // Unknown: wake workers rather than leave a run waiting.
+                    true
+                }
+            };
+        let body = match (status, error) {
             (RunStatus::Error, Some(error)) => json!({ "__error__": self.client_error(error) }),
             _ => match snapshot {
                 Some(snapshot) => result_body(
@@ -555,22 +570,24 @@ impl Engine {
                 ),
                 None => json!({}),
             },
-        }
+        };
+        (body, others_wait)
     }
 
-    /// Keeps a thread busy while other runs wait on it.
-    async fn release_thread_after_run(&self, thread_id: uuid::Uuid) -> crate::EngineResult<()> {
+    /// Keeps a thread busy while other runs wait on it; true when some do.
+    async fn release_thread_after_run(&self, thread_id: uuid::Uuid) -> crate::EngineResult<bool> {
         let query = service_store::ActiveRunsQuery {
             thread_id: Some(thread_id),
             ..Default::default()
         };
-        if !self.store().runs().active(&query).await?.is_empty() {
-            self.store()
-                .threads()
-                .set_status(thread_id, ThreadStatus::Busy)
-                .await?;
+        if self.store().runs().active(&query).await?.is_empty() {
+            return Ok(false);
         }
-        Ok(())
+        self.store()
+            .threads()
+            .set_status(thread_id, ThreadStatus::Busy)
+            .await?;
+        Ok(true)
     }
 
     /// The error as clients see it: without stacks unless they are exposed.
