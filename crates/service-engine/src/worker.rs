@@ -179,16 +179,6 @@ impl Engine {
                 rollback: rollback.clone(),
             },
         );
-        // A cancel recorded between the claim and the registration above.
-        if self
-            .store()
-            .runs()
-            .cancel_requested(run.run_id)
-            .await
-            .unwrap_or(false)
-        {
-            cancel.cancel();
-        }
         let plan: RunPlan = RunPlan::deserialize(&run.kwargs).unwrap_or_else(|error| {
             tracing::error!(run_id = %run.run_id, %error, "run options unreadable, running with defaults");
             RunPlan::default()
@@ -200,10 +190,18 @@ impl Engine {
             .unwrap_or_default()
             .to_owned();
 
-        // Held until the run is settled and mirrored, so another instance cannot start
-        // the thread's next run early, and a crash releases it.
-        let (ending, graph, _claim) = match self.inner.coordinator.claim_thread(run.thread_id).await
-        {
+        // The thread claim is held until the run is settled and mirrored, so another
+        // instance cannot start the thread's next run early, and a crash releases it.
+        // Taken while looking for a cancel recorded between the run's claim and its
+        // registration above: two independent round trips at once.
+        let (cancel_recorded, claim) = tokio::join!(
+            self.store().runs().cancel_requested(run.run_id),
+            self.inner.coordinator.claim_thread(run.thread_id),
+        );
+        if cancel_recorded.unwrap_or(false) {
+            cancel.cancel();
+        }
+        let (ending, graph, _claim) = match claim {
             Ok(claim) => {
                 let (ending, graph) = self.drive(&run, &plan, &graph_id, cancel).await;
                 (ending, graph, Some(claim))
