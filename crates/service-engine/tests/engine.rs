@@ -86,6 +86,11 @@ async fn new_thread(engine: &Engine) -> Uuid {
         .thread_id
 }
 
+/// Waits until the thread is deleted (a stateless run's, once settled).
+async fn thread_gone(engine: &Engine, thread_id: Uuid) {
+    eventually(|| async { engine.get_thread(thread_id).await.is_err().then_some(()) }).await;
+}
+
 async fn settled(engine: &Engine, run: &Run) -> Run {
     eventually(|| async {
         let run = engine.get_run(Some(run.thread_id), run.run_id).await.ok()?;
@@ -408,14 +413,7 @@ async fn a_stateless_run_deletes_its_thread_once_settled_yet_its_result_stays_an
         .unwrap();
     let body = engine.run_result(run.run_id).await;
     assert_eq!(body["messages"][1]["content"], "echo: once");
-    eventually(|| async {
-        engine
-            .get_thread(run.thread_id)
-            .await
-            .is_err()
-            .then_some(())
-    })
-    .await;
+    thread_gone(&engine, run.thread_id).await;
 
     let mut kept = run_body("echo", json!({"messages": []}));
     kept.on_completion = Some(service_types::OnCompletion::Keep);
@@ -444,14 +442,7 @@ async fn a_watched_stateless_run_answers_even_after_the_bus_forgot_it() {
         .await
         .unwrap();
     // Settled and cleaned up: a stateless run's row goes with its thread.
-    eventually(|| async {
-        engine
-            .get_thread(run.thread_id)
-            .await
-            .is_err()
-            .then_some(())
-    })
-    .await;
+    thread_gone(&engine, run.thread_id).await;
     for _ in 0..2 {
         let (other, watching) = engine
             .create_run_watched(
