@@ -362,9 +362,9 @@ impl Engine {
         self.publish_thread_bytes(run.thread_id, event, bytes).await;
     }
 
-    #[allow(clippy::too_many_arguments)]
     /// Settles the run, mirrors it onto its thread and publishes its outcome; true when
     /// other runs wait on the thread.
+    #[allow(clippy::too_many_arguments)]
     async fn finish(
         &self,
         run: &Run,
