@@ -17,6 +17,20 @@ fn run_not_found() -> StoreError {
 impl RunsRepo for MemoryCore {
     async fn create(&self, new: NewRun) -> StoreResult<Run> {
         let now = self.env.clock.now();
+        let mut run = Run {
+            run_id: new.run_id,
+            thread_id: new.thread_id,
+            assistant_id: new.assistant_id,
+            created_at: now,
+            updated_at: now,
+            status: RunStatus::Pending,
+            metadata: new.metadata,
+            multitask_strategy: new.multitask_strategy,
+            kwargs: serde_json::Value::Null,
+            error: None,
+        };
+        // Serialised before taking the store's lock.
+        let row = RunRow::new(run.clone(), JsonText::new(&new.kwargs), new.available_at);
         let mut core = self.state.lock();
         if !core.threads.contains_key(&new.thread_id) {
             return Err(StoreError::not_found(format!(
@@ -30,20 +44,7 @@ impl RunsRepo for MemoryCore {
                 new.run_id
             )));
         }
-        let mut run = Run {
-            run_id: new.run_id,
-            thread_id: new.thread_id,
-            assistant_id: new.assistant_id,
-            created_at: now,
-            updated_at: now,
-            status: RunStatus::Pending,
-            metadata: new.metadata,
-            multitask_strategy: new.multitask_strategy,
-            kwargs: serde_json::Value::Null,
-            error: None,
-        };
-        let kwargs = JsonText::new(&new.kwargs);
-        core.insert_run(RunRow::new(run.clone(), kwargs, new.available_at));
+        core.insert_run(row);
         run.kwargs = new.kwargs;
         Ok(run)
     }
