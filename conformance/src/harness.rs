@@ -154,7 +154,7 @@ impl Harness {
             .await
             .expect("claim");
         assert_eq!(
-            claimed.map(|r| r.run_id),
+            claimed.map(|claimed| claimed.run.run_id),
             Some(run.run_id),
             "the only pending run is claimed"
         );

@@ -117,6 +117,7 @@ macro_rules! conformance_tests {
             runs: [
                 run_create_is_pending_on_an_existing_thread,
                 run_claim_serializes_runs_of_one_thread,
+                run_claim_tells_whether_more_runs_wait,
                 run_claim_waits_for_available_at,
                 run_cancel_pending_is_immediate_and_sends_no_webhook,
                 run_cancel_running_is_a_durable_request,

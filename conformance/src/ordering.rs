@@ -95,7 +95,7 @@ pub async fn ordering_queue_oldest_first_ties_by_run_id_asc(factory: Factory) {
             .await
             .expect("claim")
             .expect("a run");
-        assert_eq!(claimed.run_id, want);
+        assert_eq!(claimed.run.run_id, want);
     }
 }
 

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use serde_json::json;
 use service_store::{
-    ActiveRunsQuery, CancelOutcome, ErrorKind, RunListQuery, Settlement, WebhookRequest,
+    ActiveRunsQuery, CancelOutcome, Claimed, ErrorKind, RunListQuery, Settlement, WebhookRequest,
 };
 use service_types::{DeliveryStatus, RunError, RunStatus};
 use uuid::Uuid;
@@ -48,6 +48,28 @@ pub async fn run_create_is_pending_on_an_existing_thread(factory: Factory) {
     assert_kind(h.store.runs().create(duplicate).await, ErrorKind::Conflict);
 }
 
+/// A claim says whether another run may be due: surely when one is claimable, never
+/// when none is pending and due.
+pub async fn run_claim_tells_whether_more_runs_wait(factory: Factory) {
+    let h = Harness::new(&factory).await;
+    let a = h.thread().await.thread_id;
+    let b = h.thread().await.thread_id;
+    h.run_on(a).await;
+    h.run_on(b).await;
+    let later = service_store::NewRun {
+        available_at: h.now().plus_minutes(1.0),
+        ..h.new_run(h.thread().await.thread_id)
+    };
+    h.store.runs().create(later).await.expect("create");
+    let claim = || async { h.store.runs().claim_next(h.now()).await.expect("claim") };
+    assert!(claim().await.expect("first").more_pending, "b's run is due");
+    assert!(
+        !claim().await.expect("second").more_pending,
+        "only a run not yet due is left"
+    );
+    assert_eq!(claim().await, None);
+}
+
 /// One thread runs one run at a time: the next claim skips it until the running run
 /// settles, and meanwhile takes other threads' runs.
 pub async fn run_claim_serializes_runs_of_one_thread(factory: Factory) {
@@ -64,7 +86,7 @@ pub async fn run_claim_serializes_runs_of_one_thread(factory: Factory) {
             .claim_next(hr.now())
             .await
             .expect("claim")
-            .map(|run| run.run_id)
+            .map(|claimed| claimed.run.run_id)
     };
     assert_eq!(claim().await, Some(a1));
     assert_eq!(claim().await, Some(b1));
@@ -111,7 +133,7 @@ pub async fn run_claim_waits_for_available_at(factory: Factory) {
         None
     );
     let claimed = h.store.runs().claim_next(h.now()).await.expect("claim");
-    assert_eq!(claimed.map(|run| run.run_id), Some(run_id));
+    assert_eq!(claimed.map(|claimed| claimed.run.run_id), Some(run_id));
 }
 
 /// Cancelling a pending run cancels it at once; it never starts, so no webhook.
@@ -425,7 +447,7 @@ pub async fn run_delete_removes_only_that_run(factory: Factory) {
         .claim_next(h.now())
         .await
         .expect("claim")
-        .map(|run| run.run_id);
+        .map(|claimed| claimed.run.run_id);
     assert_eq!(claimed, Some(next));
     assert_kind(h.store.runs().delete(running).await, ErrorKind::NotFound);
 }
@@ -450,7 +472,7 @@ pub async fn run_concurrent_claims_never_double_run_a_thread(factory: Factory) {
             let mut idle_rounds = 0;
             while idle_rounds < 50 {
                 match h.store.runs().claim_next(h.now()).await.expect("claim") {
-                    Some(run) => {
+                    Some(Claimed { run, .. }) => {
                         idle_rounds = 0;
                         let active = ActiveRunsQuery {
                             thread_id: Some(run.thread_id),

@@ -501,7 +501,7 @@ pub async fn thread_delete_cascades_to_runs_and_thread_crons(factory: Factory) {
         .claim_next(h.now())
         .await
         .expect("claim")
-        .map(|run| run.run_id);
+        .map(|claimed| claimed.run.run_id);
     assert_eq!(
         claimed,
         Some(kept_run),

@@ -133,10 +133,13 @@ impl Engine {
             }
             let now = self.now();
             match self.store().runs().claim_next(now).await {
-                Ok(Some(run)) => {
-                    // More may be queued: let another idle worker look too.
-                    self.inner.wake.notify_one();
-                    self.execute(run).await;
+                Ok(Some(claimed)) => {
+                    // Wakes coalesce, so one wake may stand for several queued runs:
+                    // while more wait, each claim lets another idle worker look too.
+                    if claimed.more_pending {
+                        self.inner.wake.notify_one();
+                    }
+                    self.execute(claimed.run).await;
                     continue;
                 }
                 Ok(None) => {}

@@ -381,7 +381,7 @@ async fn a_run_whose_executor_died_is_settled_as_an_error_once_its_claim_is_free
         .await
         .unwrap();
     let claimed = store.runs().claim_next(clock.now()).await.unwrap().unwrap();
-    assert_eq!(claimed.run_id, run.run_id);
+    assert_eq!(claimed.run.run_id, run.run_id);
 
     clock.advance(Duration::from_secs(60));
     assert_eq!(

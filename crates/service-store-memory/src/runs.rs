@@ -1,16 +1,29 @@
 use async_trait::async_trait;
 use service_store::page::paginate;
 use service_store::{
-    ActiveRunsQuery, CancelOutcome, DeliveryRecord, NewRun, RunListQuery, RunsRepo, Settled,
-    Settlement, StoreError, StoreResult, final_status,
+    ActiveRunsQuery, CancelOutcome, Claimed, DeliveryRecord, NewRun, RunListQuery, RunsRepo,
+    Settled, Settlement, StoreError, StoreResult, final_status,
 };
 use service_types::{JsonText, Run, RunStatus, Timestamp};
 use uuid::Uuid;
 
-use crate::core::{MemoryCore, RunKey, RunRow};
+use crate::core::{Core, MemoryCore, RunKey, RunRow};
 
 fn run_not_found() -> StoreError {
     StoreError::not_found("Run not found")
+}
+
+impl Core {
+    /// The oldest pending run due by `now` whose thread has no running run.
+    fn next_claimable(&self, now: Timestamp) -> Option<Uuid> {
+        self.pending
+            .iter()
+            .filter_map(|(_, id)| self.runs.get(id))
+            .find(|row| {
+                row.available_at <= now && !self.busy_threads.contains_key(&row.run.thread_id)
+            })
+            .map(|row| row.run.run_id)
+    }
 }
 
 #[async_trait]
@@ -108,24 +121,20 @@ impl RunsRepo for MemoryCore {
         Ok(rows.collect())
     }
 
-    async fn claim_next(&self, now: Timestamp) -> StoreResult<Option<Run>> {
+    async fn claim_next(&self, now: Timestamp) -> StoreResult<Option<Claimed>> {
         let mut core = self.state.lock();
-        let next = core
-            .pending
-            .iter()
-            .filter_map(|(_, id)| core.runs.get(id))
-            .find(|row| {
-                row.available_at <= now && !core.busy_threads.contains_key(&row.run.thread_id)
-            })
-            .map(|row| row.run.run_id);
-        let Some(run_id) = next else {
+        let Some(run_id) = core.next_claimable(now) else {
             return Ok(None);
         };
         let row = core
             .set_run_status(run_id, RunStatus::Running, now)
             .ok_or_else(run_not_found)?;
         row.started = true;
-        Ok(Some(row.to_run()))
+        let run = row.to_run();
+        Ok(Some(Claimed {
+            run,
+            more_pending: core.next_claimable(now).is_some(),
+        }))
     }
 
     async fn next_available_at(&self, now: Timestamp) -> StoreResult<Option<Timestamp>> {

@@ -7,8 +7,8 @@
 use async_trait::async_trait;
 use serde_json::Value;
 use service_store::{
-    ActiveRunsQuery, CancelOutcome, DeliveryRecord, NewRun, RunListQuery, RunsRepo, Settled,
-    Settlement, StoreError, StoreResult, final_status,
+    ActiveRunsQuery, CancelOutcome, Claimed, DeliveryRecord, NewRun, RunListQuery, RunsRepo,
+    Settled, Settlement, StoreError, StoreResult, final_status,
 };
 use service_types::{Run, RunStatus, Timestamp};
 use tokio_postgres::Row;
@@ -63,7 +63,11 @@ pub(crate) const CLAIM_SQL: &str =
         LIMIT 1
         FOR UPDATE SKIP LOCKED)
     RETURNING run_id, thread_id, assistant_id, created_at, updated_at, status, metadata, \
-    multitask_strategy, kwargs, error";
+    multitask_strategy, kwargs, error,
+    EXISTS (
+        SELECT 1 FROM runs more
+        WHERE more.status = 'pending' AND more.available_at <= $1
+          AND more.run_id <> runs.run_id) AS more_pending";
 
 /// The latest-run statement (shared with the EXPLAIN check): `$1` is the thread.
 pub(crate) const LATEST_SQL: &str =
@@ -227,11 +231,22 @@ impl RunsRepo for Db {
         rows.iter().map(run).collect()
     }
 
-    async fn claim_next(&self, now: Timestamp) -> StoreResult<Option<Run>> {
+    async fn claim_next(&self, now: Timestamp) -> StoreResult<Option<Claimed>> {
         let client = self.client().await?;
         for _ in 0..CLAIM_ATTEMPTS {
             match client.query_opt_cached(CLAIM_SQL, &[&at(now)]).await {
-                Ok(row) => return row.map(|row| run(&row)).transpose(),
+                Ok(row) => {
+                    return row
+                        .map(|row| {
+                            Ok(Claimed {
+                                run: run(&row)?,
+                                // Also counts runs whose thread is busy: it may wake a
+                                // worker for nothing, never leave a due run unseen.
+                                more_pending: row.get("more_pending"),
+                            })
+                        })
+                        .transpose();
+                }
                 // Another claimer started a run of the same thread first; the
                 // thread now has a running run, so the next look skips it.
                 Err(error) if is_unique_violation(&error) => continue,

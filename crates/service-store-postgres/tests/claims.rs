@@ -71,8 +71,8 @@ async fn concurrent_claimers_claim_each_queued_run_exactly_once() {
             let store = store.clone();
             workers.push(tokio::spawn(async move {
                 let mut mine = Vec::new();
-                while let Some(run) = store.runs().claim_next(now).await.unwrap() {
-                    mine.push(run);
+                while let Some(claimed) = store.runs().claim_next(now).await.unwrap() {
+                    mine.push(claimed.run);
                 }
                 mine
             }));

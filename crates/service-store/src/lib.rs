@@ -38,7 +38,7 @@ pub use items::{ItemSearch, ItemsRepo, PutItem, compare_items, validate_item_ttl
 pub use namespace::NamespaceQuery;
 pub use page::PageLimits;
 pub use runs::{
-    ActiveRunsQuery, CancelOutcome, NewRun, RunListQuery, RunsRepo, Settled, Settlement,
+    ActiveRunsQuery, CancelOutcome, Claimed, NewRun, RunListQuery, RunsRepo, Settled, Settlement,
     WebhookRequest, final_status, webhook_status,
 };
 pub use store::{Capabilities, Store, StoreParts};

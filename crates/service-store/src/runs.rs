@@ -101,6 +101,16 @@ pub struct Settlement {
     pub webhook: Option<WebhookRequest>,
 }
 
+/// A run [`RunsRepo::claim_next`] took.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Claimed {
+    /// The run, now running.
+    pub run: Run,
+    /// Whether another pending run may be due now: false only when none is, so a
+    /// worker that claimed wakes another only when there may be work for it.
+    pub more_pending: bool,
+}
+
 /// The result of [`RunsRepo::settle`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct Settled {
@@ -158,7 +168,7 @@ pub trait RunsRepo: Send + Sync {
     /// Atomically takes the oldest pending run (created_at, then run_id) with
     /// `available_at <= now` whose thread has no running run, marks it running and
     /// records that it started.
-    async fn claim_next(&self, now: Timestamp) -> StoreResult<Option<Run>>;
+    async fn claim_next(&self, now: Timestamp) -> StoreResult<Option<Claimed>>;
 
     /// The earliest `available_at` after `now` among pending runs, so a worker can
     /// sleep until a delayed run is due.
