@@ -54,9 +54,11 @@ impl OnDrop {
         Self(Some(Box::new(action)))
     }
 
-    /// Drops without running the action (the run it would cancel has ended).
-    pub(crate) fn disarm(mut self) {
-        self.0 = None;
+    /// Drops `guard` without running its action (the run it would cancel has ended).
+    pub(crate) fn disarm(guard: Option<Self>) {
+        if let Some(mut guard) = guard {
+            guard.0 = None;
+        }
     }
 }
 
@@ -189,9 +191,7 @@ where
     let mut result = Box::pin(result);
     let mut response = match tokio::time::timeout(QUICK_RESULT, &mut result).await {
         Ok(bytes) => {
-            if let Some(guard) = on_drop {
-                guard.disarm();
-            }
+            OnDrop::disarm(on_drop);
             Body::from(bytes).into_response()
         }
         Err(_) => {
@@ -200,9 +200,7 @@ where
                     let mut pending = pending?;
                     tokio::select! {
                         bytes = &mut pending => {
-                            if let Some(guard) = on_drop {
-                                guard.disarm();
-                            }
+                            OnDrop::disarm(on_drop);
                             Some((Ok::<_, std::io::Error>(bytes), (None, None)))
                         }
                         () = tokio::time::sleep(HEARTBEAT) => {

@@ -79,9 +79,11 @@ impl TopicShared {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    fn close(&self) {
-        self.lock().closed = true;
+    /// Marks the topic closed and wakes its subscribers; false when it already was.
+    fn close(&self) -> bool {
+        let was_closed = std::mem::replace(&mut self.lock().closed, true);
         self.changed.notify_waiters();
+        !was_closed
     }
 }
 
@@ -187,11 +189,9 @@ impl StreamBus for MemoryBus {
 
     async fn close(&self, topic: Topic) {
         let mut state = self.lock();
-        let shared = state.topics.entry(topic).or_default().clone();
-        if std::mem::replace(&mut shared.lock().closed, true) {
+        if !state.topics.entry(topic).or_default().close() {
             return;
         }
-        shared.changed.notify_waiters();
         state.finished.push_back(topic);
         while state.finished.len() > self.limits.max_retained_topics {
             if let Some(evicted) = state.finished.pop_front() {
