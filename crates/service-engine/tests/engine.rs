@@ -475,6 +475,8 @@ async fn a_thread_made_by_its_run_names_the_graph_and_is_idle_after_it() {
         .await
         .unwrap();
     assert_eq!(run.thread_id, thread);
+    // The run's metadata takes in its new thread's, which names the graph.
+    assert_eq!(run.metadata["graph_id"], "echo");
     let result = engine.run_result_from(run.run_id, Some(watching)).await;
     assert_eq!(result["messages"][1]["content"], "echo: new");
     assert_eq!(settled(&engine, &run).await.status, RunStatus::Success);
