@@ -101,6 +101,61 @@ pub async fn run_claim_serializes_runs_of_one_thread(factory: Factory) {
     assert_eq!(running.status, RunStatus::Running);
 }
 
+/// A run claimed by id starts only when `claim_next` could take it: pending, due, and
+/// its thread idle; claimed once.
+pub async fn run_claim_by_id_takes_only_a_claimable_run(factory: Factory) {
+    let h = Harness::new(&factory).await;
+    let a = h.thread().await.thread_id;
+    let first = h.run_on(a).await.run_id;
+    let second = h.run_on(a).await.run_id;
+    let delayed = service_store::NewRun {
+        available_at: h.now().plus_minutes(1.0),
+        ..h.new_run(h.thread().await.thread_id)
+    };
+    let delayed = h.store.runs().create(delayed).await.expect("create").run_id;
+    let hr = &h;
+    let claim = move |run_id| async move {
+        hr.store
+            .runs()
+            .claim(run_id, hr.now())
+            .await
+            .expect("claim")
+            .map(|run| (run.run_id, run.status))
+    };
+    assert_eq!(claim(first).await, Some((first, RunStatus::Running)));
+    assert_eq!(claim(first).await, None, "already running");
+    assert_eq!(claim(second).await, None, "its thread is busy");
+    assert_eq!(claim(delayed).await, None, "not yet due");
+    assert_eq!(claim(Uuid::now_v7()).await, None, "unknown");
+    h.store
+        .runs()
+        .settle(first, settlement(RunStatus::Success))
+        .await
+        .expect("settle");
+    assert_eq!(claim(second).await, Some((second, RunStatus::Running)));
+    h.advance_minutes(1.0);
+    let cancelled = h.run_on(h.thread().await.thread_id).await.run_id;
+    h.store
+        .runs()
+        .request_cancel(cancelled)
+        .await
+        .expect("cancel");
+    assert_eq!(claim(cancelled).await, None, "cancelled before it started");
+    assert_eq!(claim(delayed).await, Some((delayed, RunStatus::Running)));
+    // A run claimed by id was started: its settle with a webhook writes a delivery.
+    let settled = h
+        .store
+        .runs()
+        .settle(delayed, with_webhook(RunStatus::Success))
+        .await
+        .expect("settle");
+    assert_eq!(
+        settled.delivery.is_some(),
+        h.store.deliveries().is_some(),
+        "a delivery row exactly when the store records deliveries"
+    );
+}
+
 /// A delayed run is not claimed before available_at, and the worker learns when.
 pub async fn run_claim_waits_for_available_at(factory: Factory) {
     let h = Harness::new(&factory).await;

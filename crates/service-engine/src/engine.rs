@@ -1,7 +1,7 @@
 //! The engine value an embedder builds once and shares: store, graphs, checkpointer,
 //! stream bus, workers.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -64,6 +64,15 @@ pub(crate) struct Inner {
     pub(crate) expose_stacks: AtomicBool,
     /// Wakes idle workers when a run is queued or a thread frees up.
     pub(crate) wake: Notify,
+    /// Runs this instance queued and may start at once, oldest first: a worker claims
+    /// them by id, without searching the queue.
+    pub(crate) queued_here: Mutex<VecDeque<Uuid>>,
+    /// Set when the queue may hold a claimable run that `queued_here` does not name
+    /// (another instance's, a delayed one now due, one that waited for its thread); a
+    /// worker then searches the queue.
+    pub(crate) search_queue: AtomicBool,
+    /// Tells the delayed-run timer that the earliest due time may have changed.
+    pub(crate) delays_changed: Notify,
     /// Wakes the cron scheduler when a cron changes.
     pub(crate) wake_crons: Notify,
     /// Runs executing on this instance.
@@ -105,6 +114,10 @@ impl Engine {
                 coordinator,
                 expose_stacks,
                 wake: Notify::new(),
+                queued_here: Mutex::new(VecDeque::new()),
+                // What was queued before this instance started is found by a search.
+                search_queue: AtomicBool::new(true),
+                delays_changed: Notify::new(),
                 wake_crons: Notify::new(),
                 active: Mutex::new(HashMap::new()),
                 thread_gates: (0..THREAD_GATES)
@@ -163,11 +176,33 @@ impl Engine {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Wakes an idle worker of this instance (a worker that claims a run wakes the
-    /// next, so a burst drains on every idle worker) and tells the other instances.
+    /// Has a worker search the queue (a worker that claims a run wakes the next, so a
+    /// burst drains on every idle worker) and tells the other instances.
     pub(crate) async fn wake_workers(&self) {
+        self.queue_changed();
+        self.inner.coordinator.announce_work().await;
+    }
+
+    /// Marks the queue as worth a search and wakes an idle worker to do it.
+    pub(crate) fn queue_changed(&self) {
+        self.inner.search_queue.store(true, Ordering::SeqCst);
+        self.inner.wake.notify_one();
+    }
+
+    /// Hands a run this instance just queued, due now, to its own workers, and tells
+    /// the other instances (one of theirs may be idle when all of these are busy).
+    pub(crate) async fn queue_here(&self, run_id: Uuid) {
+        self.queued_here().push_back(run_id);
         self.inner.wake.notify_one();
         self.inner.coordinator.announce_work().await;
+    }
+
+    pub(crate) fn queued_here(&self) -> MutexGuard<'_, VecDeque<Uuid>> {
+        // Holds only ids; a panic elsewhere cannot corrupt it.
+        self.inner
+            .queued_here
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     pub(crate) fn thread_gate(&self, thread_id: Uuid) -> &tokio::sync::Mutex<()> {

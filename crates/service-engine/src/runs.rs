@@ -215,7 +215,12 @@ impl Engine {
             available_at,
         };
         let run = self.store().runs().create(new).await?;
-        self.wake_workers().await;
+        if available_at > self.now() {
+            self.inner.delays_changed.notify_one();
+            self.inner.coordinator.announce_work().await;
+        } else {
+            self.queue_here(run_id).await;
+        }
         Ok((run, subscription))
     }
 

@@ -1,5 +1,7 @@
 //! Workers: claim queued runs, drive the graph, publish frames, settle, mirror the
-//! thread. Workers sleep on a notification (or until a delayed run is due), never poll.
+//! thread. Workers sleep on a notification, never poll: they claim the runs their own
+//! instance queued by id, and search the queue only when it may hold other work
+//! (another instance's run, a delayed run now due, a run that waited for its thread).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -76,6 +78,10 @@ impl Engine {
         self.inner
             .tasks
             .spawn(async move { engine.relay_other_work().await });
+        let engine = self.clone();
+        self.inner
+            .tasks
+            .spawn(async move { engine.time_delayed_runs().await });
     }
 
     /// Stops claiming runs, lets in-flight runs finish within the grace period, then
@@ -110,12 +116,41 @@ impl Engine {
     }
 
     /// Passes other instances' announcements (and their fallback polls) on to one
-    /// idle worker, so an idle instance polls the queue once per period, not once per
-    /// worker.
+    /// idle worker, so an idle instance searches the queue once per period, not once
+    /// per worker. Their runs may be delayed ones, so the timer looks again too.
     async fn relay_other_work(&self) {
         loop {
             tokio::select! {
-                () = self.inner.coordinator.other_work() => self.inner.wake.notify_one(),
+                () = self.inner.coordinator.other_work() => {
+                    self.inner.delays_changed.notify_one();
+                    self.queue_changed();
+                }
+                () = self.inner.shutdown.cancelled() => return,
+            }
+        }
+    }
+
+    /// Sleeps until the earliest delayed run is due, then has a worker search the
+    /// queue; looks again whenever a delayed run is queued.
+    async fn time_delayed_runs(&self) {
+        loop {
+            let changed = self.inner.delays_changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            let now = self.now();
+            let wait = match self.store().runs().next_available_at(now).await {
+                Ok(due) => due.map(|due| {
+                    let micros = (due.unix_micros() - now.unix_micros()).max(0) as u64;
+                    Duration::from_micros(micros)
+                }),
+                Err(error) => {
+                    tracing::error!(%error, "reading the next delayed run failed");
+                    Some(Duration::from_secs(1))
+                }
+            };
+            tokio::select! {
+                () = &mut changed => {}
+                () = sleep_or_forever(wait) => self.queue_changed(),
                 () = self.inner.shutdown.cancelled() => return,
             }
         }
@@ -125,47 +160,61 @@ impl Engine {
         loop {
             let notified = self.inner.wake.notified();
             tokio::pin!(notified);
-            // Registered before looking at the queue, so a run queued in between
-            // still wakes this worker.
+            // Registered before looking for work, so work queued in between still
+            // wakes this worker.
             notified.as_mut().enable();
             if self.inner.shutdown.is_cancelled() {
                 return;
             }
             let now = self.now();
-            match self.store().runs().claim_next(now).await {
-                Ok(Some(claimed)) => {
-                    // Wakes coalesce, so one wake may stand for several queued runs:
-                    // while more wait, each claim lets another idle worker look too.
-                    if claimed.more_pending {
-                        self.inner.wake.notify_one();
-                    }
-                    self.execute(claimed.run).await;
-                    continue;
+            let queued_here = {
+                let mut queued = self.queued_here();
+                let next = queued.pop_front();
+                // Wakes coalesce: while more wait, let another idle worker take one.
+                if !queued.is_empty() {
+                    self.inner.wake.notify_one();
                 }
-                Ok(None) => {}
-                Err(error) => {
-                    tracing::error!(%error, "claiming the next run failed");
-                    tokio::select! {
-                        () = tokio::time::sleep(Duration::from_secs(1)) => {}
-                        () = self.inner.shutdown.cancelled() => return,
+                next
+            };
+            if let Some(run_id) = queued_here {
+                match self.store().runs().claim(run_id, now).await {
+                    Ok(Some(run)) => self.execute(run).await,
+                    // Taken by another instance, cancelled, or waiting for its thread,
+                    // which wakes the workers when it frees up.
+                    Ok(None) => {}
+                    Err(error) => {
+                        tracing::error!(%error, %run_id, "claiming a run failed");
+                        self.queue_changed();
                     }
-                    continue;
+                }
+                continue;
+            }
+            if self.inner.search_queue.swap(false, Ordering::SeqCst) {
+                match self.store().runs().claim_next(now).await {
+                    Ok(Some(claimed)) => {
+                        // The queue may hold more: this worker searches again after the
+                        // run, and another idle one now when more are due.
+                        self.inner.search_queue.store(true, Ordering::SeqCst);
+                        if claimed.more_pending {
+                            self.inner.wake.notify_one();
+                        }
+                        self.execute(claimed.run).await;
+                        continue;
+                    }
+                    Ok(None) => {}
+                    Err(error) => {
+                        tracing::error!(%error, "claiming the next run failed");
+                        self.inner.search_queue.store(true, Ordering::SeqCst);
+                        tokio::select! {
+                            () = tokio::time::sleep(Duration::from_secs(1)) => {}
+                            () = self.inner.shutdown.cancelled() => return,
+                        }
+                        continue;
+                    }
                 }
             }
-            let due = match self.store().runs().next_available_at(now).await {
-                Ok(due) => due,
-                Err(error) => {
-                    tracing::error!(%error, "reading the next delayed run failed");
-                    None
-                }
-            };
-            let wait = due.map(|due| {
-                let micros = (due.unix_micros() - now.unix_micros()).max(0) as u64;
-                Duration::from_micros(micros)
-            });
             tokio::select! {
                 () = &mut notified => {}
-                () = sleep_or_forever(wait) => {}
                 () = self.inner.shutdown.cancelled() => return,
             }
         }

@@ -137,6 +137,23 @@ impl RunsRepo for MemoryCore {
         }))
     }
 
+    async fn claim(&self, run_id: Uuid, now: Timestamp) -> StoreResult<Option<Run>> {
+        let mut core = self.state.lock();
+        let claimable = core.runs.get(&run_id).is_some_and(|row| {
+            row.run.status == RunStatus::Pending
+                && row.available_at <= now
+                && !core.busy_threads.contains_key(&row.run.thread_id)
+        });
+        if !claimable {
+            return Ok(None);
+        }
+        let row = core
+            .set_run_status(run_id, RunStatus::Running, now)
+            .ok_or_else(run_not_found)?;
+        row.started = true;
+        Ok(Some(row.to_run()))
+    }
+
     async fn next_available_at(&self, now: Timestamp) -> StoreResult<Option<Timestamp>> {
         let core = self.state.lock();
         let earliest = core

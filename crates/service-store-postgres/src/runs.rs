@@ -213,6 +213,24 @@ impl RunsRepo for Db {
             Some(status) => vec![enum_text(&status)?],
             None => vec!["pending".to_owned(), "running".to_owned()],
         };
+        if let (Some(thread_id), None) = (query.thread_id, query.status) {
+            // The common question (does anything wait on this thread?) reads the
+            // thread's own runs by index, not the status indexes other threads' runs
+            // keep busy.
+            let client = self.client().await?;
+            let rows = client
+                .query_cached(
+                    static_sql!(
+                        "SELECT {COLUMNS} FROM runs
+                         WHERE thread_id = $1 AND status IN ('pending', 'running')
+                         ORDER BY created_at, run_id LIMIT $2"
+                    ),
+                    &[&thread_id, &count(limit)],
+                )
+                .await
+                .map_err(store_error)?;
+            return rows.iter().map(run).collect();
+        }
         let mut sql = Sql::new(&format!("SELECT {COLUMNS} FROM runs"));
         let p = sql.bind(statuses);
         let mut conditions = vec![format!("status = ANY({p}::text[])")];
@@ -254,6 +272,31 @@ impl RunsRepo for Db {
             }
         }
         Ok(None)
+    }
+
+    async fn claim(&self, run_id: Uuid, now: Timestamp) -> StoreResult<Option<Run>> {
+        let client = self.client().await?;
+        // A key lookup: the queue's index is not read. A claimer of the same row
+        // waits for its lock and then sees the run no longer pending.
+        let claimed = client
+            .query_opt_cached(
+                static_sql!(
+                    "UPDATE runs SET status = 'running', updated_at = $2, started = true
+                     WHERE run_id = $1 AND status = 'pending' AND available_at <= $2
+                       AND NOT EXISTS (
+                           SELECT 1 FROM runs busy
+                           WHERE busy.thread_id = runs.thread_id AND busy.status = 'running')
+                     RETURNING {COLUMNS}"
+                ),
+                &[&run_id, &at(now)],
+            )
+            .await;
+        match claimed {
+            Ok(row) => row.map(|row| run(&row)).transpose(),
+            // Another run of the thread started first.
+            Err(error) if is_unique_violation(&error) => Ok(None),
+            Err(error) => Err(store_error(error)),
+        }
     }
 
     async fn next_available_at(&self, now: Timestamp) -> StoreResult<Option<Timestamp>> {

@@ -170,6 +170,12 @@ pub trait RunsRepo: Send + Sync {
     /// records that it started.
     async fn claim_next(&self, now: Timestamp) -> StoreResult<Option<Claimed>>;
 
+    /// Takes one run as [`RunsRepo::claim_next`] would, when it is pending, due and its
+    /// thread has no running run; `None` otherwise (taken, cancelled, delayed, or its
+    /// thread busy). Lets an instance start the runs it queued without searching the
+    /// queue.
+    async fn claim(&self, run_id: Uuid, now: Timestamp) -> StoreResult<Option<Run>>;
+
     /// The earliest `available_at` after `now` among pending runs, so a worker can
     /// sleep until a delayed run is due.
     async fn next_available_at(&self, now: Timestamp) -> StoreResult<Option<Timestamp>>;
