@@ -20,7 +20,7 @@ use service_types::{Metadata, PruneStrategy, Timestamp};
 use tokio_postgres::Row;
 use tokio_postgres::error::SqlState;
 
-use crate::db::{Cached, static_sql};
+use crate::db::{ASYNC_COMMIT, Cached, static_sql};
 
 /// A [`Checkpointer`] on PostgreSQL.
 pub struct PostgresSaver {
@@ -231,15 +231,19 @@ impl Checkpointer for PostgresSaver {
         let id = new_checkpoint_id();
         let client = self.client().await?;
         // One statement, so one round trip and atomic; the blob's foreign key is checked
-        // at the end of the statement, when the checkpoint row exists.
+        // at the end of the statement, when the checkpoint row exists. Committed
+        // asynchronously: a run's settle, or the thread mirror after a state update,
+        // makes it durable (`ASYNC_COMMIT`).
         client
             .execute_cached(
-                "WITH checkpoint AS (
+                static_sql!(
+                    "WITH checkpoint AS (
                      INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id,
                          parent_checkpoint_id, metadata, created_at)
                      VALUES ($1, $2, $3, $4, $5, $6))
                  INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, checkpoint_id, body)
-                 VALUES ($1, $2, $3, $7)",
+                 SELECT $1, $2, $3, $7 FROM {ASYNC_COMMIT}"
+                ),
                 &[
                     &config.thread_id,
                     &config.checkpoint_ns,
@@ -293,16 +297,19 @@ impl Checkpointer for PostgresSaver {
             channels.push(channel);
             values.push(value);
         }
+        // Committed asynchronously, as `put` is.
         let written = client
             .execute_cached(
-                "INSERT INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id,
+                static_sql!(
+                    "INSERT INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id,
                      task_id, channel, value)
                  SELECT $1, $2, $3, $4, write.channel, write.value
                  FROM unnest($5::text[], $6::jsonb[]) WITH ORDINALITY
-                     AS write(channel, value, position)
+                     AS write(channel, value, position), {ASYNC_COMMIT}
                  ORDER BY write.position
                  ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, channel)
-                 DO UPDATE SET value = EXCLUDED.value, seq = nextval('checkpoint_write_seq')",
+                 DO UPDATE SET value = EXCLUDED.value, seq = nextval('checkpoint_write_seq')"
+                ),
                 &[
                     &config.thread_id,
                     &config.checkpoint_ns,

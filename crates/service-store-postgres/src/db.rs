@@ -45,6 +45,15 @@ impl Db {
     }
 }
 
+/// A one-row `FROM` item that makes the statement's own transaction commit without
+/// waiting for its WAL to reach disk. Only for a run's intermediate writes (its claim,
+/// checkpoints and task writes): the run ends with a synchronous commit (its settle, the
+/// thread mirror), and WAL is flushed in order, so that commit makes them durable too
+/// before anyone is told the run finished. A database crash before then loses at most
+/// the unfinished run's progress, which is then recovered as lost or re-run.
+pub(crate) const ASYNC_COMMIT: &str =
+    "(SELECT set_config('synchronous_commit', 'off', true)) AS async_commit";
+
 /// SQL text fixed for the life of the process: a `format!` of constants (a local would
 /// not compile inside the static), formatted once. For the `*_cached` calls of
 /// [`Cached`].

@@ -15,8 +15,8 @@ use tokio_postgres::Row;
 use uuid::Uuid;
 
 use crate::db::{
-    Cached, Db, Sql, at, count, decode, encode, enum_from, enum_text, object, push_where,
-    static_sql, ts,
+    ASYNC_COMMIT, Cached, Db, Sql, at, count, decode, encode, enum_from, enum_text, object,
+    push_where, static_sql, ts,
 };
 use crate::deliveries::insert_delivery;
 use crate::error::{is_foreign_key_violation, is_unique_violation, store_error};
@@ -53,6 +53,7 @@ pub(crate) fn run(row: &Row) -> StoreResult<Run> {
 /// The claim statement (shared with the EXPLAIN check): `$1` is now.
 pub(crate) const CLAIM_SQL: &str =
     "UPDATE runs SET status = 'running', updated_at = $1, started = true
+    FROM (SELECT set_config('synchronous_commit', 'off', true)) AS async_commit
     WHERE run_id = (
         SELECT r.run_id FROM runs r
         WHERE r.status = 'pending' AND r.available_at <= $1
@@ -277,11 +278,13 @@ impl RunsRepo for Db {
     async fn claim(&self, run_id: Uuid, now: Timestamp) -> StoreResult<Option<Run>> {
         let client = self.client().await?;
         // A key lookup: the queue's index is not read. A claimer of the same row
-        // waits for its lock and then sees the run no longer pending.
+        // waits for its lock and then sees the run no longer pending. Committed
+        // asynchronously, as the run's settle makes it durable (`ASYNC_COMMIT`).
         let claimed = client
             .query_opt_cached(
                 static_sql!(
                     "UPDATE runs SET status = 'running', updated_at = $2, started = true
+                     FROM {ASYNC_COMMIT}
                      WHERE run_id = $1 AND status = 'pending' AND available_at <= $2
                        AND NOT EXISTS (
                            SELECT 1 FROM runs busy
