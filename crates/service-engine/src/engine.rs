@@ -73,6 +73,9 @@ pub(crate) struct Inner {
     pub(crate) search_queue: AtomicBool,
     /// Tells the delayed-run timer that the earliest due time may have changed.
     pub(crate) delays_changed: Notify,
+    /// Asks the announcer to tell other instances that work was queued; requests made
+    /// while one announcement is out are answered by the next one.
+    pub(crate) announce: Notify,
     /// Wakes the cron scheduler when a cron changes.
     pub(crate) wake_crons: Notify,
     /// Runs executing on this instance.
@@ -85,6 +88,7 @@ pub(crate) struct Inner {
 }
 
 /// A run executing on this instance: how to stop it and what its stop means.
+#[derive(Clone)]
 pub(crate) struct ActiveRun {
     pub(crate) cancel: CancellationToken,
     pub(crate) rollback: Arc<AtomicBool>,
@@ -118,6 +122,7 @@ impl Engine {
                 // What was queued before this instance started is found by a search.
                 search_queue: AtomicBool::new(true),
                 delays_changed: Notify::new(),
+                announce: Notify::new(),
                 wake_crons: Notify::new(),
                 active: Mutex::new(HashMap::new()),
                 thread_gates: (0..THREAD_GATES)
@@ -178,9 +183,9 @@ impl Engine {
 
     /// Has a worker search the queue (a worker that claims a run wakes the next, so a
     /// burst drains on every idle worker) and tells the other instances.
-    pub(crate) async fn wake_workers(&self) {
+    pub(crate) fn wake_workers(&self) {
         self.queue_changed();
-        self.inner.coordinator.announce_work().await;
+        self.inner.announce.notify_one();
     }
 
     /// Marks the queue as worth a search and wakes an idle worker to do it.
@@ -191,10 +196,10 @@ impl Engine {
 
     /// Hands a run this instance just queued, due now, to its own workers, and tells
     /// the other instances (one of theirs may be idle when all of these are busy).
-    pub(crate) async fn queue_here(&self, run_id: Uuid) {
+    pub(crate) fn queue_here(&self, run_id: Uuid) {
         self.queued_here().push_back(run_id);
         self.inner.wake.notify_one();
-        self.inner.coordinator.announce_work().await;
+        self.inner.announce.notify_one();
     }
 
     pub(crate) fn queued_here(&self) -> MutexGuard<'_, VecDeque<Uuid>> {

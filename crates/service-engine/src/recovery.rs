@@ -93,6 +93,6 @@ impl Engine {
         )
         .await;
         self.inner.bus.close(Topic::Run(run.run_id)).await;
-        self.wake_workers().await;
+        self.wake_workers();
     }
 }

@@ -217,9 +217,9 @@ impl Engine {
         let run = self.store().runs().create(new).await?;
         if available_at > self.now() {
             self.inner.delays_changed.notify_one();
-            self.inner.coordinator.announce_work().await;
+            self.inner.announce.notify_one();
         } else {
-            self.queue_here(run_id).await;
+            self.queue_here(run_id);
         }
         Ok((run, subscription))
     }
@@ -373,7 +373,7 @@ impl Engine {
             self.store().runs().delete(run.run_id).await?;
         }
         self.release_thread(run.thread_id).await?;
-        self.wake_workers().await;
+        self.wake_workers();
         Ok(())
     }
 

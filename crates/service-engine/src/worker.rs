@@ -82,6 +82,10 @@ impl Engine {
         self.inner
             .tasks
             .spawn(async move { engine.time_delayed_runs().await });
+        let engine = self.clone();
+        self.inner
+            .tasks
+            .spawn(async move { engine.announce_queued_work().await });
     }
 
     /// Stops claiming runs, lets in-flight runs finish within the grace period, then
@@ -126,6 +130,24 @@ impl Engine {
                     self.queue_changed();
                 }
                 () = self.inner.shutdown.cancelled() => return,
+            }
+        }
+    }
+
+    /// Tells other instances about queued work, one announcement at a time: a request
+    /// made while one is out is answered by the next, which follows the request's
+    /// commit, so a burst of runs costs a few announcements, not one each.
+    async fn announce_queued_work(&self) {
+        loop {
+            tokio::select! {
+                () = self.inner.announce.notified() => {
+                    self.inner.coordinator.announce_work().await;
+                }
+                () = self.inner.shutdown.cancelled() => {
+                    // Runs this instance queued and will not start are others' now.
+                    self.inner.coordinator.announce_work().await;
+                    return;
+                }
             }
         }
     }
@@ -177,12 +199,16 @@ impl Engine {
                 next
             };
             if let Some(run_id) = queued_here {
+                let handles = self.register_active(run_id);
                 match self.store().runs().claim(run_id, now).await {
-                    Ok(Some(run)) => self.execute(run).await,
+                    Ok(Some(run)) => self.execute(run, handles, true).await,
                     // Taken by another instance, cancelled, or waiting for its thread,
                     // which wakes the workers when it frees up.
-                    Ok(None) => {}
+                    Ok(None) => {
+                        self.active().remove(&run_id);
+                    }
                     Err(error) => {
+                        self.active().remove(&run_id);
                         tracing::error!(%error, %run_id, "claiming a run failed");
                         self.queue_changed();
                     }
@@ -198,7 +224,8 @@ impl Engine {
                         if claimed.more_pending {
                             self.inner.wake.notify_one();
                         }
-                        self.execute(claimed.run).await;
+                        let handles = self.register_active(claimed.run.run_id);
+                        self.execute(claimed.run, handles, false).await;
                         continue;
                     }
                     Ok(None) => {}
@@ -220,17 +247,21 @@ impl Engine {
         }
     }
 
-    async fn execute(&self, run: Run) {
+    /// Registers a run's stop handles, so a cancel from now on reaches it.
+    fn register_active(&self, run_id: uuid::Uuid) -> ActiveRun {
+        let handles = ActiveRun {
+            cancel: CancellationToken::new(),
+            rollback: Arc::new(AtomicBool::new(false)),
+        };
+        self.active().insert(run_id, handles.clone());
+        handles
+    }
+
+    /// Runs a claimed run registered with `handles`; `registered_before_claim` says no
+    /// cancel can have been recorded unseen between its claim and its registration.
+    async fn execute(&self, run: Run, handles: ActiveRun, registered_before_claim: bool) {
         let started = Instant::now();
-        let cancel = CancellationToken::new();
-        let rollback = Arc::new(AtomicBool::new(false));
-        self.active().insert(
-            run.run_id,
-            ActiveRun {
-                cancel: cancel.clone(),
-                rollback: rollback.clone(),
-            },
-        );
+        let ActiveRun { cancel, rollback } = handles;
         let plan: RunPlan = RunPlan::deserialize(&run.kwargs).unwrap_or_else(|error| {
             tracing::error!(run_id = %run.run_id, %error, "run options unreadable, running with defaults");
             RunPlan::default()
@@ -245,9 +276,16 @@ impl Engine {
         // The thread claim is held until the run is settled and mirrored, so another
         // instance cannot start the thread's next run early, and a crash releases it.
         // Taken while looking for a cancel recorded between the run's claim and its
-        // registration above: two independent round trips at once.
+        // registration, if there was such a gap: two independent round trips at once.
+        let cancel_recorded = async {
+            if registered_before_claim {
+                Ok(false)
+            } else {
+                self.store().runs().cancel_requested(run.run_id).await
+            }
+        };
         let (cancel_recorded, claim) = tokio::join!(
-            self.store().runs().cancel_requested(run.run_id),
+            cancel_recorded,
             self.inner.coordinator.claim_thread(run.thread_id),
         );
         if cancel_recorded.unwrap_or(false) {
@@ -278,7 +316,7 @@ impl Engine {
         // Only runs of this thread became claimable; this worker looks for work next
         // anyway, so others are told only when runs wait on the thread.
         if others_wait {
-            self.wake_workers().await;
+            self.wake_workers();
         }
     }
 

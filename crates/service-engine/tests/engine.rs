@@ -331,6 +331,100 @@ async fn a_delayed_run_starts_when_due_with_no_other_work() {
     assert_eq!(settled(&engine, &run).await.status, RunStatus::Success);
 }
 
+/// An engine (workers not started) sharing its store with other instances through
+/// `coordinator`.
+async fn coordinated(
+    coordinator: Arc<dyn service_engine::coordination::Coordinator>,
+) -> (Engine, service_store::Store, Arc<ManualClock>) {
+    let clock = Arc::new(ManualClock::new(Timestamp::from_unix_micros(
+        1_800_000_000_000_000,
+    )));
+    let dyn_clock: Arc<dyn Clock> = clock.clone();
+    let checkpointer: Arc<dyn Checkpointer> = Arc::new(InMemorySaver::new());
+    let graphs = Arc::new(service_example_graphs::registry(checkpointer.clone()).unwrap());
+    let config = EngineConfig::default();
+    let store = memory_store(MemoryOptions::new(dyn_clock.clone()));
+    let engine = Engine::with_coordinator(
+        EngineParts {
+            store: store.clone(),
+            graphs,
+            checkpointer,
+            bus: MemoryBus::new(config.bus),
+            clock: dyn_clock,
+            config,
+        },
+        coordinator,
+    );
+    engine.ensure_system_assistants().await.unwrap();
+    (engine, store, clock)
+}
+
+/// A coordinator that counts announcements and holds the first one until released.
+struct Announcements {
+    made: std::sync::atomic::AtomicUsize,
+    release_first: tokio::sync::Semaphore,
+}
+
+#[async_trait::async_trait]
+impl service_engine::coordination::Coordinator for Announcements {
+    async fn announce_work(&self) {
+        if self.made.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 {
+            drop(self.release_first.acquire().await);
+        }
+    }
+    async fn other_work(&self) {
+        std::future::pending::<()>().await;
+    }
+    async fn claim_thread(
+        &self,
+        _thread_id: Uuid,
+    ) -> service_engine::EngineResult<Box<dyn service_engine::coordination::ThreadClaim>> {
+        Ok(Box::new(()))
+    }
+    async fn thread_unclaimed(&self, _thread_id: Uuid) -> service_engine::EngineResult<bool> {
+        Ok(false)
+    }
+    fn check_interval(&self) -> Option<Duration> {
+        None
+    }
+}
+
+/// Runs queued while an announcement is out are announced once, after it: other
+/// instances learn of every run, without a round trip per run.
+#[tokio::test]
+async fn runs_queued_during_an_announcement_are_announced_once_after_it() {
+    let coordinator = Arc::new(Announcements {
+        made: Default::default(),
+        release_first: tokio::sync::Semaphore::new(0),
+    });
+    let (engine, _store, _clock) = coordinated(coordinator.clone()).await;
+    engine.start();
+    let made = || coordinator.made.load(std::sync::atomic::Ordering::SeqCst);
+    let mut runs = Vec::new();
+    let queue = || async {
+        let thread = new_thread(&engine).await;
+        engine
+            .create_run(RunTarget::Thread(thread), run_body("echo", json!({})))
+            .await
+            .unwrap()
+    };
+    runs.push(queue().await);
+    eventually(|| async { (made() == 1).then_some(()) }).await;
+    for _ in 0..9 {
+        runs.push(queue().await);
+    }
+    coordinator.release_first.add_permits(1);
+    for run in &runs {
+        assert_eq!(settled(&engine, run).await.status, RunStatus::Success);
+    }
+    eventually(|| async { (made() == 2).then_some(()) }).await;
+    assert_eq!(
+        made(),
+        2,
+        "one announcement for the nine runs queued meanwhile"
+    );
+}
+
 /// A coordinator whose answer about thread claims the test decides.
 #[derive(Default)]
 struct ClaimsFreed(std::sync::atomic::AtomicBool);
@@ -357,27 +451,8 @@ impl service_engine::coordination::Coordinator for ClaimsFreed {
 
 #[tokio::test]
 async fn a_run_whose_executor_died_is_settled_as_an_error_once_its_claim_is_free() {
-    let clock = Arc::new(ManualClock::new(Timestamp::from_unix_micros(
-        1_800_000_000_000_000,
-    )));
-    let dyn_clock: Arc<dyn Clock> = clock.clone();
-    let checkpointer: Arc<dyn Checkpointer> = Arc::new(InMemorySaver::new());
-    let graphs = Arc::new(service_example_graphs::registry(checkpointer.clone()).unwrap());
-    let config = EngineConfig::default();
-    let store = memory_store(MemoryOptions::new(dyn_clock.clone()));
     let coordinator = Arc::new(ClaimsFreed::default());
-    let engine = Engine::with_coordinator(
-        EngineParts {
-            store: store.clone(),
-            graphs,
-            checkpointer,
-            bus: MemoryBus::new(config.bus),
-            clock: dyn_clock,
-            config,
-        },
-        coordinator.clone(),
-    );
-    engine.ensure_system_assistants().await.unwrap();
+    let (engine, store, clock) = coordinated(coordinator.clone()).await;
     let thread = new_thread(&engine).await;
     // Workers are not started: the run is claimed as another instance would, then
     // that instance "dies".
