@@ -191,6 +191,58 @@ pub async fn writes_of_a_task_and_channel_replace_earlier_ones(saver: &dyn Check
     }
 }
 
+/// The end of a superstep: each task's writes land on the parent, and the new
+/// checkpoint follows it; an unknown parent stores nothing.
+pub async fn put_after_writes_records_the_writes_then_the_checkpoint(saver: &dyn Checkpointer) {
+    let parent = chain(saver, "t", &["r"]).await.remove(0);
+    let task_writes = vec![
+        ("a".to_owned(), vec![("out".to_owned(), json!(1))]),
+        (
+            "b".to_owned(),
+            vec![("out".to_owned(), json!(2)), ("out".to_owned(), json!(3))],
+        ),
+    ];
+    let written = saver
+        .put_after_writes(
+            &parent,
+            task_writes,
+            json!({"step": 1}),
+            meta(json!({"step": 1})),
+        )
+        .await
+        .unwrap();
+    let latest = saver
+        .get_tuple(&CheckpointConfig::new("t", None))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (latest.config, latest.parent_config),
+        (written, Some(parent.clone()))
+    );
+    assert_eq!(latest.checkpoint, json!({"step": 1}));
+    let writes: Vec<_> = saver
+        .get_tuple(&parent)
+        .await
+        .unwrap()
+        .unwrap()
+        .pending_writes
+        .iter()
+        .map(|w| (w.task_id.clone(), w.value.clone()))
+        .collect();
+    assert_eq!(writes, vec![("a".into(), json!(1)), ("b".into(), json!(3))]);
+
+    let unknown = CheckpointConfig::new("t", Some("nope".into()));
+    let task_writes = vec![("a".to_owned(), vec![("out".to_owned(), json!(1))])];
+    assert!(matches!(
+        saver
+            .put_after_writes(&unknown, task_writes, json!({}), Metadata::new())
+            .await,
+        Err(GraphError::NotFound(_))
+    ));
+    assert_eq!(all(saver, "t").await.len(), 2, "nothing stored");
+}
+
 /// Merged metadata replaces the same keys and keeps the others, on the named checkpoint
 /// only; it is what history filters and rollback then see. Unknown: `NotFound`.
 pub async fn merged_metadata_replaces_keys_of_one_checkpoint(saver: &dyn Checkpointer) {
@@ -307,6 +359,7 @@ macro_rules! checkpointer_tests {
             large_bodies_round_trip,
             filter_is_per_key_equality_not_containment,
             merged_metadata_replaces_keys_of_one_checkpoint,
+            put_after_writes_records_the_writes_then_the_checkpoint,
         ]);
     };
 }

@@ -167,12 +167,30 @@ impl Run {
         body: Body,
         meta: service_types::Metadata,
     ) -> Result<Loaded, GraphError> {
+        self.put_after_writes(parent, Vec::new(), body, meta).await
+    }
+
+    /// Records the tasks' writes on `parent` and puts the checkpoint that follows, in
+    /// one saver call.
+    async fn put_after_writes(
+        &self,
+        parent: Option<&Loaded>,
+        task_writes: Vec<(String, Vec<(String, Value)>)>,
+        body: Body,
+        meta: service_types::Metadata,
+    ) -> Result<Loaded, GraphError> {
         let parent_config = parent.map(|parent| parent.tuple.config.clone());
         let at = parent_config.clone().unwrap_or_else(|| CheckpointConfig {
             checkpoint_id: None,
             ..self.thread.clone()
         });
-        let config = self.saver.put(&at, body.to_value(), meta.clone()).await?;
+        let config = if task_writes.is_empty() {
+            self.saver.put(&at, body.to_value(), meta.clone()).await?
+        } else {
+            self.saver
+                .put_after_writes(&at, task_writes, body.to_value(), meta.clone())
+                .await?
+        };
         let step = meta.get("step").and_then(Value::as_i64).unwrap_or(-1);
         let loaded = Loaded {
             tuple: CheckpointTuple {
@@ -448,7 +466,7 @@ impl Run {
         step: i64,
         outcomes: Vec<(String, String, Outcome, bool)>,
     ) -> Result<Option<Loaded>, GraphError> {
-        let at = &current.tuple.config;
+        let mut task_writes = Vec::new();
         for (node, id, outcome, ran) in &outcomes {
             if !ran {
                 continue;
@@ -467,9 +485,7 @@ impl Run {
                     serde_json::to_value(error).unwrap_or(Value::Null),
                 ),
             };
-            self.saver
-                .put_writes(at, id, vec![(write.0.to_owned(), write.1)])
-                .await?;
+            task_writes.push((id.clone(), vec![(write.0.to_owned(), write.1)]));
             if node == START {
                 continue;
             }
@@ -490,6 +506,13 @@ impl Run {
                         .task_finished(step, id, node, None, Some(error), &[])
                 }
             }
+        }
+        let stops = outcomes
+            .iter()
+            .any(|(_, _, outcome, _)| !matches!(outcome, Outcome::Done(_)));
+        if stops {
+            self.record_writes(current, std::mem::take(&mut task_writes))
+                .await?;
         }
         if let Some((node, _, Outcome::Failed(error), _)) = outcomes
             .iter()
@@ -515,7 +538,13 @@ impl Run {
                 .interrupted(&current.body.channel_values, &interrupts);
             return Ok(None);
         }
-        let body = self.apply_outputs(current, &outcomes)?;
+        let body = match self.apply_outputs(current, &outcomes) {
+            Ok(body) => body,
+            Err(error) => {
+                self.record_writes(current, task_writes).await?;
+                return Err(error);
+            }
+        };
         let mut writes = Map::new();
         for (node, _, outcome, _) in &outcomes {
             if let (false, Outcome::Done(output)) = (node == START, outcome) {
@@ -528,9 +557,26 @@ impl Run {
             Value::Object(writes)
         };
         let meta = metadata("loop", step, writes, &self.options.metadata);
-        let written = self.put(Some(current), body, meta).await?;
+        let written = self
+            .put_after_writes(Some(current), task_writes, body, meta)
+            .await?;
         self.emit.values(&written.body.channel_values);
         Ok(Some(written))
+    }
+
+    /// Records task writes on `current` when no checkpoint follows them: they are what
+    /// a resume, a retry or the state's tasks read.
+    async fn record_writes(
+        &self,
+        current: &Loaded,
+        task_writes: Vec<(String, Vec<(String, Value)>)>,
+    ) -> Result<(), GraphError> {
+        for (task_id, writes) in task_writes {
+            self.saver
+                .put_writes(&current.tuple.config, &task_id, writes)
+                .await?;
+        }
+        Ok(())
     }
 
     /// The next checkpoint body: every output applied in task order, then the next

@@ -283,20 +283,8 @@ impl Checkpointer for PostgresSaver {
                 .map_err(db_error)?;
             return exists.map(drop).ok_or_else(missing);
         }
-        // A rewrite of the same task and channel replaces the value and moves it to the
-        // end of the write order, as the in-memory saver does. One statement cannot
-        // update a row twice, so a channel repeated within this call keeps its last
-        // value, at its last position.
-        let mut channels: Vec<String> = Vec::with_capacity(writes.len());
-        let mut values: Vec<Value> = Vec::with_capacity(writes.len());
-        for (channel, value) in writes {
-            if let Some(earlier) = channels.iter().position(|seen| *seen == channel) {
-                channels.remove(earlier);
-                values.remove(earlier);
-            }
-            channels.push(channel);
-            values.push(value);
-        }
+        let (_, channels, values) =
+            WriteColumns::last_per_channel([(task_id.to_owned(), writes)]).into_parts();
         // Committed asynchronously, as `put` is.
         let written = client
             .execute_cached(
@@ -323,6 +311,65 @@ impl Checkpointer for PostgresSaver {
         match written {
             Ok(_) => Ok(()),
             // The checkpoint row is gone (or never was): the writes' foreign key.
+            Err(error) if error.code() == Some(&SqlState::FOREIGN_KEY_VIOLATION) => Err(missing()),
+            Err(error) => Err(db_error(error)),
+        }
+    }
+
+    async fn put_after_writes(
+        &self,
+        config: &CheckpointConfig,
+        task_writes: Vec<(String, Vec<(String, Value)>)>,
+        checkpoint: Value,
+        metadata: Metadata,
+    ) -> Result<CheckpointConfig, GraphError> {
+        let missing = || GraphError::NotFound(format!("Checkpoint {config:?} not found"));
+        let parent = config.checkpoint_id.as_ref().ok_or_else(missing)?;
+        let (tasks, channels, values) = WriteColumns::last_per_channel(task_writes).into_parts();
+        let id = new_checkpoint_id();
+        let client = self.client().await?;
+        // `put_writes` and `put` in one statement: one round trip, and atomic (the
+        // writes' foreign key fails the whole statement when the parent is unknown).
+        let written = client
+            .execute_cached(
+                static_sql!(
+                    "WITH writes AS (
+                         INSERT INTO checkpoint_writes (thread_id, checkpoint_ns,
+                             checkpoint_id, task_id, channel, value)
+                         SELECT $1, $2, $4, write.task_id, write.channel, write.value
+                         FROM unnest($8::text[], $9::text[], $10::jsonb[]) WITH ORDINALITY
+                             AS write(task_id, channel, value, position)
+                         ORDER BY write.position
+                         ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, channel)
+                         DO UPDATE SET value = EXCLUDED.value,
+                             seq = nextval('checkpoint_write_seq')),
+                     checkpoint AS (
+                         INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id,
+                             parent_checkpoint_id, metadata, created_at)
+                         VALUES ($1, $2, $3, $4, $5, $6))
+                     INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, checkpoint_id, body)
+                     SELECT $1, $2, $3, $7 FROM {ASYNC_COMMIT}"
+                ),
+                &[
+                    &config.thread_id,
+                    &config.checkpoint_ns,
+                    &id,
+                    parent,
+                    &Value::Object(metadata),
+                    &Utc::now(),
+                    &checkpoint,
+                    &tasks,
+                    &channels,
+                    &values,
+                ],
+            )
+            .await;
+        match written {
+            Ok(_) => Ok(CheckpointConfig {
+                thread_id: config.thread_id.clone(),
+                checkpoint_ns: config.checkpoint_ns.clone(),
+                checkpoint_id: Some(id),
+            }),
             Err(error) if error.code() == Some(&SqlState::FOREIGN_KEY_VIOLATION) => Err(missing()),
             Err(error) => Err(db_error(error)),
         }
@@ -425,5 +472,43 @@ impl Checkpointer for PostgresSaver {
             .await
             .map_err(db_error)?;
         Ok(())
+    }
+}
+
+/// Task writes as the columns of one insert. A rewrite of the same task and channel
+/// replaces the value and moves it to the end of the write order, as the in-memory saver
+/// does; one statement cannot update a row twice, so a task and channel repeated within
+/// one call keeps its last value, at its last position.
+#[derive(Default)]
+struct WriteColumns {
+    tasks: Vec<String>,
+    channels: Vec<String>,
+    values: Vec<Value>,
+}
+
+impl WriteColumns {
+    fn last_per_channel(
+        task_writes: impl IntoIterator<Item = (String, Vec<(String, Value)>)>,
+    ) -> Self {
+        let mut columns = Self::default();
+        for (task_id, writes) in task_writes {
+            for (channel, value) in writes {
+                let earlier = (0..columns.tasks.len())
+                    .find(|&at| columns.tasks[at] == task_id && columns.channels[at] == channel);
+                if let Some(at) = earlier {
+                    columns.tasks.remove(at);
+                    columns.channels.remove(at);
+                    columns.values.remove(at);
+                }
+                columns.tasks.push(task_id.clone());
+                columns.channels.push(channel);
+                columns.values.push(value);
+            }
+        }
+        columns
+    }
+
+    fn into_parts(self) -> (Vec<String>, Vec<String>, Vec<Value>) {
+        (self.tasks, self.channels, self.values)
     }
 }

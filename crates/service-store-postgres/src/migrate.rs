@@ -97,6 +97,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0005_performance_indexes.sql",
         sql: include_str!("../../../migrations/0005_performance_indexes.sql"),
     },
+    Migration {
+        version: 6,
+        name: "0006_active_runs_by_thread.sql",
+        sql: include_str!("../../../migrations/0006_active_runs_by_thread.sql"),
+    },
 ];
 
 /// The ledger table.
@@ -323,9 +328,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_0005_runs_outside_a_transaction() {
+    fn only_the_index_builds_run_outside_a_transaction() {
         let flags: Vec<bool> = MIGRATIONS.iter().map(Migration::no_transaction).collect();
-        assert_eq!(flags, vec![false, false, false, false, true]);
+        assert_eq!(flags, vec![false, false, false, false, true, true]);
     }
 
     #[test]

@@ -14,12 +14,13 @@ use crate::db::{Sql, at};
 use crate::{checkpoint, items, runs, threads};
 
 /// The names of the checked statements, in the order [`explain_all`] returns them.
-pub const NAMES: [&str; 5] = [
+pub const NAMES: [&str; 6] = [
     "claim next run",
     "thread search by metadata",
     "latest run of a thread",
     "checkpoint history page",
     "store search by namespace",
+    "active runs of a thread",
 ];
 
 async fn explain(
@@ -91,5 +92,10 @@ pub async fn explain_all(
     };
     let (text, sql) = explain_sql(items::search_sql(&search, 10, now));
     plans.push((NAMES[4], explain(client, &text, &sql.params()).await?));
+
+    plans.push((
+        NAMES[5],
+        explain(client, runs::ACTIVE_OF_THREAD_SQL, &[&Uuid::nil(), &10_i64]).await?,
+    ));
     Ok(plans)
 }

@@ -70,6 +70,13 @@ pub(crate) const CLAIM_SQL: &str =
         WHERE more.status = 'pending' AND more.available_at <= $1
           AND more.run_id <> runs.run_id) AS more_pending";
 
+/// The active runs of one thread, oldest first (shared with the EXPLAIN check): `$1`
+/// is the thread, `$2` the limit.
+pub(crate) const ACTIVE_OF_THREAD_SQL: &str = "SELECT run_id, thread_id, assistant_id, \
+    created_at, updated_at, status, metadata, multitask_strategy, kwargs, error FROM runs
+    WHERE thread_id = $1 AND status IN ('pending', 'running')
+    ORDER BY created_at, run_id LIMIT $2";
+
 /// The latest-run statement (shared with the EXPLAIN check): `$1` is the thread.
 pub(crate) const LATEST_SQL: &str =
     "SELECT run_id, thread_id, assistant_id, created_at, updated_at, \
@@ -215,19 +222,11 @@ impl RunsRepo for Db {
             None => vec!["pending".to_owned(), "running".to_owned()],
         };
         if let (Some(thread_id), None) = (query.thread_id, query.status) {
-            // The common question (does anything wait on this thread?) reads the
-            // thread's own runs by index, not the status indexes other threads' runs
-            // keep busy.
+            // The common question (does anything wait on this thread?), answered from
+            // the thread's entries of `runs_active_by_thread`.
             let client = self.client().await?;
             let rows = client
-                .query_cached(
-                    static_sql!(
-                        "SELECT {COLUMNS} FROM runs
-                         WHERE thread_id = $1 AND status IN ('pending', 'running')
-                         ORDER BY created_at, run_id LIMIT $2"
-                    ),
-                    &[&thread_id, &count(limit)],
-                )
+                .query_cached(ACTIVE_OF_THREAD_SQL, &[&thread_id, &count(limit)])
                 .await
                 .map_err(store_error)?;
             return rows.iter().map(run).collect();

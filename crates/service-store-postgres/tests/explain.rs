@@ -2,7 +2,7 @@
 //!
 //! Each plan is taken on the exact SQL the driver sends (`plans::explain_all`):
 //! claim next run, thread search by metadata, latest run of a thread, checkpoint
-//! history page, store search by namespace.
+//! history page, store search by namespace, active runs of a thread.
 //!
 //! - `hot_statements_use_indexes_on_populated_tables`: tables filled with a
 //!   realistic spread (10k threads, 50k runs of which 2% pending and 10% of threads
@@ -38,6 +38,7 @@ async fn hot_statements_can_use_indexes() {
         ("latest run of a thread", "runs_thread_created"),
         ("checkpoint history page", "checkpoints_pkey"),
         ("store search by namespace", "store_items_pkey"),
+        ("active runs of a thread", "runs_active_by_thread"),
     ];
     for ((name, plan), (wanted_name, index)) in plans.iter().zip(expected) {
         assert_eq!(*name, wanted_name);
@@ -51,9 +52,11 @@ async fn hot_statements_can_use_indexes() {
         "{}",
         plans[0].1
     );
-    // Latest run and history page read the index in order: no sort.
+    // Latest run, history page and a thread's active runs read the index in order:
+    // no sort.
     assert!(!plans[2].1.contains("Sort"), "{}", plans[2].1);
     assert!(!plans[3].1.contains("Sort"), "{}", plans[3].1);
+    assert!(!plans[5].1.contains("Sort"), "{}", plans[5].1);
 }
 
 /// Rows with a realistic spread, then ANALYZE.
@@ -99,6 +102,7 @@ async fn hot_statements_use_indexes_on_populated_tables() {
         "runs_thread_created",
         "checkpoints_pkey",
         "store_items_pkey",
+        "runs_active_by_thread",
     ];
     for ((name, plan), index) in plans.iter().zip(expected) {
         println!("-- {name} (populated)\n{plan}\n");
@@ -107,4 +111,5 @@ async fn hot_statements_use_indexes_on_populated_tables() {
     }
     assert!(!plans[2].1.contains("Sort"), "{}", plans[2].1);
     assert!(!plans[3].1.contains("Sort"), "{}", plans[3].1);
+    assert!(!plans[5].1.contains("Sort"), "{}", plans[5].1);
 }

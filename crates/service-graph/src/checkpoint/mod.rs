@@ -101,6 +101,23 @@ pub trait Checkpointer: Send + Sync {
         writes: Vec<(String, Value)>,
     ) -> Result<(), GraphError>;
 
+    /// The end of a superstep: records each task's writes against the checkpoint
+    /// `config` names, as [`Checkpointer::put_writes`] does, then stores the checkpoint
+    /// that follows it, as [`Checkpointer::put`] does. A saver that can do both in one
+    /// step does: nothing is stored when the parent is unknown (`NotFound`).
+    async fn put_after_writes(
+        &self,
+        config: &CheckpointConfig,
+        task_writes: Vec<(String, Vec<(String, Value)>)>,
+        checkpoint: Value,
+        metadata: Metadata,
+    ) -> Result<CheckpointConfig, GraphError> {
+        for (task_id, writes) in task_writes {
+            self.put_writes(config, &task_id, writes).await?;
+        }
+        self.put(config, checkpoint, metadata).await
+    }
+
     /// Merges `metadata` into the metadata of the checkpoint `config` names (its id
     /// must be set): its keys replace the same keys, the others stay. Unknown
     /// checkpoint: `NotFound`.
