@@ -106,6 +106,7 @@ macro_rules! conformance_tests {
                 thread_created_busy_reads_back_busy,
                 thread_patch_merges_metadata_and_bumps_updated_at,
                 thread_mirror_error_writes_metadata_error_and_success_clears_it,
+                thread_mirror_after_run_stays_busy_while_runs_wait,
                 thread_search_enforced_metadata_is_anded,
                 thread_search_enforced_metadata_key_collision_matches_nothing,
                 thread_search_filters_ids_status_and_values,

@@ -237,6 +237,57 @@ pub async fn thread_mirror_error_writes_metadata_error_and_success_clears_it(fac
     assert_eq!(mirrored.updated_at, h.now());
 }
 
+/// After a run, the mirror keeps the thread busy while another run waits on it (and
+/// says so), and releases it once none does; the outcome is written either way.
+pub async fn thread_mirror_after_run_stays_busy_while_runs_wait(factory: Factory) {
+    let h = Harness::new(&factory).await;
+    let thread = h.thread().await.thread_id;
+    let first = h.started_run(thread).await.run_id;
+    let second = h.run_on(thread).await.run_id;
+    let hr = &h;
+    let settle = move |run_id| async move {
+        hr.store
+            .runs()
+            .settle(
+                run_id,
+                crate::harness::settlement(service_types::RunStatus::Success),
+            )
+            .await
+            .expect("settle")
+    };
+    settle(first).await;
+    let outcome = |n: i64| ThreadMirror {
+        status: ThreadStatus::Idle,
+        values: Some(json!({"n": n})),
+        interrupts: Default::default(),
+        error: None,
+    };
+    let runs_wait = h.store.threads().mirror_after_run(thread, outcome(1)).await;
+    assert!(runs_wait.expect("mirror"), "the second run waits");
+    let mirrored = read(&h, thread).await;
+    assert_eq!(
+        (mirrored.status, mirrored.values),
+        (ThreadStatus::Busy, Some(json!({"n": 1})))
+    );
+    let claimed = h.store.runs().claim(second, h.now()).await.expect("claim");
+    assert!(claimed.is_some());
+    settle(second).await;
+    let runs_wait = h.store.threads().mirror_after_run(thread, outcome(2)).await;
+    assert!(!runs_wait.expect("mirror"), "no run waits");
+    let mirrored = read(&h, thread).await;
+    assert_eq!(
+        (mirrored.status, mirrored.values),
+        (ThreadStatus::Idle, Some(json!({"n": 2})))
+    );
+    assert_kind(
+        h.store
+            .threads()
+            .mirror_after_run(Uuid::now_v7(), outcome(3))
+            .await,
+        ErrorKind::NotFound,
+    );
+}
+
 /// Enforced metadata is ANDed with the request's metadata filter.
 pub async fn thread_search_enforced_metadata_is_anded(factory: Factory) {
     let h = Harness::new(&factory).await;

@@ -390,20 +390,7 @@ impl Engine {
         snapshot: &StateSnapshot,
         status: Option<(ThreadStatus, Option<String>)>,
     ) -> EngineResult<()> {
-        let (status, error) = status.unwrap_or_else(|| {
-            let status = if snapshot.is_paused() {
-                ThreadStatus::Interrupted
-            } else {
-                ThreadStatus::Idle
-            };
-            (status, None)
-        });
-        let mirror = ThreadMirror {
-            status,
-            values: Some(snapshot.values.clone()),
-            interrupts: pending_interrupts(snapshot),
-            error,
-        };
+        let mirror = snapshot_mirror(snapshot, status);
         self.store().threads().mirror(thread_id, mirror).await?;
         Ok(())
     }
@@ -412,6 +399,28 @@ impl Engine {
         let data = json!({"state": state.to_thread_state(), "thread_id": thread_id});
         self.publish_thread_event(thread_id, "state_update", &data)
             .await;
+    }
+}
+
+/// What a state mirrors onto its thread. `status` overrides the status derived from
+/// the state (idle, or interrupted when paused).
+pub(crate) fn snapshot_mirror(
+    snapshot: &StateSnapshot,
+    status: Option<(ThreadStatus, Option<String>)>,
+) -> ThreadMirror {
+    let (status, error) = status.unwrap_or_else(|| {
+        let status = if snapshot.is_paused() {
+            ThreadStatus::Interrupted
+        } else {
+            ThreadStatus::Idle
+        };
+        (status, None)
+    });
+    ThreadMirror {
+        status,
+        values: Some(snapshot.values.clone()),
+        interrupts: pending_interrupts(snapshot),
+        error,
     }
 }
 

@@ -25,7 +25,7 @@ use crate::Engine;
 use crate::bus::Topic;
 use crate::engine::ActiveRun;
 use crate::runs::result_body;
-use crate::threads::pending_interrupts;
+use crate::threads::{pending_interrupts, snapshot_mirror};
 
 /// The run options a worker reads back from the row's kwargs.
 #[derive(Debug, Default, Deserialize)]
@@ -605,50 +605,49 @@ impl Engine {
         };
         // The state read right after a successful run is still current; anything else
         // (a cancel that won the race, a failure) is read again.
-        let mirrored = match (final_state.filter(|_| status == RunStatus::Success), graph) {
-            (Some(snapshot), _) if !keep_thread => Ok(snapshot),
-            (Some(snapshot), _) => self
-                .mirror_snapshot(thread_id, &snapshot, None)
-                .await
-                .map(|()| snapshot),
-            (None, Some(graph)) if !keep_thread => {
-                let config = RunnableConfig::for_thread(thread_id.to_string());
-                graph
-                    .get_state(&config, StateOptions::default())
-                    .await
-                    .map_err(crate::EngineError::from)
-            }
+        let snapshot = match (final_state.filter(|_| status == RunStatus::Success), graph) {
+            (Some(snapshot), _) => Some(snapshot),
             (None, Some(graph)) => {
-                self.mirror_from_graph(thread_id, graph, thread_status.clone())
-                    .await
+                let config = RunnableConfig::for_thread(thread_id.to_string());
+                match graph.get_state(&config, StateOptions::default()).await {
+                    Ok(snapshot) => Some(snapshot),
+                    Err(error) => {
+                        tracing::warn!(run_id = %run.run_id, %error, "reading the state after the run failed");
+                        None
+                    }
+                }
             }
-            (None, None) => Err(crate::EngineError::internal("graph unavailable")),
+            (None, None) => None,
         };
-        let snapshot = match mirrored {
-            Ok(snapshot) => Some(snapshot),
-            Err(_) if !keep_thread => None,
-            Err(_) => {
-                let (status, error) = thread_status.unwrap_or((ThreadStatus::Idle, None));
-                let mirror = ThreadMirror {
-                    status,
-                    values: None,
-                    interrupts: Default::default(),
-                    error,
-                };
-                // The thread may be gone (deleted while the run ran); nothing to mirror.
-                let _ = self.store().threads().mirror(thread_id, mirror).await;
-                None
-            }
-        };
-        let others_wait = keep_thread
-            && match self.release_thread_after_run(thread_id).await {
+        let others_wait = keep_thread && {
+            let mirror = match &snapshot {
+                Some(snapshot) => snapshot_mirror(snapshot, thread_status),
+                None => {
+                    let (status, error) = thread_status.unwrap_or((ThreadStatus::Idle, None));
+                    ThreadMirror {
+                        status,
+                        values: None,
+                        interrupts: Default::default(),
+                        error,
+                    }
+                }
+            };
+            match self
+                .store()
+                .threads()
+                .mirror_after_run(thread_id, mirror)
+                .await
+            {
                 Ok(others_wait) => others_wait,
+                // Deleted while the run ran: nothing to mirror, nothing waits.
+                Err(error) if error.kind == service_store::ErrorKind::NotFound => false,
                 Err(error) => {
-                    tracing::warn!(%thread_id, %error, "updating the thread status failed");
+                    tracing::warn!(%thread_id, %error, "mirroring the run onto its thread failed");
                     // Unknown: wake workers rather than leave a run waiting.
                     true
                 }
-            };
+            }
+        };
         let body = match (status, error) {
             (RunStatus::Error, Some(error)) => json!({ "__error__": self.client_error(error) }),
             _ => match snapshot {
@@ -660,22 +659,6 @@ impl Engine {
             },
         };
         (body, others_wait)
-    }
-
-    /// Keeps a thread busy while other runs wait on it; true when some do.
-    async fn release_thread_after_run(&self, thread_id: uuid::Uuid) -> crate::EngineResult<bool> {
-        let query = service_store::ActiveRunsQuery {
-            thread_id: Some(thread_id),
-            ..Default::default()
-        };
-        if self.store().runs().active(&query).await?.is_empty() {
-            return Ok(false);
-        }
-        self.store()
-            .threads()
-            .set_status(thread_id, ThreadStatus::Busy)
-            .await?;
-        Ok(true)
     }
 
     /// The error as clients see it: without stacks unless they are exposed.

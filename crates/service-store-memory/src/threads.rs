@@ -113,29 +113,28 @@ impl ThreadsRepo for MemoryCore {
     async fn mirror(&self, thread_id: Uuid, mirror: ThreadMirror) -> StoreResult<()> {
         let now = self.env.clock.now();
         // Serialised before taking the lock.
-        let values = mirror.values.map(|values| JsonText::new(&values));
+        let (status, mirror) = (mirror.status, Mirrored::from(mirror));
         let mut core = self.state.lock();
-        let row = core.thread_mut(thread_id)?;
-        let thread = &mut row.thread;
-        thread.status = mirror.status;
-        if let Some(values) = values {
-            row.values = Some(values);
-            thread.state_updated_at = now;
-        }
-        thread.interrupts = mirror.interrupts;
-        match &mirror.error {
-            Some(message) => {
-                thread
-                    .metadata
-                    .insert("error".to_owned(), Value::from(message.clone()));
-            }
-            None => {
-                thread.metadata.remove("error");
-            }
-        }
-        thread.error = mirror.error;
-        thread.updated_at = now;
+        apply_mirror(core.thread_mut(thread_id)?, status, mirror, now);
         Ok(())
+    }
+
+    async fn mirror_after_run(&self, thread_id: Uuid, mirror: ThreadMirror) -> StoreResult<bool> {
+        let now = self.env.clock.now();
+        let (status, mirror) = (mirror.status, Mirrored::from(mirror));
+        let mut core = self.state.lock();
+        let runs_wait = core.runs_by_thread.get(&thread_id).is_some_and(|keys| {
+            keys.iter()
+                .filter_map(|(_, run_id)| core.runs.get(run_id))
+                .any(|row| !row.run.status.is_terminal())
+        });
+        let status = if runs_wait {
+            ThreadStatus::Busy
+        } else {
+            status
+        };
+        apply_mirror(core.thread_mut(thread_id)?, status, mirror, now);
+        Ok(runs_wait)
     }
 
     async fn delete(&self, thread_id: Uuid) -> StoreResult<()> {
@@ -259,4 +258,44 @@ fn matching<'a>(core: &'a Core, filter: &ThreadFilter) -> Vec<&'a ThreadRow> {
             .filter(selected)
             .collect(),
     }
+}
+
+/// A turn's outcome with its values serialised, ready to write under the lock.
+struct Mirrored {
+    values: Option<JsonText>,
+    interrupts: service_types::PendingInterrupts,
+    error: Option<String>,
+}
+
+impl From<ThreadMirror> for Mirrored {
+    fn from(mirror: ThreadMirror) -> Self {
+        Self {
+            values: mirror.values.as_ref().map(JsonText::new),
+            interrupts: mirror.interrupts,
+            error: mirror.error,
+        }
+    }
+}
+
+/// Writes a turn's outcome onto a thread row with `status`.
+fn apply_mirror(row: &mut ThreadRow, status: ThreadStatus, mirror: Mirrored, now: Timestamp) {
+    let thread = &mut row.thread;
+    thread.status = status;
+    if let Some(values) = mirror.values {
+        row.values = Some(values);
+        thread.state_updated_at = now;
+    }
+    thread.interrupts = mirror.interrupts;
+    match &mirror.error {
+        Some(message) => {
+            thread
+                .metadata
+                .insert("error".to_owned(), Value::from(message.clone()));
+        }
+        None => {
+            thread.metadata.remove("error");
+        }
+    }
+    thread.error = mirror.error;
+    thread.updated_at = now;
 }

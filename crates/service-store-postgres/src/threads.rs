@@ -302,6 +302,44 @@ impl ThreadsRepo for Db {
         .await
     }
 
+    async fn mirror_after_run(&self, thread_id: Uuid, mirror: ThreadMirror) -> StoreResult<bool> {
+        let now = self.now();
+        let has_values = mirror.values.is_some();
+        let values = mirror.values.unwrap_or(Value::Null);
+        let interrupts = encode(&mirror.interrupts)?;
+        let client = self.client().await?;
+        let row = client
+            .query_opt_cached(
+                "WITH waiting AS (
+                     SELECT EXISTS (
+                         SELECT 1 FROM runs
+                         WHERE thread_id = $1 AND status IN ('pending', 'running')) AS runs_wait)
+                 UPDATE threads SET
+                    status = CASE WHEN waiting.runs_wait THEN 'busy' ELSE $2 END,
+                    state_values = CASE WHEN $3 THEN $4::jsonb ELSE state_values END,
+                    state_updated_at = CASE WHEN $3 THEN $6 ELSE state_updated_at END,
+                    interrupts = $5,
+                    metadata = CASE WHEN $7::text IS NULL THEN metadata - 'error'
+                               ELSE metadata || jsonb_build_object('error', $7::text) END,
+                    error = $7, updated_at = $6
+                 FROM waiting
+                 WHERE thread_id = $1
+                 RETURNING waiting.runs_wait",
+                &[
+                    &thread_id,
+                    &enum_text(&mirror.status)?,
+                    &has_values,
+                    &values,
+                    &interrupts,
+                    &at(now),
+                    &mirror.error,
+                ],
+            )
+            .await
+            .map_err(store_error)?;
+        row.map(|row| row.get(0)).ok_or_else(|| missing(thread_id))
+    }
+
     async fn delete(&self, thread_id: Uuid) -> StoreResult<()> {
         let client = self.client().await?;
         let deleted = client

@@ -178,6 +178,12 @@ pub trait ThreadsRepo: Send + Sync {
     /// `metadata.error`). Unknown: `NotFound`.
     async fn mirror(&self, thread_id: Uuid, mirror: ThreadMirror) -> StoreResult<()>;
 
+    /// Mirrors a finished run's outcome as [`ThreadsRepo::mirror`] does, except that
+    /// the thread stays busy while other runs (pending or running) wait on it; returns
+    /// whether any do. One step, so a run queued meanwhile is either seen here or finds
+    /// the thread already released. Unknown: `NotFound`.
+    async fn mirror_after_run(&self, thread_id: Uuid, mirror: ThreadMirror) -> StoreResult<bool>;
+
     /// Deletes the thread, its runs and its thread-scoped crons, in one step (its
     /// deliveries stay). Unknown: `NotFound` ("Thread with ID <id> not found").
     async fn delete(&self, thread_id: Uuid) -> StoreResult<()>;
