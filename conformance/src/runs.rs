@@ -48,6 +48,84 @@ pub async fn run_create_is_pending_on_an_existing_thread(factory: Factory) {
     assert_kind(h.store.runs().create(duplicate).await, ErrorKind::Conflict);
 }
 
+/// A thread made for its run is created with the run in one step: both readable after;
+/// an existing thread, or a run id in use, writes nothing.
+pub async fn run_create_with_thread_writes_both_or_neither(factory: Factory) {
+    let h = Harness::new(&factory).await;
+    let new_thread = |thread_id| service_store::NewThread {
+        thread_id,
+        metadata: obj(json!({"graph_id": "echo"})),
+        status: service_types::ThreadStatus::Busy,
+        ttl: Some(service_types::TtlSetting::Minutes(10.0)),
+    };
+    let thread_id = Uuid::now_v7();
+    let run = h
+        .store
+        .runs()
+        .create_with_thread(new_thread(thread_id), h.new_run(thread_id))
+        .await
+        .expect("create");
+    assert_eq!(
+        (run.status, run.thread_id, run.created_at),
+        (RunStatus::Pending, thread_id, h.now())
+    );
+    assert_eq!(
+        h.store.runs().get(run.run_id).await.expect("get"),
+        Some(run.clone())
+    );
+    let thread = h
+        .store
+        .threads()
+        .get(thread_id)
+        .await
+        .expect("get")
+        .expect("thread created");
+    assert_eq!(
+        (thread.status, thread.metadata, thread.created_at),
+        (
+            service_types::ThreadStatus::Busy,
+            obj(json!({"graph_id": "echo"})),
+            h.now()
+        )
+    );
+    assert_eq!(thread.ttl.expect("ttl").ttl_minutes, 10.0);
+
+    let again = h.new_run(thread_id);
+    assert_kind(
+        h.store
+            .runs()
+            .create_with_thread(new_thread(thread_id), again.clone())
+            .await,
+        ErrorKind::Conflict,
+    );
+    assert_eq!(h.store.runs().get(again.run_id).await.expect("get"), None);
+
+    let fresh = Uuid::now_v7();
+    let reused = service_store::NewRun {
+        run_id: run.run_id,
+        ..h.new_run(fresh)
+    };
+    assert_kind(
+        h.store
+            .runs()
+            .create_with_thread(new_thread(fresh), reused)
+            .await,
+        ErrorKind::Conflict,
+    );
+    assert_eq!(
+        h.store.threads().get(fresh).await.expect("get"),
+        None,
+        "no thread without its run"
+    );
+    assert_kind(
+        h.store
+            .runs()
+            .create_with_thread(new_thread(Uuid::now_v7()), h.new_run(fresh))
+            .await,
+        ErrorKind::Invalid,
+    );
+}
+
 /// A claim says whether another run may be due: surely when one is claimable, never
 /// when none is pending and due.
 pub async fn run_claim_tells_whether_more_runs_wait(factory: Factory) {

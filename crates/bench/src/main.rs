@@ -44,6 +44,10 @@ pub(crate) struct RunArgs {
     /// Scenarios to run, comma-separated (s1..s7).
     #[arg(long, default_value = "s1,s2,s3,s4,s5,s6,s7", value_delimiter = ',')]
     scenarios: Vec<String>,
+    /// Only the loads at these concurrencies, comma-separated (default: each
+    /// scenario's own), e.g. `--concurrency 32` to profile one load.
+    #[arg(long, value_delimiter = ',')]
+    concurrency: Vec<usize>,
     /// Measured seconds per load.
     #[arg(long, default_value_t = 3.0)]
     duration: f64,

@@ -58,7 +58,7 @@ pub(crate) async fn run_all(args: RunArgs) -> Result<(), String> {
             ("s7", &[1]),
         ] {
             if selected(name) {
-                widths.extend(list);
+                widths.extend(bench.widths(list));
             }
         }
         widths.sort_unstable();
@@ -216,6 +216,16 @@ impl Bench {
         Ok(())
     }
 
+    /// The concurrencies of `list` the run asked for.
+    fn widths(&self, list: &[usize]) -> Vec<usize> {
+        list.iter()
+            .copied()
+            .filter(|width| {
+                self.args.concurrency.is_empty() || self.args.concurrency.contains(width)
+            })
+            .collect()
+    }
+
     async fn s1(&mut self) -> Result<(), String> {
         let created = self.http.post_json("/threads", &json!({})).await?;
         if created["thread_id"].as_str().is_none() {
@@ -223,7 +233,7 @@ impl Bench {
                 "S1: POST /threads answered without thread_id: {created}"
             ));
         }
-        for concurrency in [1, 32] {
+        for concurrency in self.widths(&[1, 32]) {
             let http = self.http.clone();
             let m = load::run(self.plan(concurrency), move |_| {
                 let http = http.clone();
@@ -247,7 +257,7 @@ impl Bench {
                 String::from_utf8_lossy(&answer)
             ));
         }
-        for concurrency in [1, 32] {
+        for concurrency in self.widths(&[1, 32]) {
             let http = self.http.clone();
             let body = body.clone();
             let m = load::run(self.plan(concurrency), move |_| {
@@ -278,7 +288,7 @@ impl Bench {
                 String::from_utf8_lossy(&answer)
             ));
         }
-        for concurrency in [1, 32] {
+        for concurrency in self.widths(&[1, 32]) {
             let http = self.http.clone();
             let m = load::run(self.plan(concurrency), move |_| {
                 let http = http.clone();
@@ -346,7 +356,7 @@ impl Bench {
                 String::from_utf8_lossy(tail)
             ));
         }
-        for concurrency in [1, 16] {
+        for concurrency in self.widths(&[1, 16]) {
             let http = self.http.clone();
             let body = body.clone();
             let m = load::run(self.plan(concurrency), move |_| {
@@ -456,7 +466,7 @@ impl Bench {
                 "S5: a filtered search found {count} items, expected {expected}: {found}"
             ));
         }
-        for concurrency in [1, 32] {
+        for concurrency in self.widths(&[1, 32]) {
             let http = self.http.clone();
             let search = search.clone();
             let m = load::run(self.plan(concurrency), move |n| {

@@ -6,7 +6,7 @@ use futures::StreamExt;
 use serde_json::{Map, Value, json};
 use service_store::{ActiveRunsQuery, CancelOutcome, NewRun, NewThread, RunListQuery};
 use service_types::{
-    Assistant, BulkCancel, BulkCancelStatus, CancelAction, Config, IfExists, IfNotExists, Metadata,
+    Assistant, BulkCancel, BulkCancelStatus, CancelAction, Config, IfNotExists, Metadata,
     MultitaskStrategy, Run, RunCreate, RunStatus, Thread, ThreadStatus,
 };
 use uuid::Uuid;
@@ -66,65 +66,74 @@ impl Engine {
         let assistant = self.resolve_run_assistant(&body.assistant_id).await?;
         match target {
             RunTarget::Stateless => {
-                // Made busy and naming its run's graph and assistant, ready for the run.
-                let new = NewThread {
-                    thread_id: Uuid::now_v7(),
-                    metadata: latest_run_metadata(&assistant),
-                    status: ThreadStatus::Busy,
-                    ttl: None,
-                };
-                let thread = self.store().threads().create(new, IfExists::Raise).await?;
-                self.insert_run(&thread, &assistant, body, true, Prepared::Ready, watch)
+                let thread = RunThread::New(self.thread_for_run(Uuid::now_v7(), &assistant, None));
+                self.insert_run(thread, &assistant, &body, true, watch)
                     .await
             }
             RunTarget::Thread(thread_id) => {
                 let _gate = self.thread_gate(thread_id).lock().await;
-                let (thread, prepared) = match self.store().threads().get(thread_id).await? {
-                    Some(thread) => (thread, Prepared::Existing),
-                    None if body.if_not_exists == Some(IfNotExists::Create) => {
-                        self.create_thread_for_run(thread_id, &assistant).await?
-                    }
-                    None => return Err(EngineError::not_found("Thread or assistant not found.")),
-                };
-                if prepared == Prepared::Existing {
-                    let strategy = body.multitask_strategy.unwrap_or_default();
-                    self.apply_multitask_strategy(thread_id, strategy).await?;
+                if let Some(thread) = self.store().threads().get(thread_id).await? {
+                    return self
+                        .insert_on_existing(thread, &assistant, body, watch)
+                        .await;
                 }
-                self.insert_run(&thread, &assistant, body, false, prepared, watch)
-                    .await
+                if body.if_not_exists != Some(IfNotExists::Create) {
+                    return Err(EngineError::not_found("Thread or assistant not found."));
+                }
+                let ttl = self
+                    .config()
+                    .thread_default_ttl_minutes
+                    .map(service_types::TtlSetting::Minutes);
+                let new = RunThread::New(self.thread_for_run(thread_id, &assistant, ttl));
+                match self.insert_run(new, &assistant, &body, false, watch).await {
+                    // Another instance made the thread in between: it is an existing one.
+                    Err(error) if error.kind == crate::ErrorKind::Conflict => {
+                        let thread =
+                            self.store()
+                                .threads()
+                                .get(thread_id)
+                                .await?
+                                .ok_or_else(|| {
+                                    EngineError::not_found("Thread or assistant not found.")
+                                })?;
+                        self.insert_on_existing(thread, &assistant, body, watch)
+                            .await
+                    }
+                    other => other,
+                }
             }
         }
     }
 
-    /// The thread `if_not_exists: create` asks for, made ready for the run; or the
-    /// thread another request made in between, as an existing one.
-    async fn create_thread_for_run(
+    /// A thread made for a run: busy and naming its run's graph and assistant, ready
+    /// for the run.
+    fn thread_for_run(
         &self,
         thread_id: Uuid,
         assistant: &Assistant,
-    ) -> EngineResult<(Thread, Prepared)> {
-        let new = NewThread {
+        ttl: Option<service_types::TtlSetting>,
+    ) -> NewThread {
+        NewThread {
             thread_id,
             metadata: latest_run_metadata(assistant),
             status: ThreadStatus::Busy,
-            ttl: self
-                .config()
-                .thread_default_ttl_minutes
-                .map(service_types::TtlSetting::Minutes),
-        };
-        match self.store().threads().create(new, IfExists::Raise).await {
-            Ok(thread) => Ok((thread, Prepared::Ready)),
-            Err(error) if error.kind == service_store::ErrorKind::Conflict => {
-                let thread = self
-                    .store()
-                    .threads()
-                    .get(thread_id)
-                    .await?
-                    .ok_or_else(|| EngineError::not_found("Thread or assistant not found."))?;
-                Ok((thread, Prepared::Existing))
-            }
-            Err(error) => Err(error.into()),
+            ttl,
         }
+    }
+
+    /// Queues a run on a thread that existed, after its multitask strategy.
+    async fn insert_on_existing(
+        &self,
+        thread: Thread,
+        assistant: &Assistant,
+        body: RunCreate,
+        watch: bool,
+    ) -> EngineResult<(Run, Option<Subscription>)> {
+        let strategy = body.multitask_strategy.unwrap_or_default();
+        self.apply_multitask_strategy(thread.thread_id, strategy)
+            .await?;
+        self.insert_run(RunThread::Existing(thread), assistant, &body, false, watch)
+            .await
     }
 
     async fn apply_multitask_strategy(
@@ -161,17 +170,19 @@ impl Engine {
 
     async fn insert_run(
         &self,
-        thread: &Thread,
+        thread: RunThread,
         assistant: &Assistant,
-        body: RunCreate,
+        body: &RunCreate,
         stateless: bool,
-        prepared: Prepared,
         watch: bool,
     ) -> EngineResult<(Run, Option<Subscription>)> {
         let run_id = Uuid::now_v7();
-        let thread_id = thread.thread_id;
+        let (thread_id, thread_metadata) = match &thread {
+            RunThread::Existing(thread) => (thread.thread_id, &thread.metadata),
+            RunThread::New(new) => (new.thread_id, &new.metadata),
+        };
         let mut metadata = assistant.metadata.clone();
-        metadata.extend(thread.metadata.clone());
+        metadata.extend(thread_metadata.clone());
         if let Some(request) = body.metadata.clone() {
             metadata.extend(
                 request
@@ -179,14 +190,14 @@ impl Engine {
                     .filter(|(key, _)| !RESERVED_METADATA.contains(&key.as_str())),
             );
         }
-        let kwargs = run_kwargs(&body, assistant, thread_id, run_id, stateless);
+        let kwargs = run_kwargs(body, assistant, thread_id, run_id, stateless);
         let after = body.after_seconds.unwrap_or(0.0).max(0.0);
         let available_at = self.now().plus_millis((after * 1000.0) as i64);
 
         // The thread names the graph and assistant of its latest run, and is busy before
         // the row becomes claimable so a fast worker cannot be overtaken (a thread
-        // made for this run was created so).
-        if prepared == Prepared::Existing {
+        // made for this run is created so, with the run).
+        if let RunThread::Existing(_) = thread {
             let patch = service_store::ThreadPatch {
                 metadata: Some(latest_run_metadata(assistant)),
                 ttl: service_store::TtlChange::Keep,
@@ -214,7 +225,17 @@ impl Engine {
             kwargs,
             available_at,
         };
-        let run = self.store().runs().create(new).await?;
+        let run = match thread {
+            RunThread::Existing(_) => self.store().runs().create(new).await,
+            RunThread::New(thread) => self.store().runs().create_with_thread(thread, new).await,
+        };
+        let run = match run {
+            Ok(run) => run,
+            Err(error) => {
+                self.inner.bus.discard(topic).await;
+                return Err(error.into());
+            }
+        };
         if available_at > self.now() {
             self.inner.delays_changed.notify_one();
             self.inner.announce.notify_one();
@@ -492,13 +513,12 @@ impl Engine {
     }
 }
 
-/// The state of a run's thread when the run is inserted.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Prepared {
-    /// Made for this run: busy, naming its graph and assistant, with no other runs.
-    Ready,
+/// The thread a run is queued on.
+enum RunThread {
     /// Existed before: other runs may be on it, and it still needs marking.
-    Existing,
+    Existing(Thread),
+    /// Made for this run, with it: busy, naming its graph and assistant.
+    New(NewThread),
 }
 
 /// The thread metadata naming the graph and assistant of the thread's latest run.

@@ -1,13 +1,14 @@
 use async_trait::async_trait;
 use service_store::page::paginate;
 use service_store::{
-    ActiveRunsQuery, CancelOutcome, Claimed, DeliveryRecord, NewRun, RunListQuery, RunsRepo,
-    Settled, Settlement, StoreError, StoreResult, final_status,
+    ActiveRunsQuery, CancelOutcome, Claimed, DeliveryRecord, NewRun, NewThread, RunListQuery,
+    RunsRepo, Settled, Settlement, StoreError, StoreResult, final_status,
 };
 use service_types::{JsonText, Run, RunStatus, Timestamp};
 use uuid::Uuid;
 
-use crate::core::{Core, MemoryCore, RunKey, RunRow};
+use crate::core::{Core, MemoryCore, RunKey, RunRow, ThreadRow};
+use crate::threads::{new_thread, ttl_from};
 
 fn run_not_found() -> StoreError {
     StoreError::not_found("Run not found")
@@ -30,35 +31,46 @@ impl Core {
 impl RunsRepo for MemoryCore {
     async fn create(&self, new: NewRun) -> StoreResult<Run> {
         let now = self.env.clock.now();
-        let mut run = Run {
-            run_id: new.run_id,
-            thread_id: new.thread_id,
-            assistant_id: new.assistant_id,
-            created_at: now,
-            updated_at: now,
-            status: RunStatus::Pending,
-            metadata: new.metadata,
-            multitask_strategy: new.multitask_strategy,
-            kwargs: serde_json::Value::Null,
-            error: None,
-        };
         // Serialised before taking the store's lock.
-        let row = RunRow::new(run.clone(), JsonText::new(&new.kwargs), new.available_at);
+        let (mut run, row, kwargs) = pending_run(new, now);
         let mut core = self.state.lock();
-        if !core.threads.contains_key(&new.thread_id) {
+        if !core.threads.contains_key(&run.thread_id) {
             return Err(StoreError::not_found(format!(
                 "Thread with ID {} not found",
-                new.thread_id
+                run.thread_id
             )));
         }
-        if core.runs.contains_key(&new.run_id) {
-            return Err(StoreError::conflict(format!(
-                "Run {} already exists",
-                new.run_id
-            )));
-        }
+        check_new_run_id(&core, run.run_id)?;
         core.insert_run(row);
-        run.kwargs = new.kwargs;
+        run.kwargs = kwargs;
+        Ok(run)
+    }
+
+    async fn create_with_thread(&self, thread: NewThread, new: NewRun) -> StoreResult<Run> {
+        if thread.thread_id != new.thread_id {
+            return Err(StoreError::invalid(
+                "a new thread's run must name that thread",
+            ));
+        }
+        let now = self.env.clock.now();
+        let ttl = thread
+            .ttl
+            .map(|setting| ttl_from(setting, now))
+            .transpose()?;
+        let thread = new_thread(thread, ttl, now);
+        let (mut run, row, kwargs) = pending_run(new, now);
+        let mut core = self.state.lock();
+        if core.threads.contains_key(&thread.thread_id) {
+            return Err(StoreError::conflict(format!(
+                "Thread with ID {} already exists",
+                thread.thread_id
+            )));
+        }
+        check_new_run_id(&core, run.run_id)?;
+        core.threads
+            .insert(thread.thread_id, Box::new(ThreadRow::new(thread)));
+        core.insert_run(row);
+        run.kwargs = kwargs;
         Ok(run)
     }
 
@@ -244,4 +256,29 @@ impl RunsRepo for MemoryCore {
             .map(|_| ())
             .ok_or_else(run_not_found)
     }
+}
+
+/// A run as queued now: the run (kwargs left out), its row, and the kwargs.
+fn pending_run(new: NewRun, now: Timestamp) -> (Run, RunRow, serde_json::Value) {
+    let run = Run {
+        run_id: new.run_id,
+        thread_id: new.thread_id,
+        assistant_id: new.assistant_id,
+        created_at: now,
+        updated_at: now,
+        status: RunStatus::Pending,
+        metadata: new.metadata,
+        multitask_strategy: new.multitask_strategy,
+        kwargs: serde_json::Value::Null,
+        error: None,
+    };
+    let row = RunRow::new(run.clone(), JsonText::new(&new.kwargs), new.available_at);
+    (run, row, new.kwargs)
+}
+
+fn check_new_run_id(core: &Core, run_id: Uuid) -> StoreResult<()> {
+    if core.runs.contains_key(&run_id) {
+        return Err(StoreError::conflict(format!("Run {run_id} already exists")));
+    }
+    Ok(())
 }

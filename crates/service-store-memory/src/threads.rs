@@ -14,7 +14,7 @@ use uuid::Uuid;
 
 use crate::core::{Core, MemoryCore, ThreadRow};
 
-fn ttl_from(setting: TtlSetting, now: Timestamp) -> StoreResult<ThreadTtl> {
+pub(crate) fn ttl_from(setting: TtlSetting, now: Timestamp) -> StoreResult<ThreadTtl> {
     validate_ttl(setting)?;
     Ok(ThreadTtl {
         strategy: setting.strategy(),
@@ -51,19 +51,7 @@ impl ThreadsRepo for MemoryCore {
                 IfExists::DoNothing => Ok(existing.to_thread()),
             };
         }
-        let thread = Thread {
-            thread_id: new.thread_id,
-            created_at: now,
-            updated_at: now,
-            state_updated_at: now,
-            metadata: new.metadata,
-            status: new.status,
-            config: Value::Object(Metadata::new()),
-            values: None,
-            interrupts: Default::default(),
-            error: None,
-            ttl,
-        };
+        let thread = new_thread(new, ttl, now);
         core.threads
             .insert(thread.thread_id, Box::new(ThreadRow::new(thread.clone())));
         Ok(thread)
@@ -298,4 +286,21 @@ fn apply_mirror(row: &mut ThreadRow, status: ThreadStatus, mirror: Mirrored, now
     }
     thread.error = mirror.error;
     thread.updated_at = now;
+}
+
+/// A new thread as created now, with no state yet.
+pub(crate) fn new_thread(new: NewThread, ttl: Option<ThreadTtl>, now: Timestamp) -> Thread {
+    Thread {
+        thread_id: new.thread_id,
+        created_at: now,
+        updated_at: now,
+        state_updated_at: now,
+        metadata: new.metadata,
+        status: new.status,
+        config: Value::Object(Metadata::new()),
+        values: None,
+        interrupts: Default::default(),
+        error: None,
+        ttl,
+    }
 }

@@ -7,8 +7,8 @@
 use async_trait::async_trait;
 use serde_json::Value;
 use service_store::{
-    ActiveRunsQuery, CancelOutcome, Claimed, DeliveryRecord, NewRun, RunListQuery, RunsRepo,
-    Settled, Settlement, StoreError, StoreResult, final_status,
+    ActiveRunsQuery, CancelOutcome, Claimed, DeliveryRecord, NewRun, NewThread, RunListQuery,
+    RunsRepo, Settled, Settlement, StoreError, StoreResult, final_status,
 };
 use service_types::{Run, RunStatus, Timestamp};
 use tokio_postgres::Row;
@@ -20,6 +20,7 @@ use crate::db::{
 };
 use crate::deliveries::insert_delivery;
 use crate::error::{is_foreign_key_violation, is_unique_violation, store_error};
+use crate::threads::{self, COLUMNS as THREAD_COLUMNS};
 
 pub(crate) const COLUMNS: &str = "run_id, thread_id, assistant_id, created_at, updated_at, status, \
     metadata, multitask_strategy, kwargs, error";
@@ -156,6 +157,66 @@ impl RunsRepo for Db {
             Ok(row) => run(&row),
             Err(error) if is_foreign_key_violation(&error) => Err(StoreError::not_found(format!(
                 "Thread with ID {} not found",
+                new.thread_id
+            ))),
+            Err(error) if is_unique_violation(&error) => Err(StoreError::conflict(format!(
+                "Run {} already exists",
+                new.run_id
+            ))),
+            Err(error) => Err(store_error(error)),
+        }
+    }
+
+    async fn create_with_thread(&self, thread: NewThread, new: NewRun) -> StoreResult<Run> {
+        if thread.thread_id != new.thread_id {
+            return Err(StoreError::invalid(
+                "a new thread's run must name that thread",
+            ));
+        }
+        let now = self.now();
+        let ttl = thread
+            .ttl
+            .map(|setting| threads::ttl_from(setting, now))
+            .transpose()?;
+        let (ttl_strategy, ttl_minutes, expires_at) = threads::ttl_columns(ttl.as_ref())?;
+        let strategy = new.multitask_strategy.as_ref().map(enum_text).transpose()?;
+        let client = self.client().await?;
+        // One statement: the run's foreign key is checked at its end, when the thread
+        // row exists; a thread that existed already inserts nothing, so no run either.
+        let inserted = client
+            .query_opt_cached(
+                static_sql!(
+                    "WITH thread AS (
+                         INSERT INTO threads ({THREAD_COLUMNS})
+                         VALUES ($2, $4, $4, $4, $9, $10, '{{}}'::jsonb, NULL, '{{}}'::jsonb,
+                                 NULL, $11, $12, $13)
+                         ON CONFLICT (thread_id) DO NOTHING RETURNING thread_id)
+                     INSERT INTO runs ({COLUMNS}, available_at)
+                     SELECT $1, thread.thread_id, $3, $4, $4, 'pending', $5, $6, $7, NULL, $8
+                     FROM thread
+                     RETURNING {COLUMNS}"
+                ),
+                &[
+                    &new.run_id,
+                    &new.thread_id,
+                    &new.assistant_id,
+                    &at(now),
+                    &Value::Object(new.metadata),
+                    &strategy,
+                    &new.kwargs,
+                    &at(new.available_at),
+                    &Value::Object(thread.metadata),
+                    &enum_text(&thread.status)?,
+                    &ttl_strategy,
+                    &ttl_minutes,
+                    &expires_at,
+                ],
+            )
+            .await;
+        match inserted {
+            Ok(Some(row)) => run(&row),
+            Ok(None) => Err(StoreError::conflict(format!(
+                "Thread with ID {} already exists",
                 new.thread_id
             ))),
             Err(error) if is_unique_violation(&error) => Err(StoreError::conflict(format!(

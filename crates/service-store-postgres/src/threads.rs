@@ -25,7 +25,7 @@ fn missing(thread_id: Uuid) -> StoreError {
     StoreError::not_found(format!("Thread with ID {thread_id} not found"))
 }
 
-fn ttl_from(setting: TtlSetting, now: Timestamp) -> StoreResult<ThreadTtl> {
+pub(crate) fn ttl_from(setting: TtlSetting, now: Timestamp) -> StoreResult<ThreadTtl> {
     validate_ttl(setting)?;
     Ok(ThreadTtl {
         strategy: setting.strategy(),
@@ -63,7 +63,6 @@ pub(crate) fn thread(row: &Row) -> StoreResult<Thread> {
     })
 }
 
-/// The ttl columns (strategy, minutes, expiry) of an optional ttl.
 /// The ttl columns: strategy, minutes, expiry.
 type TtlColumns = (
     Option<String>,
@@ -71,7 +70,8 @@ type TtlColumns = (
     Option<chrono::DateTime<chrono::Utc>>,
 );
 
-fn ttl_columns(ttl: Option<&ThreadTtl>) -> StoreResult<TtlColumns> {
+/// The ttl columns of an optional ttl.
+pub(crate) fn ttl_columns(ttl: Option<&ThreadTtl>) -> StoreResult<TtlColumns> {
     Ok(match ttl {
         Some(ttl) => (
             Some(enum_text(&ttl.strategy)?),

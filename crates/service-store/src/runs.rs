@@ -6,7 +6,7 @@ use service_types::{Metadata, MultitaskStrategy, Run, RunError, RunStatus, Times
 use uuid::Uuid;
 
 use crate::deliveries::DeliveryRecord;
-use crate::{StoreError, StoreResult};
+use crate::{NewThread, StoreError, StoreResult};
 
 /// A new pending run.
 #[derive(Clone, Debug, PartialEq)]
@@ -152,6 +152,12 @@ pub trait RunsRepo: Send + Sync {
     /// Inserts a pending run stamped now. Unknown thread: `NotFound` ("Thread with ID
     /// <id> not found"); existing id: `Conflict`.
     async fn create(&self, new: NewRun) -> StoreResult<Run>;
+
+    /// Creates a thread and its first run, pending, in one step: a run queued on a
+    /// thread made for it (stateless, or `if_not_exists: create`). `run.thread_id` must
+    /// be `thread.thread_id`. The thread exists already: `Conflict` and nothing is
+    /// written; existing run id: `Conflict`.
+    async fn create_with_thread(&self, thread: NewThread, run: NewRun) -> StoreResult<Run>;
 
     /// The row.
     async fn get(&self, run_id: Uuid) -> StoreResult<Option<Run>>;
