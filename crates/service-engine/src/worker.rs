@@ -188,7 +188,6 @@ impl Engine {
             if self.inner.shutdown.is_cancelled() {
                 return;
             }
-            let now = self.now();
             let queued_here = {
                 let mut queued = self.queued_here();
                 let next = queued.pop_front();
@@ -200,12 +199,17 @@ impl Engine {
             };
             if let Some(run_id) = queued_here {
                 let handles = self.register_active(run_id);
-                match self.store().runs().claim(run_id, now).await {
+                // Read now, not before the pop: a clock read before the run was queued
+                // would find it not yet due.
+                match self.store().runs().claim(run_id, self.now()).await {
                     Ok(Some(run)) => self.execute(run, handles, true).await,
-                    // Taken by another instance, cancelled, or waiting for its thread,
-                    // which wakes the workers when it frees up.
+                    // Taken by another instance, cancelled, or waiting for its thread
+                    // (which wakes the workers when it frees up). Whatever else kept it,
+                    // the queue search and the delayed-run timer look again.
                     Ok(None) => {
                         self.active().remove(&run_id);
+                        self.inner.delays_changed.notify_one();
+                        self.queue_changed();
                     }
                     Err(error) => {
                         self.active().remove(&run_id);
@@ -216,7 +220,8 @@ impl Engine {
                 continue;
             }
             if self.inner.search_queue.swap(false, Ordering::SeqCst) {
-                match self.store().runs().claim_next(now).await {
+                // Read after the flag, so a run due when the flag was set is due now.
+                match self.store().runs().claim_next(self.now()).await {
                     Ok(Some(claimed)) => {
                         // The queue may hold more: this worker searches again after the
                         // run, and another idle one now when more are due.

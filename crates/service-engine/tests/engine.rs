@@ -331,6 +331,37 @@ async fn a_delayed_run_starts_when_due_with_no_other_work() {
     assert_eq!(settled(&engine, &run).await.status, RunStatus::Success);
 }
 
+/// A run this instance queued that its claim by id cannot take yet (here: the clock
+/// went back after it was queued) is not forgotten: the queue search and the
+/// delayed-run timer take it once it is due.
+#[tokio::test(start_paused = true)]
+async fn a_queued_run_its_claim_by_id_missed_still_starts_when_due() {
+    let Harness { engine, clock } = started(EngineConfig::default()).await;
+    let thread = new_thread(&engine).await;
+    // The workers have looked at the queue and sleep; the timer knows of no delay.
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let queued_at = clock.now();
+    let run = engine
+        .create_run(RunTarget::Thread(thread), run_body("echo", json!({})))
+        .await
+        .unwrap();
+    // Before any worker runs (one runtime thread, no await in between).
+    clock.set(queued_at.plus_millis(-1_000));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        engine
+            .get_run(Some(thread), run.run_id)
+            .await
+            .unwrap()
+            .status,
+        RunStatus::Pending,
+        "not due by the clock yet"
+    );
+    clock.set(queued_at);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(settled(&engine, &run).await.status, RunStatus::Success);
+}
+
 /// An engine (workers not started) sharing its store with other instances through
 /// `coordinator`.
 async fn coordinated(
