@@ -390,17 +390,34 @@ async fn coordinated(
     (engine, store, clock)
 }
 
-/// A coordinator that counts announcements and holds the first one until released.
-struct Announcements {
-    made: std::sync::atomic::AtomicUsize,
-    release_first: tokio::sync::Semaphore,
+/// A coordinator standing in for other instances: it counts announcements and holds
+/// the first one until released, and says whether thread claims are free as the test
+/// decides.
+struct TestCoordinator {
+    announced: std::sync::atomic::AtomicUsize,
+    release_first_announcement: tokio::sync::Semaphore,
+    claims_freed: std::sync::atomic::AtomicBool,
+}
+
+impl Default for TestCoordinator {
+    fn default() -> Self {
+        Self {
+            announced: Default::default(),
+            release_first_announcement: tokio::sync::Semaphore::new(0),
+            claims_freed: Default::default(),
+        }
+    }
 }
 
 #[async_trait::async_trait]
-impl service_engine::coordination::Coordinator for Announcements {
+impl service_engine::coordination::Coordinator for TestCoordinator {
     async fn announce_work(&self) {
-        if self.made.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 {
-            drop(self.release_first.acquire().await);
+        if self
+            .announced
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+            == 0
+        {
+            drop(self.release_first_announcement.acquire().await);
         }
     }
     async fn other_work(&self) {
@@ -413,10 +430,10 @@ impl service_engine::coordination::Coordinator for Announcements {
         Ok(Box::new(()))
     }
     async fn thread_unclaimed(&self, _thread_id: Uuid) -> service_engine::EngineResult<bool> {
-        Ok(false)
+        Ok(self.claims_freed.load(std::sync::atomic::Ordering::SeqCst))
     }
     fn check_interval(&self) -> Option<Duration> {
-        None
+        Some(Duration::from_secs(3600))
     }
 }
 
@@ -424,13 +441,14 @@ impl service_engine::coordination::Coordinator for Announcements {
 /// instances learn of every run, without a round trip per run.
 #[tokio::test]
 async fn runs_queued_during_an_announcement_are_announced_once_after_it() {
-    let coordinator = Arc::new(Announcements {
-        made: Default::default(),
-        release_first: tokio::sync::Semaphore::new(0),
-    });
+    let coordinator = Arc::new(TestCoordinator::default());
     let (engine, _store, _clock) = coordinated(coordinator.clone()).await;
     engine.start();
-    let made = || coordinator.made.load(std::sync::atomic::Ordering::SeqCst);
+    let made = || {
+        coordinator
+            .announced
+            .load(std::sync::atomic::Ordering::SeqCst)
+    };
     let mut runs = Vec::new();
     let queue = || async {
         let thread = new_thread(&engine).await;
@@ -444,7 +462,7 @@ async fn runs_queued_during_an_announcement_are_announced_once_after_it() {
     for _ in 0..9 {
         runs.push(queue().await);
     }
-    coordinator.release_first.add_permits(1);
+    coordinator.release_first_announcement.add_permits(1);
     for run in &runs {
         assert_eq!(settled(&engine, run).await.status, RunStatus::Success);
     }
@@ -456,33 +474,9 @@ async fn runs_queued_during_an_announcement_are_announced_once_after_it() {
     );
 }
 
-/// A coordinator whose answer about thread claims the test decides.
-#[derive(Default)]
-struct ClaimsFreed(std::sync::atomic::AtomicBool);
-
-#[async_trait::async_trait]
-impl service_engine::coordination::Coordinator for ClaimsFreed {
-    async fn announce_work(&self) {}
-    async fn other_work(&self) {
-        std::future::pending::<()>().await;
-    }
-    async fn claim_thread(
-        &self,
-        _thread_id: Uuid,
-    ) -> service_engine::EngineResult<Box<dyn service_engine::coordination::ThreadClaim>> {
-        Ok(Box::new(()))
-    }
-    async fn thread_unclaimed(&self, _thread_id: Uuid) -> service_engine::EngineResult<bool> {
-        Ok(self.0.load(std::sync::atomic::Ordering::SeqCst))
-    }
-    fn check_interval(&self) -> Option<Duration> {
-        Some(Duration::from_secs(3600))
-    }
-}
-
 #[tokio::test]
 async fn a_run_whose_executor_died_is_settled_as_an_error_once_its_claim_is_free() {
-    let coordinator = Arc::new(ClaimsFreed::default());
+    let coordinator = Arc::new(TestCoordinator::default());
     let (engine, store, clock) = coordinated(coordinator.clone()).await;
     let thread = new_thread(&engine).await;
     // Workers are not started: the run is claimed as another instance would, then
@@ -501,7 +495,7 @@ async fn a_run_whose_executor_died_is_settled_as_an_error_once_its_claim_is_free
         "its claim is still held"
     );
     coordinator
-        .0
+        .claims_freed
         .store(true, std::sync::atomic::Ordering::SeqCst);
     assert_eq!(engine.recover_orphaned_runs().await, 1);
 

@@ -85,6 +85,69 @@ impl PostgresSaver {
         }
     }
 
+    /// Records `writes` against the checkpoint `config` names and stores the checkpoint
+    /// that follows it: one statement, so one round trip, and atomic (the writes'
+    /// foreign key fails the whole statement when the parent is unknown; the blob's is
+    /// checked at the statement's end, when the checkpoint row exists). Committed
+    /// asynchronously: a run's settle, or the thread mirror after a state update,
+    /// makes it durable (`ASYNC_COMMIT`).
+    async fn insert_checkpoint(
+        &self,
+        config: &CheckpointConfig,
+        writes: WriteColumns,
+        checkpoint: Value,
+        metadata: Metadata,
+    ) -> Result<CheckpointConfig, GraphError> {
+        let (tasks, channels, values) = writes.into_parts();
+        let id = new_checkpoint_id();
+        let client = self.client().await?;
+        let written = client
+            .execute_cached(
+                static_sql!(
+                    "WITH writes AS (
+                         INSERT INTO checkpoint_writes (thread_id, checkpoint_ns,
+                             checkpoint_id, task_id, channel, value)
+                         SELECT $1, $2, $4, write.task_id, write.channel, write.value
+                         FROM unnest($8::text[], $9::text[], $10::jsonb[]) WITH ORDINALITY
+                             AS write(task_id, channel, value, position)
+                         ORDER BY write.position
+                         ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, channel)
+                         DO UPDATE SET value = EXCLUDED.value,
+                             seq = nextval('checkpoint_write_seq')),
+                     checkpoint AS (
+                         INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id,
+                             parent_checkpoint_id, metadata, created_at)
+                         VALUES ($1, $2, $3, $4, $5, $6))
+                     INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, checkpoint_id, body)
+                     SELECT $1, $2, $3, $7 FROM {ASYNC_COMMIT}"
+                ),
+                &[
+                    &config.thread_id,
+                    &config.checkpoint_ns,
+                    &id,
+                    &config.checkpoint_id,
+                    &Value::Object(metadata),
+                    &Utc::now(),
+                    &checkpoint,
+                    &tasks,
+                    &channels,
+                    &values,
+                ],
+            )
+            .await;
+        match written {
+            Ok(_) => Ok(CheckpointConfig {
+                thread_id: config.thread_id.clone(),
+                checkpoint_ns: config.checkpoint_ns.clone(),
+                checkpoint_id: Some(id),
+            }),
+            Err(error) if error.code() == Some(&SqlState::FOREIGN_KEY_VIOLATION) => Err(
+                GraphError::NotFound(format!("Checkpoint {config:?} not found")),
+            ),
+            Err(error) => Err(db_error(error)),
+        }
+    }
+
     async fn client(&self) -> Result<Object, GraphError> {
         self.pool.get().await.map_err(pool_error)
     }
@@ -228,39 +291,8 @@ impl Checkpointer for PostgresSaver {
         checkpoint: Value,
         metadata: Metadata,
     ) -> Result<CheckpointConfig, GraphError> {
-        let id = new_checkpoint_id();
-        let client = self.client().await?;
-        // One statement, so one round trip and atomic; the blob's foreign key is checked
-        // at the end of the statement, when the checkpoint row exists. Committed
-        // asynchronously: a run's settle, or the thread mirror after a state update,
-        // makes it durable (`ASYNC_COMMIT`).
-        client
-            .execute_cached(
-                static_sql!(
-                    "WITH checkpoint AS (
-                     INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id,
-                         parent_checkpoint_id, metadata, created_at)
-                     VALUES ($1, $2, $3, $4, $5, $6))
-                 INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, checkpoint_id, body)
-                 SELECT $1, $2, $3, $7 FROM {ASYNC_COMMIT}"
-                ),
-                &[
-                    &config.thread_id,
-                    &config.checkpoint_ns,
-                    &id,
-                    &config.checkpoint_id,
-                    &Value::Object(metadata),
-                    &Utc::now(),
-                    &checkpoint,
-                ],
-            )
+        self.insert_checkpoint(config, WriteColumns::default(), checkpoint, metadata)
             .await
-            .map_err(db_error)?;
-        Ok(CheckpointConfig {
-            thread_id: config.thread_id.clone(),
-            checkpoint_ns: config.checkpoint_ns.clone(),
-            checkpoint_id: Some(id),
-        })
     }
 
     async fn put_writes(
@@ -323,56 +355,14 @@ impl Checkpointer for PostgresSaver {
         checkpoint: Value,
         metadata: Metadata,
     ) -> Result<CheckpointConfig, GraphError> {
-        let missing = || GraphError::NotFound(format!("Checkpoint {config:?} not found"));
-        let parent = config.checkpoint_id.as_ref().ok_or_else(missing)?;
-        let (tasks, channels, values) = WriteColumns::last_per_channel(task_writes).into_parts();
-        let id = new_checkpoint_id();
-        let client = self.client().await?;
-        // `put_writes` and `put` in one statement: one round trip, and atomic (the
-        // writes' foreign key fails the whole statement when the parent is unknown).
-        let written = client
-            .execute_cached(
-                static_sql!(
-                    "WITH writes AS (
-                         INSERT INTO checkpoint_writes (thread_id, checkpoint_ns,
-                             checkpoint_id, task_id, channel, value)
-                         SELECT $1, $2, $4, write.task_id, write.channel, write.value
-                         FROM unnest($8::text[], $9::text[], $10::jsonb[]) WITH ORDINALITY
-                             AS write(task_id, channel, value, position)
-                         ORDER BY write.position
-                         ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, channel)
-                         DO UPDATE SET value = EXCLUDED.value,
-                             seq = nextval('checkpoint_write_seq')),
-                     checkpoint AS (
-                         INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id,
-                             parent_checkpoint_id, metadata, created_at)
-                         VALUES ($1, $2, $3, $4, $5, $6))
-                     INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, checkpoint_id, body)
-                     SELECT $1, $2, $3, $7 FROM {ASYNC_COMMIT}"
-                ),
-                &[
-                    &config.thread_id,
-                    &config.checkpoint_ns,
-                    &id,
-                    parent,
-                    &Value::Object(metadata),
-                    &Utc::now(),
-                    &checkpoint,
-                    &tasks,
-                    &channels,
-                    &values,
-                ],
-            )
-            .await;
-        match written {
-            Ok(_) => Ok(CheckpointConfig {
-                thread_id: config.thread_id.clone(),
-                checkpoint_ns: config.checkpoint_ns.clone(),
-                checkpoint_id: Some(id),
-            }),
-            Err(error) if error.code() == Some(&SqlState::FOREIGN_KEY_VIOLATION) => Err(missing()),
-            Err(error) => Err(db_error(error)),
+        if !task_writes.is_empty() && config.checkpoint_id.is_none() {
+            return Err(GraphError::NotFound(format!(
+                "Checkpoint {config:?} not found"
+            )));
         }
+        let writes = WriteColumns::last_per_channel(task_writes);
+        self.insert_checkpoint(config, writes, checkpoint, metadata)
+            .await
     }
 
     async fn merge_metadata(

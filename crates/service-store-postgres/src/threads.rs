@@ -173,6 +173,55 @@ impl Db {
     }
 }
 
+impl Db {
+    /// Writes a turn's outcome onto the thread; with `busy_while_runs_wait`, the thread
+    /// stays busy when pending or running runs wait on it. Returns whether any do
+    /// (false when not asked).
+    async fn write_mirror(
+        &self,
+        thread_id: Uuid,
+        mirror: ThreadMirror,
+        busy_while_runs_wait: bool,
+    ) -> StoreResult<bool> {
+        let now = self.now();
+        let has_values = mirror.values.is_some();
+        let values = mirror.values.unwrap_or(Value::Null);
+        let interrupts = encode(&mirror.interrupts)?;
+        let client = self.client().await?;
+        let row = client
+            .query_opt_cached(
+                "WITH waiting AS (
+                     SELECT $8 AND EXISTS (
+                         SELECT 1 FROM runs
+                         WHERE thread_id = $1 AND status IN ('pending', 'running')) AS runs_wait)
+                 UPDATE threads SET
+                    status = CASE WHEN waiting.runs_wait THEN 'busy' ELSE $2 END,
+                    state_values = CASE WHEN $3 THEN $4::jsonb ELSE state_values END,
+                    state_updated_at = CASE WHEN $3 THEN $6 ELSE state_updated_at END,
+                    interrupts = $5,
+                    metadata = CASE WHEN $7::text IS NULL THEN metadata - 'error'
+                               ELSE metadata || jsonb_build_object('error', $7::text) END,
+                    error = $7, updated_at = $6
+                 FROM waiting
+                 WHERE thread_id = $1
+                 RETURNING waiting.runs_wait",
+                &[
+                    &thread_id,
+                    &enum_text(&mirror.status)?,
+                    &has_values,
+                    &values,
+                    &interrupts,
+                    &at(now),
+                    &mirror.error,
+                    &busy_while_runs_wait,
+                ],
+            )
+            .await
+            .map_err(store_error)?;
+        row.map(|row| row.get(0)).ok_or_else(|| missing(thread_id))
+    }
+}
+
 #[async_trait]
 impl ThreadsRepo for Db {
     async fn create(&self, new: NewThread, if_exists: IfExists) -> StoreResult<Thread> {
@@ -273,71 +322,11 @@ impl ThreadsRepo for Db {
     }
 
     async fn mirror(&self, thread_id: Uuid, mirror: ThreadMirror) -> StoreResult<()> {
-        let now = self.now();
-        let has_values = mirror.values.is_some();
-        let values = mirror.values.unwrap_or(Value::Null);
-        let interrupts = encode(&mirror.interrupts)?;
-        self.thread_change(
-            static_sql!(
-                "UPDATE threads SET status = $2,
-                    state_values = CASE WHEN $3 THEN $4::jsonb ELSE state_values END,
-                    state_updated_at = CASE WHEN $3 THEN $6 ELSE state_updated_at END,
-                    interrupts = $5,
-                    metadata = CASE WHEN $7::text IS NULL THEN metadata - 'error'
-                               ELSE metadata || jsonb_build_object('error', $7::text) END,
-                    error = $7, updated_at = $6
-                 WHERE thread_id = $1"
-            ),
-            &[
-                &thread_id,
-                &enum_text(&mirror.status)?,
-                &has_values,
-                &values,
-                &interrupts,
-                &at(now),
-                &mirror.error,
-            ],
-            missing(thread_id),
-        )
-        .await
+        self.write_mirror(thread_id, mirror, false).await.map(drop)
     }
 
     async fn mirror_after_run(&self, thread_id: Uuid, mirror: ThreadMirror) -> StoreResult<bool> {
-        let now = self.now();
-        let has_values = mirror.values.is_some();
-        let values = mirror.values.unwrap_or(Value::Null);
-        let interrupts = encode(&mirror.interrupts)?;
-        let client = self.client().await?;
-        let row = client
-            .query_opt_cached(
-                "WITH waiting AS (
-                     SELECT EXISTS (
-                         SELECT 1 FROM runs
-                         WHERE thread_id = $1 AND status IN ('pending', 'running')) AS runs_wait)
-                 UPDATE threads SET
-                    status = CASE WHEN waiting.runs_wait THEN 'busy' ELSE $2 END,
-                    state_values = CASE WHEN $3 THEN $4::jsonb ELSE state_values END,
-                    state_updated_at = CASE WHEN $3 THEN $6 ELSE state_updated_at END,
-                    interrupts = $5,
-                    metadata = CASE WHEN $7::text IS NULL THEN metadata - 'error'
-                               ELSE metadata || jsonb_build_object('error', $7::text) END,
-                    error = $7, updated_at = $6
-                 FROM waiting
-                 WHERE thread_id = $1
-                 RETURNING waiting.runs_wait",
-                &[
-                    &thread_id,
-                    &enum_text(&mirror.status)?,
-                    &has_values,
-                    &values,
-                    &interrupts,
-                    &at(now),
-                    &mirror.error,
-                ],
-            )
-            .await
-            .map_err(store_error)?;
-        row.map(|row| row.get(0)).ok_or_else(|| missing(thread_id))
+        self.write_mirror(thread_id, mirror, true).await
     }
 
     async fn delete(&self, thread_id: Uuid) -> StoreResult<()> {
