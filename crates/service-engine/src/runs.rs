@@ -66,7 +66,7 @@ impl Engine {
         let assistant = self.resolve_run_assistant(&body.assistant_id).await?;
         match target {
             RunTarget::Stateless => {
-                let thread = RunThread::New(self.thread_for_run(Uuid::now_v7(), &assistant, None));
+                let thread = RunThread::New(Self::thread_for_run(Uuid::now_v7(), &assistant, None));
                 self.insert_run(thread, &assistant, &body, true, watch)
                     .await
             }
@@ -84,7 +84,7 @@ impl Engine {
                     .config()
                     .thread_default_ttl_minutes
                     .map(service_types::TtlSetting::Minutes);
-                let new = RunThread::New(self.thread_for_run(thread_id, &assistant, ttl));
+                let new = RunThread::New(Self::thread_for_run(thread_id, &assistant, ttl));
                 match self.insert_run(new, &assistant, &body, false, watch).await {
                     // Another instance made the thread in between: it is an existing one.
                     Err(error) if error.kind == crate::ErrorKind::Conflict => {
@@ -108,7 +108,6 @@ impl Engine {
     /// A thread made for a run: busy and naming its run's graph and assistant, ready
     /// for the run.
     fn thread_for_run(
-        &self,
         thread_id: Uuid,
         assistant: &Assistant,
         ttl: Option<service_types::TtlSetting>,
