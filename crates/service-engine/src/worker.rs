@@ -57,35 +57,22 @@ impl Engine {
     /// Starts the workers and background tasks; returns immediately.
     pub fn start(&self) {
         for _ in 0..self.config().run_concurrency.max(1) {
-            let engine = self.clone();
-            self.inner
-                .tasks
-                .spawn(async move { engine.worker_loop().await });
+            self.spawn_task(|engine| async move { engine.worker_loop().await });
         }
-        let engine = self.clone();
-        self.inner
-            .tasks
-            .spawn(async move { engine.sweep_loop().await });
-        let engine = self.clone();
-        self.inner
-            .tasks
-            .spawn(async move { engine.cron_loop().await });
-        let engine = self.clone();
-        self.inner
-            .tasks
-            .spawn(async move { engine.recovery_loop().await });
-        let engine = self.clone();
-        self.inner
-            .tasks
-            .spawn(async move { engine.relay_other_work().await });
-        let engine = self.clone();
-        self.inner
-            .tasks
-            .spawn(async move { engine.time_delayed_runs().await });
-        let engine = self.clone();
-        self.inner
-            .tasks
-            .spawn(async move { engine.announce_queued_work().await });
+        self.spawn_task(|engine| async move { engine.sweep_loop().await });
+        self.spawn_task(|engine| async move { engine.cron_loop().await });
+        self.spawn_task(|engine| async move { engine.recovery_loop().await });
+        self.spawn_task(|engine| async move { engine.relay_other_work().await });
+        self.spawn_task(|engine| async move { engine.time_delayed_runs().await });
+        self.spawn_task(|engine| async move { engine.announce_queued_work().await });
+    }
+
+    /// Spawns a task on a clone of the engine, tracked so shutdown waits for it.
+    fn spawn_task<Task>(&self, task: impl FnOnce(Engine) -> Task)
+    where
+        Task: std::future::Future<Output = ()> + Send + 'static,
+    {
+        self.inner.tasks.spawn(task(self.clone()));
     }
 
     /// Stops claiming runs, lets in-flight runs finish within the grace period, then
