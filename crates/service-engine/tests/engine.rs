@@ -11,8 +11,8 @@ use service_graph::{Checkpointer, InMemorySaver};
 use service_store::{Clock, ManualClock};
 use service_store_memory::{MemoryOptions, memory_store};
 use service_types::{
-    CancelAction, CronCreate, MultitaskStrategy, Run, RunCreate, RunStatus, ThreadCreate,
-    ThreadStatus, Timestamp, TtlSetting,
+    CancelAction, CronCreate, IfNotExists, MultitaskStrategy, Run, RunCreate, RunStatus,
+    ThreadCreate, ThreadStatus, Timestamp, TtlSetting,
 };
 use uuid::Uuid;
 
@@ -360,6 +360,159 @@ async fn a_queued_run_its_claim_by_id_missed_still_starts_when_due() {
     clock.set(queued_at);
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(settled(&engine, &run).await.status, RunStatus::Success);
+}
+
+/// The runs of a store shared with another instance that, just before this one
+/// inserts a thread made for its run, creates that thread itself.
+struct ThreadMadeElsewhere(service_store::Store);
+
+#[async_trait::async_trait]
+impl service_store::RunsRepo for ThreadMadeElsewhere {
+    async fn create(&self, new: service_store::NewRun) -> service_store::StoreResult<Run> {
+        self.0.runs().create(new).await
+    }
+    async fn create_with_thread(
+        &self,
+        thread: service_store::NewThread,
+        run: service_store::NewRun,
+    ) -> service_store::StoreResult<Run> {
+        let elsewhere = service_store::NewThread {
+            metadata: json!({"made": "elsewhere"}).as_object().cloned().unwrap(),
+            status: ThreadStatus::Idle,
+            ..thread.clone()
+        };
+        self.0
+            .threads()
+            .create(elsewhere, service_types::IfExists::Raise)
+            .await?;
+        self.0.runs().create_with_thread(thread, run).await
+    }
+    async fn get(&self, run_id: Uuid) -> service_store::StoreResult<Option<Run>> {
+        self.0.runs().get(run_id).await
+    }
+    async fn list(
+        &self,
+        thread_id: Uuid,
+        query: &service_store::RunListQuery,
+    ) -> service_store::StoreResult<Vec<Run>> {
+        self.0.runs().list(thread_id, query).await
+    }
+    async fn latest(&self, thread_id: Uuid) -> service_store::StoreResult<Option<Run>> {
+        self.0.runs().latest(thread_id).await
+    }
+    async fn active(
+        &self,
+        query: &service_store::ActiveRunsQuery,
+    ) -> service_store::StoreResult<Vec<Run>> {
+        self.0.runs().active(query).await
+    }
+    async fn claim_next(
+        &self,
+        now: Timestamp,
+    ) -> service_store::StoreResult<Option<service_store::Claimed>> {
+        self.0.runs().claim_next(now).await
+    }
+    async fn claim(&self, run_id: Uuid, now: Timestamp) -> service_store::StoreResult<Option<Run>> {
+        self.0.runs().claim(run_id, now).await
+    }
+    async fn next_available_at(
+        &self,
+        now: Timestamp,
+    ) -> service_store::StoreResult<Option<Timestamp>> {
+        self.0.runs().next_available_at(now).await
+    }
+    async fn request_cancel(
+        &self,
+        run_id: Uuid,
+    ) -> service_store::StoreResult<service_store::CancelOutcome> {
+        self.0.runs().request_cancel(run_id).await
+    }
+    async fn cancel_requested(&self, run_id: Uuid) -> service_store::StoreResult<bool> {
+        self.0.runs().cancel_requested(run_id).await
+    }
+    async fn settle(
+        &self,
+        run_id: Uuid,
+        settlement: service_store::Settlement,
+    ) -> service_store::StoreResult<service_store::Settled> {
+        self.0.runs().settle(run_id, settlement).await
+    }
+    async fn delete(&self, run_id: Uuid) -> service_store::StoreResult<()> {
+        self.0.runs().delete(run_id).await
+    }
+}
+
+/// A thread `if_not_exists: create` makes for its run gets the default thread ttl, as a
+/// thread made by `POST /threads` does.
+#[tokio::test]
+async fn a_thread_made_for_its_run_gets_the_default_ttl() {
+    let config = EngineConfig {
+        thread_default_ttl_minutes: Some(10.0),
+        ..EngineConfig::default()
+    };
+    let Harness { engine, clock } = started(config).await;
+    let thread = Uuid::now_v7();
+    let mut body = run_body("echo", json!({"messages": []}));
+    body.if_not_exists = Some(IfNotExists::Create);
+    engine
+        .create_run(RunTarget::Thread(thread), body)
+        .await
+        .unwrap();
+    let ttl = engine.get_thread(thread).await.unwrap().ttl.expect("ttl");
+    assert_eq!(
+        (ttl.ttl_minutes, ttl.expires_at),
+        (10.0, clock.now().plus_minutes(10.0))
+    );
+}
+
+/// `if_not_exists: create` on a thread another instance creates between this one's
+/// read and its insert: the run is queued on that thread as on any existing one (its
+/// metadata now names the run's graph), and runs.
+#[tokio::test]
+async fn a_run_whose_new_thread_another_instance_made_meanwhile_runs_on_that_thread() {
+    let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(Timestamp::from_unix_micros(
+        1_800_000_000_000_000,
+    )));
+    let shared = memory_store(MemoryOptions::new(clock.clone()));
+    let store = service_store::Store::new(service_store::StoreParts {
+        runs: Arc::new(ThreadMadeElsewhere(shared.clone())),
+        ..shared.parts()
+    });
+    let checkpointer: Arc<dyn Checkpointer> = Arc::new(InMemorySaver::new());
+    let config = EngineConfig::default();
+    let engine = Engine::new(EngineParts {
+        store,
+        graphs: Arc::new(service_example_graphs::registry(checkpointer.clone()).unwrap()),
+        checkpointer,
+        bus: MemoryBus::new(config.bus),
+        clock,
+        config,
+    });
+    engine.ensure_system_assistants().await.unwrap();
+    engine.start();
+    let thread = Uuid::now_v7();
+    let mut body = run_body(
+        "echo",
+        json!({"messages": [{"type": "human", "content": "hi"}]}),
+    );
+    body.if_not_exists = Some(IfNotExists::Create);
+    let run = engine
+        .create_run(RunTarget::Thread(thread), body)
+        .await
+        .unwrap();
+    assert_eq!(run.thread_id, thread);
+    assert_eq!(
+        engine.run_result(run.run_id).await["messages"][1]["content"],
+        "echo: hi"
+    );
+    let made = engine.get_thread(thread).await.unwrap();
+    assert_eq!(
+        (
+            made.metadata["made"].clone(),
+            made.metadata["graph_id"].clone()
+        ),
+        (json!("elsewhere"), json!("echo"))
+    );
 }
 
 /// An engine (workers not started) sharing its store with other instances through

@@ -75,6 +75,22 @@ impl Store {
         }
     }
 
+    /// The repositories this store was built from, so one can be wrapped (to count
+    /// or delay its calls, say) and a store built again around the rest.
+    pub fn parts(&self) -> StoreParts {
+        StoreParts {
+            assistants: self.assistants.clone(),
+            threads: self.threads.clone(),
+            runs: self.runs.clone(),
+            crons: self.crons.clone(),
+            items: self.items.clone(),
+            idempotency: self.idempotency.clone(),
+            deliveries: self.deliveries.clone(),
+            durable: self.capabilities.durable,
+            semantic_search: self.capabilities.semantic_search,
+        }
+    }
+
     /// What this store supports.
     pub fn capabilities(&self) -> Capabilities {
         self.capabilities
