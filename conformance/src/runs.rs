@@ -5,9 +5,10 @@ use std::sync::Arc;
 
 use serde_json::json;
 use service_store::{
-    ActiveRunsQuery, CancelOutcome, Claimed, ErrorKind, RunListQuery, Settlement, WebhookRequest,
+    ActiveRunsQuery, CancelOutcome, Claimed, ErrorKind, RunListQuery, Settlement, ThreadMirror,
+    WebhookRequest,
 };
-use service_types::{DeliveryStatus, RunError, RunStatus};
+use service_types::{DeliveryStatus, RunError, RunStatus, ThreadStatus};
 use uuid::Uuid;
 
 use crate::harness::{Factory, Harness, assert_kind, obj, settlement};
@@ -344,6 +345,131 @@ pub async fn run_settle_cancel_wins_the_race(factory: Factory) {
             );
         }
     }
+}
+
+/// Settle and mirror in one step: a run that settles as planned has its outcome
+/// mirrored (the thread stays busy while another run waits, and says so); with or
+/// without a webhook. A cancel that won the race, or a run already terminal, mirrors
+/// nothing and says so, leaving the thread as it was.
+pub async fn run_settle_and_mirror_mirrors_only_the_planned_outcome(factory: Factory) {
+    let h = Harness::new(&factory).await;
+    let planned = |n: i64| ThreadMirror {
+        status: ThreadStatus::Error,
+        values: Some(json!({"n": n})),
+        interrupts: Default::default(),
+        error: Some("boom".into()),
+    };
+    let failed = |webhook: bool| {
+        let mut outcome = if webhook {
+            with_webhook(RunStatus::Error)
+        } else {
+            settlement(RunStatus::Error)
+        };
+        outcome.error = Some(RunError::new("ValueError", "boom"));
+        outcome
+    };
+    let thread_of = |thread_id| {
+        let h = &h;
+        async move {
+            h.store
+                .threads()
+                .get(thread_id)
+                .await
+                .expect("get")
+                .expect("thread")
+        }
+    };
+    for webhook in [false, true] {
+        let thread = h.thread().await.thread_id;
+        let first = h.started_run(thread).await.run_id;
+        let second = h.run_on(thread).await.run_id;
+        let outcome = h
+            .store
+            .runs()
+            .settle_and_mirror(first, failed(webhook), planned(1))
+            .await
+            .expect("settle and mirror");
+        assert!(outcome.settled.changed);
+        assert_eq!(outcome.settled.run.status, RunStatus::Error);
+        assert_eq!(
+            outcome
+                .settled
+                .run
+                .error
+                .as_ref()
+                .map(|e| e.message.as_str()),
+            Some("boom")
+        );
+        assert_eq!(outcome.settled.delivery.is_some(), webhook);
+        assert_eq!(outcome.others_wait, Some(true), "the second run waits");
+        let mirrored = thread_of(thread).await;
+        assert_eq!(
+            (mirrored.status, mirrored.values, mirrored.error),
+            (
+                ThreadStatus::Busy,
+                Some(json!({"n": 1})),
+                Some("boom".into())
+            )
+        );
+        assert_eq!(mirrored.metadata.get("error"), Some(&json!("boom")));
+
+        let claimed = h.store.runs().claim(second, h.now()).await.expect("claim");
+        assert!(claimed.is_some());
+        let outcome = h
+            .store
+            .runs()
+            .settle_and_mirror(second, failed(webhook), planned(2))
+            .await
+            .expect("settle and mirror");
+        assert_eq!(outcome.others_wait, Some(false), "no run waits");
+        let mirrored = thread_of(thread).await;
+        assert_eq!(
+            (mirrored.status, mirrored.values),
+            (ThreadStatus::Error, Some(json!({"n": 2})))
+        );
+
+        // Settled already: nothing is written.
+        let again = h
+            .store
+            .runs()
+            .settle_and_mirror(second, settlement(RunStatus::Success), planned(3))
+            .await
+            .expect("settle and mirror");
+        assert!(!again.settled.changed);
+        assert_eq!(
+            (again.settled.run.status, again.others_wait),
+            (RunStatus::Error, None)
+        );
+        assert_eq!(thread_of(thread).await.values, Some(json!({"n": 2})));
+
+        // A cancel won the race: the run is cancelled and the thread left alone.
+        let third = h.started_run(thread).await.run_id;
+        let before = thread_of(thread).await;
+        h.store.runs().request_cancel(third).await.expect("cancel");
+        let outcome = h
+            .store
+            .runs()
+            .settle_and_mirror(third, failed(webhook), planned(4))
+            .await
+            .expect("settle and mirror");
+        assert!(outcome.settled.changed);
+        assert_eq!(
+            (outcome.settled.run.status, outcome.others_wait),
+            (RunStatus::Cancelled, None)
+        );
+        let after = thread_of(thread).await;
+        assert_eq!(
+            (after.status, after.values, after.updated_at),
+            (before.status, before.values, before.updated_at)
+        );
+    }
+    assert_kind(
+        h.store
+            .runs()
+            .settle_and_mirror(Uuid::now_v7(), settlement(RunStatus::Success), planned(5))
+            .await,
+        ErrorKind::NotFound,
+    );
 }
 
 /// Settle writes terminal status, error and (run started + webhook) the pending

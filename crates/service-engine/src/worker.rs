@@ -12,7 +12,7 @@ use futures::StreamExt;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use service_graph::{
-    AgentGraph, Chunk, GraphError, NodeSelection, RunContext, RunInput, RunnableConfig,
+    AgentGraph, Chunk, FinalState, GraphError, NodeSelection, RunContext, RunInput, RunnableConfig,
     StateOptions, StateSnapshot, StreamOptions,
 };
 use service_store::{Settlement, ThreadMirror};
@@ -283,9 +283,12 @@ impl Engine {
         if cancel_recorded.unwrap_or(false) {
             cancel.cancel();
         }
+        let final_state = FinalState::default();
         let (ending, graph, _claim) = match claim {
             Ok(claim) => {
-                let (ending, graph) = self.drive(&run, &plan, &graph_id, cancel).await;
+                let (ending, graph) = self
+                    .drive(&run, &plan, &graph_id, cancel, final_state.clone())
+                    .await;
                 (ending, graph, Some(claim))
             }
             Err(error) => {
@@ -300,6 +303,7 @@ impl Engine {
                 &graph_id,
                 ending,
                 graph,
+                final_state,
                 rollback.load(Ordering::Relaxed),
                 started,
             )
@@ -318,6 +322,7 @@ impl Engine {
         plan: &RunPlan,
         graph_id: &str,
         cancel: CancellationToken,
+        final_state: FinalState,
     ) -> (Ending, Option<Arc<dyn AgentGraph>>) {
         self.publish_run_frame(
             run,
@@ -331,7 +336,8 @@ impl Engine {
         };
         let options = stream_options(plan);
         let input = RunInput::from_request(plan.input.clone(), plan.command.clone());
-        let ctx = RunContext::new(cancel.clone()).with_store(self.long_term_store());
+        let mut ctx = RunContext::new(cancel.clone()).with_store(self.long_term_store());
+        ctx.final_state = final_state;
         let wants_events = plan.stream_mode.contains(&StreamMode::Events);
         let started = if wants_events {
             match graph
@@ -454,29 +460,11 @@ impl Engine {
         graph_id: &str,
         ending: Ending,
         graph: Option<Arc<dyn AgentGraph>>,
+        final_state: FinalState,
         rollback: bool,
         started: Instant,
     ) -> bool {
         let thread_id = run.thread_id;
-        let thread_config = RunnableConfig::for_thread(thread_id.to_string());
-        let snapshot = match (&ending, &graph) {
-            (Ending::Completed, Some(graph)) => {
-                match graph
-                    .get_state(&thread_config, StateOptions::default())
-                    .await
-                {
-                    Ok(snapshot) => Some(snapshot),
-                    Err(error) => {
-                        tracing::warn!(run_id = %run.run_id, %error, "reading the final state failed");
-                        None
-                    }
-                }
-            }
-            _ => None,
-        };
-        let paused = snapshot
-            .as_ref()
-            .is_some_and(|snapshot| snapshot.is_paused());
         let (status, error) = match &ending {
             Ending::Completed => (RunStatus::Success, None),
             Ending::Failed(error) => (RunStatus::Error, Some(error.clone())),
@@ -492,6 +480,19 @@ impl Engine {
                 )),
             ),
         };
+        // A rolled-back run's state is read after its checkpoints are gone.
+        let rolls_back = rollback && status == RunStatus::Cancelled;
+        let snapshot = match (&graph, rolls_back) {
+            (Some(graph), false) => match final_state.take() {
+                Some(snapshot) if matches!(ending, Ending::Completed) => Some(snapshot),
+                _ => self.read_state(graph.as_ref(), run).await,
+            },
+            _ => None,
+        };
+        let paused = matches!(ending, Ending::Completed)
+            && snapshot
+                .as_ref()
+                .is_some_and(|snapshot| snapshot.is_paused());
         if let Some(error) = &error {
             tracing::error!(
                 run_id = %run.run_id,
@@ -510,11 +511,31 @@ impl Engine {
             interrupted: paused,
             webhook: None,
         };
-        let final_status = match self.store().runs().settle(run.run_id, settlement).await {
-            Ok(settled) => settled.run.status,
-            Err(error) => {
-                tracing::error!(run_id = %run.run_id, %error, "settling the run failed");
-                status
+        // A thread deleted right after the run is not worth mirroring onto.
+        let discard_thread = plan.temporary && plan.on_completion == OnCompletion::Delete;
+        // The outcome is mirrored in the settle's own step when the run settles as
+        // planned; `mirrored` then says whether other runs wait on the thread.
+        let (final_status, mirrored) = if discard_thread || rolls_back {
+            match self.store().runs().settle(run.run_id, settlement).await {
+                Ok(settled) => (settled.run.status, None),
+                Err(error) => {
+                    tracing::error!(run_id = %run.run_id, %error, "settling the run failed");
+                    (status, None)
+                }
+            }
+        } else {
+            let mirror = thread_mirror(snapshot.as_ref(), status, error.as_ref());
+            match self
+                .store()
+                .runs()
+                .settle_and_mirror(run.run_id, settlement, mirror)
+                .await
+            {
+                Ok(outcome) => (outcome.settled.run.status, outcome.others_wait),
+                Err(error) => {
+                    tracing::error!(run_id = %run.run_id, %error, "settling the run failed");
+                    (status, None)
+                }
             }
         };
 
@@ -532,18 +553,31 @@ impl Engine {
             }
         }
 
-        // A thread deleted right after the run is not worth mirroring onto.
-        let discard_thread = plan.temporary && plan.on_completion == OnCompletion::Delete;
-        let (body, others_wait) = self
-            .mirror_after_run(
-                run,
-                graph.as_deref(),
-                snapshot,
-                final_status,
-                error.as_ref(),
-                !discard_thread,
-            )
-            .await;
+        // The state read before the settle is still current when the run settled as
+        // planned; anything else (a cancel that won the race, a rollback) is read again.
+        let snapshot = match (final_status == status && !rolls_back, &graph) {
+            (true, _) => snapshot,
+            (false, Some(graph)) => self.read_state(graph.as_ref(), run).await,
+            (false, None) => None,
+        };
+        let others_wait = match mirrored {
+            Some(others_wait) => others_wait,
+            None if discard_thread => false,
+            None => {
+                let mirror = thread_mirror(snapshot.as_ref(), final_status, error.as_ref());
+                self.mirror_after_run(thread_id, mirror).await
+            }
+        };
+        let body = match (final_status, &error) {
+            (RunStatus::Error, Some(error)) => json!({ "__error__": self.client_error(error) }),
+            _ => match snapshot {
+                Some(snapshot) => {
+                    let interrupts = pending_interrupts(&snapshot);
+                    result_body(Some(snapshot.values), &interrupts)
+                }
+                None => json!({}),
+            },
+        };
         self.publish_outcome(run.run_id, &body).await;
         self.inner.bus.close(Topic::Run(run.run_id)).await;
         self.publish_thread_event(
@@ -560,7 +594,7 @@ impl Engine {
             elapsed_ms = started.elapsed().as_millis() as u64,
             "run finished"
         );
-        if plan.temporary && plan.on_completion == OnCompletion::Delete {
+        if discard_thread {
             if let Err(error) = self.store().threads().delete(thread_id).await {
                 tracing::warn!(%thread_id, %error, "deleting the stateless run's thread failed");
             }
@@ -576,81 +610,35 @@ impl Engine {
         others_wait
     }
 
-    /// Mirrors the turn onto the thread; returns the run's wait/join body and whether
-    /// other runs wait on the thread.
-    async fn mirror_after_run(
-        &self,
-        run: &Run,
-        graph: Option<&dyn AgentGraph>,
-        final_state: Option<StateSnapshot>,
-        status: RunStatus,
-        error: Option<&RunError>,
-        keep_thread: bool,
-    ) -> (Value, bool) {
-        let thread_id = run.thread_id;
-        let thread_status = match status {
-            RunStatus::Error | RunStatus::Timeout => Some((
-                ThreadStatus::Error,
-                error.map(|error| error.message.clone()),
-            )),
-            _ => None,
-        };
-        // The state read right after a successful run is still current; anything else
-        // (a cancel that won the race, a failure) is read again.
-        let snapshot = match (final_state.filter(|_| status == RunStatus::Success), graph) {
-            (Some(snapshot), _) => Some(snapshot),
-            (None, Some(graph)) => {
-                let config = RunnableConfig::for_thread(thread_id.to_string());
-                match graph.get_state(&config, StateOptions::default()).await {
-                    Ok(snapshot) => Some(snapshot),
-                    Err(error) => {
-                        tracing::warn!(run_id = %run.run_id, %error, "reading the state after the run failed");
-                        None
-                    }
-                }
+    /// The thread's state now, or `None` (logged) when it cannot be read.
+    async fn read_state(&self, graph: &dyn AgentGraph, run: &Run) -> Option<StateSnapshot> {
+        let config = RunnableConfig::for_thread(run.thread_id.to_string());
+        match graph.get_state(&config, StateOptions::default()).await {
+            Ok(snapshot) => Some(snapshot),
+            Err(error) => {
+                tracing::warn!(run_id = %run.run_id, %error, "reading the state after the run failed");
+                None
             }
-            (None, None) => None,
-        };
-        let others_wait = keep_thread && {
-            let mirror = match &snapshot {
-                Some(snapshot) => snapshot_mirror(snapshot, thread_status),
-                None => {
-                    let (status, error) = thread_status.unwrap_or((ThreadStatus::Idle, None));
-                    ThreadMirror {
-                        status,
-                        values: None,
-                        interrupts: Default::default(),
-                        error,
-                    }
-                }
-            };
-            match self
-                .store()
-                .threads()
-                .mirror_after_run(thread_id, mirror)
-                .await
-            {
-                Ok(others_wait) => others_wait,
-                // Deleted while the run ran: nothing to mirror, nothing waits.
-                Err(error) if error.kind == service_store::ErrorKind::NotFound => false,
-                Err(error) => {
-                    tracing::warn!(%thread_id, %error, "mirroring the run onto its thread failed");
-                    // Unknown: wake workers rather than leave a run waiting.
-                    true
-                }
+        }
+    }
+
+    /// Mirrors a run's outcome onto its thread; returns whether other runs wait on it.
+    async fn mirror_after_run(&self, thread_id: uuid::Uuid, mirror: ThreadMirror) -> bool {
+        match self
+            .store()
+            .threads()
+            .mirror_after_run(thread_id, mirror)
+            .await
+        {
+            Ok(others_wait) => others_wait,
+            // Deleted while the run ran: nothing to mirror, nothing waits.
+            Err(error) if error.kind == service_store::ErrorKind::NotFound => false,
+            Err(error) => {
+                tracing::warn!(%thread_id, %error, "mirroring the run onto its thread failed");
+                // Unknown: wake workers rather than leave a run waiting.
+                true
             }
-        };
-        let body = match (status, error) {
-            (RunStatus::Error, Some(error)) => json!({ "__error__": self.client_error(error) }),
-            _ => match snapshot {
-                Some(snapshot) => result_body(
-                    Some(snapshot.values.clone()),
-                    &pending_interrupts(&snapshot),
-                ),
-                None => json!({}),
-            },
-        };
-        (body, others_wait)
+        }
     }
 
     /// The error as clients see it: without stacks unless they are exposed.
@@ -698,6 +686,34 @@ impl Engine {
                 .unwrap_or(false)
             {
                 return;
+            }
+        }
+    }
+}
+
+/// What a run that ended as `status` leaves on its thread: the state (when it could
+/// be read) and, after a failure, the error status and message.
+fn thread_mirror(
+    snapshot: Option<&StateSnapshot>,
+    status: RunStatus,
+    error: Option<&RunError>,
+) -> ThreadMirror {
+    let failed = match status {
+        RunStatus::Error | RunStatus::Timeout => Some((
+            ThreadStatus::Error,
+            error.map(|error| error.message.clone()),
+        )),
+        _ => None,
+    };
+    match snapshot {
+        Some(snapshot) => snapshot_mirror(snapshot, failed),
+        None => {
+            let (status, error) = failed.unwrap_or((ThreadStatus::Idle, None));
+            ThreadMirror {
+                status,
+                values: None,
+                interrupts: Default::default(),
+                error,
             }
         }
     }

@@ -437,6 +437,17 @@ impl service_store::RunsRepo for ThreadMadeElsewhere {
     ) -> service_store::StoreResult<service_store::Settled> {
         self.0.runs().settle(run_id, settlement).await
     }
+    async fn settle_and_mirror(
+        &self,
+        run_id: Uuid,
+        settlement: service_store::Settlement,
+        mirror: service_store::ThreadMirror,
+    ) -> service_store::StoreResult<service_store::SettledAndMirrored> {
+        self.0
+            .runs()
+            .settle_and_mirror(run_id, settlement, mirror)
+            .await
+    }
     async fn delete(&self, run_id: Uuid) -> service_store::StoreResult<()> {
         self.0.runs().delete(run_id).await
     }

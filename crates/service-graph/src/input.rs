@@ -1,11 +1,11 @@
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 use service_types::{Metadata, NodeSelection, StreamMode};
 use tokio_util::sync::CancellationToken;
 
-use crate::{LongTermStore, RunnableConfig};
+use crate::{LongTermStore, RunnableConfig, StateSnapshot};
 
 /// What a run hands the agent in place of LangGraph's input argument.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -72,6 +72,31 @@ pub struct RunContext {
     pub cancel: CancellationToken,
     /// The long-term store handle, when the server embeds one.
     pub store: Option<Arc<dyn LongTermStore>>,
+    /// Where the agent may leave the state its run ended in.
+    pub final_state: FinalState,
+}
+
+/// The state a run ended in, handed over by the agent before its chunk stream ends,
+/// so the engine need not read it back through `get_state` (a round trip to the
+/// checkpointer per run). An agent sets it only when its values, `next` and tasks
+/// are what `get_state` on the thread would return at that moment (the engine reads
+/// nothing else of it); left empty, the engine reads the state.
+#[derive(Clone, Debug, Default)]
+pub struct FinalState(Arc<Mutex<Option<StateSnapshot>>>);
+
+impl FinalState {
+    /// Hands over the state the run ended in.
+    pub fn set(&self, snapshot: StateSnapshot) {
+        *self.0.lock().unwrap_or_else(|poison| poison.into_inner()) = Some(snapshot);
+    }
+
+    /// The handed-over state, if the agent left one.
+    pub fn take(&self) -> Option<StateSnapshot> {
+        self.0
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+            .take()
+    }
 }
 
 impl RunContext {
@@ -80,6 +105,7 @@ impl RunContext {
         Self {
             cancel,
             store: None,
+            final_state: FinalState::default(),
         }
     }
 

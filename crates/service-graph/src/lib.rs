@@ -25,7 +25,7 @@ pub use checkpoint::{
 pub use chunk::{Chunk, ChunkStream};
 pub use config::{CheckpointConfig, RunnableConfig};
 pub use error::GraphError;
-pub use input::{RunContext, RunInput, StreamOptions};
+pub use input::{FinalState, RunContext, RunInput, StreamOptions};
 pub use resolver::{GraphLoader, GraphRegistry, GraphResolver};
 pub use service_types::NodeSelection;
 pub use snapshot::{StateSnapshot, TaskSnapshot};

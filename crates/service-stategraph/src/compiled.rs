@@ -6,9 +6,9 @@ use futures::StreamExt;
 use serde_json::Value;
 use service_graph::checkpoint::CheckpointListOptions;
 use service_graph::{
-    AgentGraph, CheckpointConfig, Checkpointer, ChunkStream, GraphError, HistoryOptions,
-    InMemorySaver, RunContext, RunInput, RunnableConfig, StateOptions, StateSnapshot, StateUpdate,
-    StreamOptions,
+    AgentGraph, CheckpointConfig, Checkpointer, ChunkStream, FinalState, GraphError,
+    HistoryOptions, InMemorySaver, RunContext, RunInput, RunnableConfig, StateOptions,
+    StateSnapshot, StateUpdate, StreamOptions,
 };
 use service_types::{GraphSchema, StreamMode};
 use tokio::sync::mpsc;
@@ -77,14 +77,16 @@ impl CompiledGraph {
     fn start(&self, input: RunInput, options: StreamOptions, ctx: RunContext) -> ChunkStream {
         let (tx, rx) = mpsc::unbounded_channel();
         let emit = Emitter::new(tx, &self.def.name, &options);
-        // Without a thread the run still needs checkpoints; keep them private to it.
-        let (saver, thread) = match options.config.checkpoint_config() {
-            Some(thread) => (Arc::clone(&self.saver), thread),
+        // Without a thread the run still needs checkpoints; keep them private to it
+        // (and its final state, which no thread's `get_state` would return).
+        let (saver, thread, final_state) = match options.config.checkpoint_config() {
+            Some(thread) => (Arc::clone(&self.saver), thread, ctx.final_state),
             None => {
                 let saver: Arc<dyn Checkpointer> = Arc::new(InMemorySaver::new());
                 (
                     saver,
                     CheckpointConfig::new(uuid::Uuid::new_v4().to_string(), None),
+                    FinalState::default(),
                 )
             }
         };
@@ -99,6 +101,7 @@ impl CompiledGraph {
             store: ctx.store,
             cancel,
             emit: emit.clone(),
+            final_state,
         };
         tokio::spawn(async move {
             if let Err(error) = run.execute(input).await {

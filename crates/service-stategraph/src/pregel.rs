@@ -13,7 +13,7 @@ use futures::future::{BoxFuture, join_all};
 use serde_json::{Map, Value, json};
 use service_graph::checkpoint::CheckpointTuple;
 use service_graph::{
-    CheckpointConfig, Checkpointer, GraphError, LongTermStore, RunInput, StreamOptions,
+    CheckpointConfig, Checkpointer, FinalState, GraphError, LongTermStore, RunInput, StreamOptions,
 };
 use service_types::{RunError, Timestamp};
 use tokio_util::sync::CancellationToken;
@@ -38,6 +38,8 @@ pub(crate) struct Run {
     pub(crate) store: Option<Arc<dyn LongTermStore>>,
     pub(crate) cancel: CancellationToken,
     pub(crate) emit: Emitter,
+    /// Where the state the run ended in is handed over to the engine.
+    pub(crate) final_state: FinalState,
 }
 
 /// How one task of a superstep ended.
@@ -45,6 +47,15 @@ enum Outcome {
     Done(Output),
     Interrupted(Vec<RaisedInterrupt>),
     Failed(RunError),
+}
+
+/// Where the loop stopped.
+struct Ended {
+    /// The last checkpoint.
+    current: Loaded,
+    /// False when task writes were recorded on `current` after it was loaded or
+    /// written (a pause on an interrupt), so its snapshot would miss them.
+    exact: bool,
 }
 
 /// Where the loop starts and what the first superstep may reuse.
@@ -76,8 +87,11 @@ impl Run {
         let Some(start) = self.start(input).await? else {
             return Ok(());
         };
-        let final_values = self.run_loop(start).await?;
-        self.emit.run_finished(&final_values);
+        let ended = self.run_loop(start).await?;
+        self.emit.run_finished(&ended.current.body.channel_values);
+        if ended.exact {
+            self.final_state.set(ended.current.snapshot());
+        }
         Ok(())
     }
 
@@ -277,8 +291,8 @@ impl Run {
             })
     }
 
-    /// Supersteps until no node is pending or the run pauses; returns the last values.
-    async fn run_loop(&self, start: Start) -> Result<Map<String, Value>, GraphError> {
+    /// Supersteps until no node is pending or the run pauses.
+    async fn run_loop(&self, start: Start) -> Result<Ended, GraphError> {
         let limit = self
             .options
             .config
@@ -315,7 +329,12 @@ impl Run {
                 .await?;
             match self.finish_superstep(&current, step, outcomes).await? {
                 Some(written) => current = written,
-                None => break,
+                None => {
+                    return Ok(Ended {
+                        current,
+                        exact: false,
+                    });
+                }
             }
             if self.should_pause_after(&next) && !current.body.next.is_empty() {
                 break;
@@ -324,7 +343,10 @@ impl Run {
             reuse_outputs = false;
             first = false;
         }
-        Ok(current.body.channel_values)
+        Ok(Ended {
+            current,
+            exact: true,
+        })
     }
 
     /// Runs every pending task of `current` concurrently (reusing recorded outputs

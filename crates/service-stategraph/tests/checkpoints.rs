@@ -6,6 +6,7 @@ use common::*;
 use serde_json::{Value, json};
 use service_graph::{AgentGraph, HistoryOptions, RunnableConfig};
 use service_stategraph::{CompiledGraph, END, NodeError, Reducer, START, StateGraph};
+use service_types::StreamMode;
 
 /// START -> a -> b -> END, each appending its name to `log`.
 fn chain() -> CompiledGraph {
@@ -160,4 +161,77 @@ async fn an_empty_thread_has_the_empty_snapshot() {
     let snapshot = state(&chain(), "nobody").await;
     assert_eq!(snapshot.values, json!({}));
     assert!(snapshot.next.is_empty() && snapshot.config.is_none());
+}
+
+/// What `get_state` returns, as far as the engine reads a handed-over state.
+fn seen(
+    snapshot: &service_graph::StateSnapshot,
+) -> (
+    Value,
+    Vec<String>,
+    Vec<service_graph::TaskSnapshot>,
+    Option<service_graph::CheckpointConfig>,
+) {
+    (
+        snapshot.values.clone(),
+        snapshot.next.clone(),
+        snapshot.tasks.clone(),
+        snapshot.config.clone(),
+    )
+}
+
+/// A run that ends or pauses before a node hands over the state it ended in, the same
+/// as `get_state` reads back; one paused on an interrupt or failed hands over nothing
+/// (the interrupt's task writes are recorded after its checkpoint was written).
+#[tokio::test]
+async fn a_run_hands_over_the_state_it_ended_in_unless_task_writes_followed() {
+    let modes = [StreamMode::Values];
+    let graph = chain();
+    let (outcome, handed) =
+        run_handing_over(&graph, values(json!({"log": ["in"]})), options("t", &modes)).await;
+    assert!(outcome.error.is_none());
+    let handed = handed.expect("a finished run hands over its state");
+    assert_eq!(seen(&handed), seen(&state(&graph, "t").await));
+    assert_eq!(handed.values, json!({"log": ["in", "a", "b"]}));
+
+    let mut paused = options("p", &modes);
+    paused.interrupt_before = before(&["b"]);
+    let (_, handed) = run_handing_over(&graph, values(json!({"log": []})), paused).await;
+    let handed = handed.expect("a run paused before a node hands over its state");
+    assert_eq!(handed.next, vec!["b"]);
+    assert_eq!(seen(&handed), seen(&state(&graph, "p").await));
+
+    let asker = StateGraph::new("asker")
+        .channel("answer", Reducer::LastValue, json!({}))
+        .node("ask", |_, ctx| async move {
+            let answer = ctx.interrupt(json!("approve?"))?;
+            Ok::<_, NodeError>(json!({"answer": answer}))
+        })
+        .edge(START, "ask")
+        .edge("ask", END)
+        .compile(saver())
+        .expect("valid graph");
+    let (_, handed) = run_handing_over(&asker, values(json!({})), options("i", &modes)).await;
+    assert!(
+        handed.is_none(),
+        "an interrupt's writes follow its checkpoint"
+    );
+    assert_eq!(state(&asker, "i").await.tasks[0].interrupts.len(), 1);
+
+    let failing = StateGraph::new("failing")
+        .channel("log", Reducer::Append, json!({}))
+        .node("boom", |_, _| async {
+            Err::<Value, _>(NodeError::failed(service_types::RunError::new(
+                "ValueError",
+                "boom",
+            )))
+        })
+        .edge(START, "boom")
+        .edge("boom", END)
+        .compile(saver())
+        .expect("valid graph");
+    let (outcome, handed) =
+        run_handing_over(&failing, values(json!({})), options("f", &modes)).await;
+    assert!(outcome.error.is_some());
+    assert!(handed.is_none());
 }

@@ -1,14 +1,15 @@
 use async_trait::async_trait;
 use service_store::page::paginate;
 use service_store::{
-    ActiveRunsQuery, CancelOutcome, Claimed, DeliveryRecord, NewRun, NewThread, RunListQuery,
-    RunsRepo, Settled, Settlement, StoreError, StoreResult, final_status,
+    ActiveRunsQuery, CancelOutcome, Claimed, DeliveryRecord, ErrorKind, NewRun, NewThread,
+    RunListQuery, RunsRepo, Settled, SettledAndMirrored, Settlement, StoreError, StoreResult,
+    ThreadMirror, final_status,
 };
 use service_types::{JsonText, Run, RunStatus, Timestamp};
 use uuid::Uuid;
 
 use crate::core::{Core, MemoryCore, RunKey, RunRow, ThreadRow};
-use crate::threads::{new_thread, ttl_from};
+use crate::threads::{Mirrored, new_thread, ttl_from};
 
 fn run_not_found() -> StoreError {
     StoreError::not_found("Run not found")
@@ -24,6 +25,51 @@ impl Core {
                 row.available_at <= now && !self.busy_threads.contains_key(&row.run.thread_id)
             })
             .map(|row| row.run.run_id)
+    }
+
+    /// Settles a run (see [`RunsRepo::settle`]).
+    fn settle(
+        &mut self,
+        run_id: Uuid,
+        settlement: Settlement,
+        now: Timestamp,
+    ) -> StoreResult<Settled> {
+        let row = self.runs.get(&run_id).ok_or_else(run_not_found)?;
+        if row.run.status.is_terminal() {
+            return Ok(Settled {
+                run: row.to_run(),
+                changed: false,
+                delivery: None,
+            });
+        }
+        let cancel_won = row.cancel_requested;
+        let status = final_status(&settlement, cancel_won)?;
+        let started = row.started;
+        let row = self
+            .set_run_status(run_id, status, now)
+            .ok_or_else(run_not_found)?;
+        row.run.error = if cancel_won { None } else { settlement.error };
+        let run = row.to_run();
+        let delivery = match settlement.webhook {
+            Some(webhook) if started => {
+                let record = DeliveryRecord::pending(
+                    run.run_id,
+                    run.thread_id,
+                    status,
+                    settlement.interrupted,
+                    webhook,
+                    now,
+                );
+                self.insert_delivery(record.clone());
+                Some(record)
+            }
+            _ => None,
+        };
+        Ok(Settled {
+            run,
+            changed: true,
+            delivery,
+        })
     }
 }
 
@@ -211,42 +257,33 @@ impl RunsRepo for MemoryCore {
 
     async fn settle(&self, run_id: Uuid, settlement: Settlement) -> StoreResult<Settled> {
         let now = self.env.clock.now();
+        self.state.lock().settle(run_id, settlement, now)
+    }
+
+    async fn settle_and_mirror(
+        &self,
+        run_id: Uuid,
+        settlement: Settlement,
+        mirror: ThreadMirror,
+    ) -> StoreResult<SettledAndMirrored> {
+        let now = self.env.clock.now();
+        let requested = settlement.status;
+        // Serialised before taking the lock.
+        let (status, mirror) = (mirror.status, Mirrored::from(mirror));
         let mut core = self.state.lock();
-        let row = core.runs.get(&run_id).ok_or_else(run_not_found)?;
-        if row.run.status.is_terminal() {
-            return Ok(Settled {
-                run: row.to_run(),
-                changed: false,
-                delivery: None,
-            });
-        }
-        let cancel_won = row.cancel_requested;
-        let status = final_status(&settlement, cancel_won)?;
-        let started = row.started;
-        let row = core
-            .set_run_status(run_id, status, now)
-            .ok_or_else(run_not_found)?;
-        row.run.error = if cancel_won { None } else { settlement.error };
-        let run = row.to_run();
-        let delivery = match settlement.webhook {
-            Some(webhook) if started => {
-                let record = DeliveryRecord::pending(
-                    run.run_id,
-                    run.thread_id,
-                    status,
-                    settlement.interrupted,
-                    webhook,
-                    now,
-                );
-                core.insert_delivery(record.clone());
-                Some(record)
+        let settled = core.settle(run_id, settlement, now)?;
+        let others_wait = if settled.changed && settled.run.status == requested {
+            match core.mirror_after_run(settled.run.thread_id, status, mirror, now) {
+                Ok(others_wait) => Some(others_wait),
+                Err(error) if error.kind == ErrorKind::NotFound => Some(false),
+                Err(error) => return Err(error),
             }
-            _ => None,
+        } else {
+            None
         };
-        Ok(Settled {
-            run,
-            changed: true,
-            delivery,
+        Ok(SettledAndMirrored {
+            settled,
+            others_wait,
         })
     }
 

@@ -34,6 +34,28 @@ impl Core {
             .map(|row| &mut **row)
             .ok_or_else(|| missing(thread_id))
     }
+
+    /// Mirrors a finished run (see [`ThreadsRepo::mirror_after_run`]).
+    pub(crate) fn mirror_after_run(
+        &mut self,
+        thread_id: Uuid,
+        status: ThreadStatus,
+        mirror: Mirrored,
+        now: Timestamp,
+    ) -> StoreResult<bool> {
+        let runs_wait = self.runs_by_thread.get(&thread_id).is_some_and(|keys| {
+            keys.iter()
+                .filter_map(|(_, run_id)| self.runs.get(run_id))
+                .any(|row| !row.run.status.is_terminal())
+        });
+        let status = if runs_wait {
+            ThreadStatus::Busy
+        } else {
+            status
+        };
+        apply_mirror(self.thread_mut(thread_id)?, status, mirror, now);
+        Ok(runs_wait)
+    }
 }
 
 #[async_trait]
@@ -110,19 +132,9 @@ impl ThreadsRepo for MemoryCore {
     async fn mirror_after_run(&self, thread_id: Uuid, mirror: ThreadMirror) -> StoreResult<bool> {
         let now = self.env.clock.now();
         let (status, mirror) = (mirror.status, Mirrored::from(mirror));
-        let mut core = self.state.lock();
-        let runs_wait = core.runs_by_thread.get(&thread_id).is_some_and(|keys| {
-            keys.iter()
-                .filter_map(|(_, run_id)| core.runs.get(run_id))
-                .any(|row| !row.run.status.is_terminal())
-        });
-        let status = if runs_wait {
-            ThreadStatus::Busy
-        } else {
-            status
-        };
-        apply_mirror(core.thread_mut(thread_id)?, status, mirror, now);
-        Ok(runs_wait)
+        self.state
+            .lock()
+            .mirror_after_run(thread_id, status, mirror, now)
     }
 
     async fn delete(&self, thread_id: Uuid) -> StoreResult<()> {
@@ -249,7 +261,7 @@ fn matching<'a>(core: &'a Core, filter: &ThreadFilter) -> Vec<&'a ThreadRow> {
 }
 
 /// A turn's outcome with its values serialised, ready to write under the lock.
-struct Mirrored {
+pub(crate) struct Mirrored {
     values: Option<JsonText>,
     interrupts: service_types::PendingInterrupts,
     error: Option<String>,

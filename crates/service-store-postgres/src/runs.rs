@@ -7,8 +7,9 @@
 use async_trait::async_trait;
 use serde_json::Value;
 use service_store::{
-    ActiveRunsQuery, CancelOutcome, Claimed, DeliveryRecord, NewRun, NewThread, RunListQuery,
-    RunsRepo, Settled, Settlement, StoreError, StoreResult, final_status,
+    ActiveRunsQuery, CancelOutcome, Claimed, DeliveryRecord, ErrorKind, NewRun, NewThread,
+    RunListQuery, RunsRepo, Settled, SettledAndMirrored, Settlement, StoreError, StoreResult,
+    ThreadMirror, final_status,
 };
 use service_types::{Run, RunStatus, Timestamp};
 use tokio_postgres::Row;
@@ -20,7 +21,7 @@ use crate::db::{
 };
 use crate::deliveries::insert_delivery;
 use crate::error::{is_foreign_key_violation, is_unique_violation, store_error};
-use crate::threads::{self, COLUMNS as THREAD_COLUMNS};
+use crate::threads::{self, COLUMNS as THREAD_COLUMNS, MIRROR_SET};
 
 pub(crate) const COLUMNS: &str = "run_id, thread_id, assistant_id, created_at, updated_at, status, \
     metadata, multitask_strategy, kwargs, error";
@@ -428,6 +429,101 @@ impl RunsRepo for Db {
             .map_err(store_error)?
             .ok_or_else(run_not_found)?;
         Ok(row.get(0))
+    }
+
+    async fn settle_and_mirror(
+        &self,
+        run_id: Uuid,
+        settlement: Settlement,
+        mirror: ThreadMirror,
+    ) -> StoreResult<SettledAndMirrored> {
+        let requested = settlement.status;
+        if settlement.webhook.is_some() {
+            // The delivery row needs the transactional settle; the mirror follows it.
+            let settled = self.settle(run_id, settlement).await?;
+            let others_wait = if settled.changed && settled.run.status == requested {
+                match self.write_mirror(settled.run.thread_id, mirror, true).await {
+                    Ok(others_wait) => Some(others_wait),
+                    Err(error) if error.kind == ErrorKind::NotFound => Some(false),
+                    Err(error) => return Err(error),
+                }
+            } else {
+                None
+            };
+            return Ok(SettledAndMirrored {
+                settled,
+                others_wait,
+            });
+        }
+        let status = enum_text(&final_status(&settlement, false)?)?;
+        let cancelled = enum_text(&final_status(&settlement, true)?)?;
+        let error = settlement.error.as_ref().map(encode).transpose()?;
+        let mirror = threads::MirrorParams::new(mirror, self.now())?;
+        let client = self.client().await?;
+        // One statement, so one commit: the thread's `runs_wait` reads the snapshot
+        // from before the settle, where this run is still active, so it is left out.
+        let row = client
+            .query_opt_cached(
+                static_sql!(
+                    "WITH settled AS (
+                         UPDATE runs SET
+                             status = CASE WHEN cancel_requested THEN $9 ELSE $8 END,
+                             error = CASE WHEN cancel_requested THEN NULL ELSE $10::jsonb END,
+                             updated_at = $6
+                         WHERE run_id = $1 AND status IN ('pending', 'running')
+                         RETURNING {COLUMNS}),
+                     waiting AS (
+                         SELECT EXISTS (
+                             SELECT 1 FROM runs, settled
+                             WHERE runs.thread_id = settled.thread_id
+                               AND runs.status IN ('pending', 'running')
+                               AND runs.run_id <> $1) AS runs_wait),
+                     mirrored AS (
+                         UPDATE threads SET {MIRROR_SET}
+                         FROM waiting, settled
+                         WHERE threads.thread_id = settled.thread_id AND settled.status = $8
+                         RETURNING waiting.runs_wait)
+                     SELECT settled.*, (SELECT runs_wait FROM mirrored) AS others_wait
+                     FROM settled"
+                ),
+                &[
+                    &run_id,
+                    &mirror.status,
+                    &mirror.has_values,
+                    &mirror.values,
+                    &mirror.interrupts,
+                    &mirror.now,
+                    &mirror.error,
+                    &status,
+                    &cancelled,
+                    &error,
+                ],
+            )
+            .await
+            .map_err(store_error)?;
+        let Some(row) = row else {
+            // Already terminal, or unknown.
+            return Ok(SettledAndMirrored {
+                settled: Settled {
+                    run: self.get(run_id).await?.ok_or_else(run_not_found)?,
+                    changed: false,
+                    delivery: None,
+                },
+                others_wait: None,
+            });
+        };
+        let run = run(&row)?;
+        // A thread gone meanwhile has nothing waiting on it.
+        let others_wait = (run.status == requested)
+            .then(|| row.get::<_, Option<bool>>("others_wait").unwrap_or(false));
+        Ok(SettledAndMirrored {
+            settled: Settled {
+                run,
+                changed: true,
+                delivery: None,
+            },
+            others_wait,
+        })
     }
 
     async fn settle(&self, run_id: Uuid, settlement: Settlement) -> StoreResult<Settled> {

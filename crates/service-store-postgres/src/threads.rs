@@ -21,6 +21,42 @@ use crate::error::{is_unique_violation, store_error};
 pub(crate) const COLUMNS: &str = "thread_id, created_at, updated_at, state_updated_at, metadata, \
     status, config, state_values, interrupts, error, ttl_strategy, ttl_minutes, expires_at";
 
+/// The columns a mirror writes (`UPDATE threads SET ...`), shared by every statement
+/// that mirrors: `$2` status, `$3` whether values are given, `$4` values, `$5`
+/// interrupts, `$6` now, `$7` error; a `waiting` relation's `runs_wait` keeps the
+/// thread busy. Columns are qualified: a statement may join rows with the same names.
+pub(crate) const MIRROR_SET: &str = "
+    status = CASE WHEN waiting.runs_wait THEN 'busy' ELSE $2 END,
+    state_values = CASE WHEN $3 THEN $4::jsonb ELSE threads.state_values END,
+    state_updated_at = CASE WHEN $3 THEN $6 ELSE threads.state_updated_at END,
+    interrupts = $5,
+    metadata = CASE WHEN $7::text IS NULL THEN threads.metadata - 'error'
+               ELSE threads.metadata || jsonb_build_object('error', $7::text) END,
+    error = $7, updated_at = $6";
+
+/// A mirror's [`MIRROR_SET`] parameters.
+pub(crate) struct MirrorParams {
+    pub(crate) status: String,
+    pub(crate) has_values: bool,
+    pub(crate) values: Value,
+    pub(crate) interrupts: Value,
+    pub(crate) now: chrono::DateTime<chrono::Utc>,
+    pub(crate) error: Option<String>,
+}
+
+impl MirrorParams {
+    pub(crate) fn new(mirror: ThreadMirror, now: Timestamp) -> StoreResult<Self> {
+        Ok(Self {
+            status: enum_text(&mirror.status)?,
+            has_values: mirror.values.is_some(),
+            values: mirror.values.unwrap_or(Value::Null),
+            interrupts: encode(&mirror.interrupts)?,
+            now: at(now),
+            error: mirror.error,
+        })
+    }
+}
+
 fn missing(thread_id: Uuid) -> StoreError {
     StoreError::not_found(format!("Thread with ID {thread_id} not found"))
 }
@@ -177,41 +213,33 @@ impl Db {
     /// Writes a turn's outcome onto the thread; with `busy_while_runs_wait`, the thread
     /// stays busy when pending or running runs wait on it. Returns whether any do
     /// (false when not asked).
-    async fn write_mirror(
+    pub(crate) async fn write_mirror(
         &self,
         thread_id: Uuid,
         mirror: ThreadMirror,
         busy_while_runs_wait: bool,
     ) -> StoreResult<bool> {
-        let now = self.now();
-        let has_values = mirror.values.is_some();
-        let values = mirror.values.unwrap_or(Value::Null);
-        let interrupts = encode(&mirror.interrupts)?;
+        let mirror = MirrorParams::new(mirror, self.now())?;
         let client = self.client().await?;
         let row = client
             .query_opt_cached(
-                "WITH waiting AS (
-                     SELECT $8 AND EXISTS (
-                         SELECT 1 FROM runs
-                         WHERE thread_id = $1 AND status IN ('pending', 'running')) AS runs_wait)
-                 UPDATE threads SET
-                    status = CASE WHEN waiting.runs_wait THEN 'busy' ELSE $2 END,
-                    state_values = CASE WHEN $3 THEN $4::jsonb ELSE state_values END,
-                    state_updated_at = CASE WHEN $3 THEN $6 ELSE state_updated_at END,
-                    interrupts = $5,
-                    metadata = CASE WHEN $7::text IS NULL THEN metadata - 'error'
-                               ELSE metadata || jsonb_build_object('error', $7::text) END,
-                    error = $7, updated_at = $6
-                 FROM waiting
-                 WHERE thread_id = $1
-                 RETURNING waiting.runs_wait",
+                static_sql!(
+                    "WITH waiting AS (
+                         SELECT $8 AND EXISTS (
+                             SELECT 1 FROM runs
+                             WHERE thread_id = $1 AND status IN ('pending', 'running')) AS runs_wait)
+                     UPDATE threads SET {MIRROR_SET}
+                     FROM waiting
+                     WHERE thread_id = $1
+                     RETURNING waiting.runs_wait"
+                ),
                 &[
                     &thread_id,
-                    &enum_text(&mirror.status)?,
-                    &has_values,
-                    &values,
-                    &interrupts,
-                    &at(now),
+                    &mirror.status,
+                    &mirror.has_values,
+                    &mirror.values,
+                    &mirror.interrupts,
+                    &mirror.now,
                     &mirror.error,
                     &busy_while_runs_wait,
                 ],

@@ -38,8 +38,8 @@ pub use items::{ItemSearch, ItemsRepo, PutItem, compare_items, validate_item_ttl
 pub use namespace::NamespaceQuery;
 pub use page::PageLimits;
 pub use runs::{
-    ActiveRunsQuery, CancelOutcome, Claimed, NewRun, RunListQuery, RunsRepo, Settled, Settlement,
-    WebhookRequest, final_status, webhook_status,
+    ActiveRunsQuery, CancelOutcome, Claimed, NewRun, RunListQuery, RunsRepo, Settled,
+    SettledAndMirrored, Settlement, WebhookRequest, final_status, webhook_status,
 };
 pub use store::{Capabilities, Store, StoreParts};
 pub use threads::{

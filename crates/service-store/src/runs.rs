@@ -6,7 +6,7 @@ use service_types::{Metadata, MultitaskStrategy, Run, RunError, RunStatus, Times
 use uuid::Uuid;
 
 use crate::deliveries::DeliveryRecord;
-use crate::{NewThread, StoreError, StoreResult};
+use crate::{NewThread, StoreError, StoreResult, ThreadMirror};
 
 /// A new pending run.
 #[derive(Clone, Debug, PartialEq)]
@@ -123,6 +123,16 @@ pub struct Settled {
     pub delivery: Option<DeliveryRecord>,
 }
 
+/// What [`RunsRepo::settle_and_mirror`] did.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SettledAndMirrored {
+    /// The settle's outcome.
+    pub settled: Settled,
+    /// Whether other runs wait on the thread, when the mirror was written; `None` when
+    /// the run did not settle with the settlement's status and nothing was mirrored.
+    pub others_wait: Option<bool>,
+}
+
 /// The status a webhook body reports for a run that settled as `status`.
 pub fn webhook_status(status: RunStatus, interrupted: bool) -> &'static str {
     match status {
@@ -198,6 +208,20 @@ pub trait RunsRepo: Send + Sync {
     /// the delivery row whose payload gets `"status"`. A terminal run is returned
     /// unchanged. Unknown: `NotFound` ("Run not found").
     async fn settle(&self, run_id: Uuid, settlement: Settlement) -> StoreResult<Settled>;
+
+    /// Settles the run as [`RunsRepo::settle`] does and, in the same step, mirrors
+    /// `mirror` onto its thread as [`ThreadsRepo::mirror_after_run`] does, but only when
+    /// the run settles with the settlement's own status (it was still active and no
+    /// cancel won the race): the mirror was computed for that outcome. `others_wait`
+    /// is `None` when nothing was mirrored, so the caller mirrors what really happened.
+    ///
+    /// [`ThreadsRepo::mirror_after_run`]: crate::ThreadsRepo::mirror_after_run
+    async fn settle_and_mirror(
+        &self,
+        run_id: Uuid,
+        settlement: Settlement,
+        mirror: ThreadMirror,
+    ) -> StoreResult<SettledAndMirrored>;
 
     /// Deletes the run (its deliveries stay). Unknown: `NotFound` ("Run not found").
     async fn delete(&self, run_id: Uuid) -> StoreResult<()>;

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use futures::StreamExt;
 use serde_json::Value;
 use service_graph::{
-    AgentGraph, Checkpointer, GraphError, HistoryOptions, InMemorySaver, NodeSelection, RunContext,
-    RunInput, RunnableConfig, StateOptions, StateSnapshot, StreamOptions,
+    AgentGraph, Checkpointer, FinalState, GraphError, HistoryOptions, InMemorySaver, NodeSelection,
+    RunContext, RunInput, RunnableConfig, StateOptions, StateSnapshot, StreamOptions,
 };
 use service_types::StreamMode;
 
@@ -51,8 +51,32 @@ pub fn before(nodes: &[&str]) -> Option<NodeSelection> {
 }
 
 pub async fn run_with(graph: &dyn AgentGraph, input: RunInput, options: StreamOptions) -> Outcome {
+    run_in(graph, input, options, RunContext::default()).await
+}
+
+/// Runs on `thread` and returns the final state the runtime handed over, if any.
+pub async fn run_handing_over(
+    graph: &dyn AgentGraph,
+    input: RunInput,
+    options: StreamOptions,
+) -> (Outcome, Option<StateSnapshot>) {
+    let final_state = FinalState::default();
+    let ctx = RunContext {
+        final_state: final_state.clone(),
+        ..RunContext::default()
+    };
+    let outcome = run_in(graph, input, options, ctx).await;
+    (outcome, final_state.take())
+}
+
+async fn run_in(
+    graph: &dyn AgentGraph,
+    input: RunInput,
+    options: StreamOptions,
+    ctx: RunContext,
+) -> Outcome {
     let mut stream = graph
-        .stream(input, options, RunContext::default())
+        .stream(input, options, ctx)
         .await
         .expect("stream starts");
     let mut frames = Vec::new();
