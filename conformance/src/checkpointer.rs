@@ -9,6 +9,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use service_graph::{
     CheckpointConfig, CheckpointListOptions, CheckpointTuple, Checkpointer, GraphError,
+    NewCheckpoint,
 };
 use service_types::{Metadata, PruneStrategy};
 
@@ -243,6 +244,76 @@ pub async fn put_after_writes_records_the_writes_then_the_checkpoint(saver: &dyn
     assert_eq!(all(saver, "t").await.len(), 2, "nothing stored");
 }
 
+/// A run's start: the input checkpoint follows the named one, the writes asked for
+/// with the input checkpoint's id land on it, and the next checkpoint follows it; on a
+/// new thread too. Writes on a new thread's first checkpoint are asked for with its id.
+pub async fn put_with_next_stores_input_writes_then_next(saver: &dyn Checkpointer) {
+    let parent = chain(saver, "t", &["r"]).await.remove(0);
+    let asked = std::sync::Mutex::new(Vec::new());
+    let task_writes_on = |input_id: &str| {
+        asked.lock().unwrap().push(input_id.to_owned());
+        vec![(
+            format!("start-of-{input_id}"),
+            vec![("out".to_owned(), json!({"in": 1}))],
+        )]
+    };
+    let new = |step: i64| NewCheckpoint {
+        checkpoint: json!({"step": step}),
+        metadata: meta(json!({"step": step})),
+    };
+    let (input, next) = saver
+        .put_with_next(&parent, new(1), &task_writes_on, new(2))
+        .await
+        .unwrap();
+    let input_id = input.checkpoint_id.clone().expect("an id");
+    assert_eq!(*asked.lock().unwrap(), vec![input_id.clone()]);
+    let tuples = all(saver, "t").await;
+    assert_eq!(tuples.len(), 3);
+    assert_eq!(
+        (tuples[0].config.clone(), tuples[0].parent_config.clone()),
+        (next, Some(input.clone()))
+    );
+    assert_eq!(tuples[0].checkpoint, json!({"step": 2}));
+    assert_eq!(
+        (tuples[1].config.clone(), tuples[1].parent_config.clone()),
+        (input, Some(parent))
+    );
+    assert_eq!(tuples[1].checkpoint, json!({"step": 1}));
+    let writes: Vec<_> = tuples[1]
+        .pending_writes
+        .iter()
+        .map(|w| (w.task_id.clone(), w.channel.clone(), w.value.clone()))
+        .collect();
+    assert_eq!(
+        writes,
+        vec![(
+            format!("start-of-{input_id}"),
+            "out".into(),
+            json!({"in": 1})
+        )]
+    );
+    assert!(tuples[0].pending_writes.is_empty());
+
+    let (input, next) = saver
+        .put_with_next(
+            &CheckpointConfig::new("fresh", None),
+            new(-1),
+            &task_writes_on,
+            new(0),
+        )
+        .await
+        .unwrap();
+    let tuples = all(saver, "fresh").await;
+    assert_eq!(
+        tuples
+            .iter()
+            .map(|t| (t.config.clone(), t.parent_config.clone()))
+            .collect::<Vec<_>>(),
+        vec![(next, Some(input.clone())), (input, None)]
+    );
+    assert_eq!(tuples[1].pending_writes.len(), 1);
+}
+
 /// Merged metadata replaces the same keys and keeps the others, on the named checkpoint
 /// only; it is what history filters and rollback then see. Unknown: `NotFound`.
 pub async fn merged_metadata_replaces_keys_of_one_checkpoint(saver: &dyn Checkpointer) {
@@ -360,6 +431,7 @@ macro_rules! checkpointer_tests {
             filter_is_per_key_equality_not_containment,
             merged_metadata_replaces_keys_of_one_checkpoint,
             put_after_writes_records_the_writes_then_the_checkpoint,
+            put_with_next_stores_input_writes_then_next,
         ]);
     };
 }

@@ -19,8 +19,8 @@ mod store;
 
 pub use agent::{AgentGraph, HistoryOptions, StateOptions, StateUpdate};
 pub use checkpoint::{
-    CheckpointListOptions, CheckpointTuple, Checkpointer, InMemorySaver, PendingWrite,
-    new_checkpoint_id,
+    CheckpointListOptions, CheckpointTuple, Checkpointer, InMemorySaver, NewCheckpoint,
+    PendingWrite, new_checkpoint_id,
 };
 pub use chunk::{Chunk, ChunkStream};
 pub use config::{CheckpointConfig, RunnableConfig};

@@ -13,7 +13,8 @@ use futures::future::{BoxFuture, join_all};
 use serde_json::{Map, Value, json};
 use service_graph::checkpoint::CheckpointTuple;
 use service_graph::{
-    CheckpointConfig, Checkpointer, FinalState, GraphError, LongTermStore, RunInput, StreamOptions,
+    CheckpointConfig, Checkpointer, FinalState, GraphError, LongTermStore, NewCheckpoint, RunInput,
+    StreamOptions,
 };
 use service_types::{RunError, Timestamp};
 use tokio_util::sync::CancellationToken;
@@ -25,7 +26,7 @@ use crate::graph::GraphDef;
 use crate::node::{Command, NodeErrorKind};
 use crate::stored::{
     Body, Loaded, Output, RaisedInterrupt, WRITE_ERROR, WRITE_INTERRUPT, WRITE_OUTPUT,
-    WRITE_RESUME, metadata,
+    WRITE_RESUME, metadata, task_id,
 };
 use crate::{DEFAULT_RECURSION_LIMIT, NodeContext, START};
 
@@ -205,6 +206,18 @@ impl Run {
                 .put_after_writes(&at, task_writes, body.to_value(), meta.clone())
                 .await?
         };
+        Ok(self.stored(config, parent_config, body, meta))
+    }
+
+    /// A checkpoint just stored, as the loop holds it; reported to `checkpoints`
+    /// streams.
+    fn stored(
+        &self,
+        config: CheckpointConfig,
+        parent_config: Option<CheckpointConfig>,
+        body: Body,
+        meta: service_types::Metadata,
+    ) -> Loaded {
         let step = meta.get("step").and_then(Value::as_i64).unwrap_or(-1);
         let loaded = Loaded {
             tuple: CheckpointTuple {
@@ -219,24 +232,69 @@ impl Run {
             step,
         };
         self.emit.checkpoint(step, || loaded.snapshot());
-        Ok(loaded)
+        loaded
     }
 
-    /// The input checkpoint: old values, `next = [__start__]`, the input pending.
+    /// The input checkpoint, then the `__start__` superstep that applies the input
+    /// and its checkpoint, stored in one saver call ([`Checkpointer::put_with_next`]).
+    /// An input the reducers refuse is stored alone: the loop's `__start__` superstep
+    /// then fails on it and records why, as for any task.
     async fn put_input(&self, base: Option<&Loaded>, input: Value) -> Result<Loaded, GraphError> {
         let values = base
             .map(|base| base.body.channel_values.clone())
             .unwrap_or_default();
-        let mut body = Body::new(values, vec![START.to_owned()]);
-        body.input = Some(input.clone());
-        let step = base.map_or(-1, |base| base.step + 1);
-        let meta = metadata(
+        let mut input_body = Body::new(values, vec![START.to_owned()]);
+        input_body.input = Some(input.clone());
+        let input_step = base.map_or(-1, |base| base.step + 1);
+        let input_meta = metadata(
             "input",
-            step,
+            input_step,
             json!({ START: input }),
             &self.options.metadata,
         );
-        self.put(base, body, meta).await
+        let output = Output {
+            update: self.known_keys(input),
+            goto: Vec::new(),
+        };
+        let started = [(
+            START.to_owned(),
+            String::new(),
+            Outcome::Done(output.clone()),
+            true,
+        )];
+        let Ok(next_body) = self.apply_outputs(&input_body.channel_values, &started) else {
+            return self.put(base, input_body, input_meta).await;
+        };
+        let next_meta = metadata("loop", input_step + 1, Value::Null, &self.options.metadata);
+        let output = serde_json::to_value(&output).unwrap_or(Value::Null);
+        let task_writes_on = |input_id: &str| {
+            vec![(
+                task_id(input_id, START, 0),
+                vec![(WRITE_OUTPUT.to_owned(), output.clone())],
+            )]
+        };
+        let parent_config = base.map(|base| base.tuple.config.clone());
+        let at = parent_config.clone().unwrap_or_else(|| CheckpointConfig {
+            checkpoint_id: None,
+            ..self.thread.clone()
+        });
+        let new = |body: &Body, meta: &service_types::Metadata| NewCheckpoint {
+            checkpoint: body.to_value(),
+            metadata: meta.clone(),
+        };
+        let (input_config, next_config) = self
+            .saver
+            .put_with_next(
+                &at,
+                new(&input_body, &input_meta),
+                &task_writes_on,
+                new(&next_body, &next_meta),
+            )
+            .await?;
+        self.stored(input_config.clone(), parent_config, input_body, input_meta);
+        let next = self.stored(next_config, Some(input_config), next_body, next_meta);
+        self.emit.values(&next.body.channel_values);
+        Ok(next)
     }
 
     /// A command's update applied and its goto added to the pending nodes.
@@ -560,7 +618,7 @@ impl Run {
                 .interrupted(&current.body.channel_values, &interrupts);
             return Ok(None);
         }
-        let body = match self.apply_outputs(current, &outcomes) {
+        let body = match self.apply_outputs(&current.body.channel_values, &outcomes) {
             Ok(body) => body,
             Err(error) => {
                 self.record_writes(current, task_writes).await?;
@@ -605,10 +663,10 @@ impl Run {
     /// nodes (each task's goto, or its edges evaluated on the new state).
     fn apply_outputs(
         &self,
-        current: &Loaded,
+        values: &Map<String, Value>,
         outcomes: &[(String, String, Outcome, bool)],
     ) -> Result<Body, GraphError> {
-        let mut values = current.body.channel_values.clone();
+        let mut values = values.clone();
         for (node, _, outcome, _) in outcomes {
             if let Outcome::Done(output) = outcome {
                 apply_update(&self.def.channels, &mut values, &output.update)

@@ -235,3 +235,38 @@ async fn a_run_hands_over_the_state_it_ended_in_unless_task_writes_followed() {
     assert!(outcome.error.is_some());
     assert!(handed.is_none());
 }
+
+/// An input a reducer refuses fails the run: the input checkpoint is stored with the
+/// `__start__` task's output recorded, and nothing follows it.
+#[tokio::test]
+async fn an_input_a_reducer_refuses_fails_the_start_task() {
+    let positive: service_stategraph::ReducerFn =
+        std::sync::Arc::new(|current, update| match update.as_i64() {
+            Some(n) if n > 0 => Ok(json!(current.as_i64().unwrap_or(0) + n)),
+            _ => Err(format!("{update} is not positive")),
+        });
+    let graph = StateGraph::new("sum")
+        .channel("n", Reducer::Custom(positive), json!({}))
+        .node("a", |_, _| async { Ok::<_, NodeError>(json!({"n": 1})) })
+        .edge(START, "a")
+        .edge("a", END)
+        .compile(saver())
+        .expect("valid graph");
+    let outcome = run(&graph, "ok", values(json!({"n": 2}))).await;
+    assert!(outcome.error.is_none());
+    assert_eq!(state(&graph, "ok").await.values, json!({"n": 3}));
+
+    let outcome = run(&graph, "t", values(json!({"n": -1}))).await;
+    assert!(
+        outcome
+            .error
+            .as_ref()
+            .is_some_and(|error| error.to_string().contains("not positive")),
+        "{:?}",
+        outcome.error
+    );
+    let history = history(&graph, "t").await;
+    assert_eq!(history.len(), 1, "only the input checkpoint");
+    assert_eq!(history[0].next, vec![START]);
+    assert_eq!(history[0].tasks[0].result, Some(json!({"n": -1})));
+}

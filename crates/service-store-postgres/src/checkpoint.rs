@@ -14,7 +14,7 @@ use deadpool_postgres::{Object, Pool};
 use serde_json::Value;
 use service_graph::{
     CheckpointConfig, CheckpointListOptions, CheckpointTuple, Checkpointer, GraphError,
-    PendingWrite, new_checkpoint_id,
+    NewCheckpoint, PendingWrite, new_checkpoint_id,
 };
 use service_types::{Metadata, PruneStrategy, Timestamp};
 use tokio_postgres::Row;
@@ -85,21 +85,35 @@ impl PostgresSaver {
         }
     }
 
-    /// Records `writes` against the checkpoint `config` names and stores the checkpoint
-    /// that follows it: one statement, so one round trip, and atomic (the writes'
-    /// foreign key fails the whole statement when the parent is unknown; the blob's is
-    /// checked at the statement's end, when the checkpoint row exists). Committed
+    /// Stores `chain` after the checkpoint `config` names, each checkpoint the parent
+    /// of the next, with `writes` recorded against the parent of the last one: one
+    /// statement, so one round trip, and atomic (the writes' foreign key fails the
+    /// whole statement when their checkpoint is unknown; foreign keys are checked at
+    /// the statement's end, when the new checkpoint rows exist). Committed
     /// asynchronously: a run's settle, or the thread mirror after a state update,
-    /// makes it durable (`ASYNC_COMMIT`).
-    async fn insert_checkpoint(
+    /// makes it durable (`ASYNC_COMMIT`). Returns the new checkpoints' coordinates.
+    async fn insert_checkpoints(
         &self,
         config: &CheckpointConfig,
-        writes: WriteColumns,
-        checkpoint: Value,
-        metadata: Metadata,
-    ) -> Result<CheckpointConfig, GraphError> {
+        chain: Vec<NewCheckpoint>,
+        writes_of: impl FnOnce(&str) -> WriteColumns,
+    ) -> Result<Vec<CheckpointConfig>, GraphError> {
+        let ids: Vec<String> = chain.iter().map(|_| new_checkpoint_id()).collect();
+        let mut parents = vec![config.checkpoint_id.clone()];
+        parents.extend(ids.iter().cloned().map(Some));
+        parents.truncate(ids.len());
+        let writes_on = parents.last().cloned().flatten();
+        let writes = writes_of(writes_on.as_deref().unwrap_or_default());
+        if !writes.tasks.is_empty() && writes_on.is_none() {
+            return Err(GraphError::NotFound(format!(
+                "Checkpoint {config:?} not found"
+            )));
+        }
         let (tasks, channels, values) = writes.into_parts();
-        let id = new_checkpoint_id();
+        let (bodies, metadata): (Vec<Value>, Vec<Value>) = chain
+            .into_iter()
+            .map(|new| (new.checkpoint, Value::Object(new.metadata)))
+            .unzip();
         let client = self.client().await?;
         let written = client
             .execute_cached(
@@ -107,7 +121,7 @@ impl PostgresSaver {
                     "WITH writes AS (
                          INSERT INTO checkpoint_writes (thread_id, checkpoint_ns,
                              checkpoint_id, task_id, channel, value)
-                         SELECT $1, $2, $4, write.task_id, write.channel, write.value
+                         SELECT $1, $2, $3, write.task_id, write.channel, write.value
                          FROM unnest($8::text[], $9::text[], $10::jsonb[]) WITH ORDINALITY
                              AS write(task_id, channel, value, position)
                          ORDER BY write.position
@@ -117,35 +131,62 @@ impl PostgresSaver {
                      checkpoint AS (
                          INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id,
                              parent_checkpoint_id, metadata, created_at)
-                         VALUES ($1, $2, $3, $4, $5, $6))
+                         SELECT $1, $2, new.id, new.parent, new.metadata, $6
+                         FROM unnest($4::text[], $5::text[], $7::jsonb[])
+                             AS new(id, parent, metadata))
                      INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, checkpoint_id, body)
-                     SELECT $1, $2, $3, $7 FROM {ASYNC_COMMIT}"
+                     SELECT $1, $2, new.id, new.body
+                     FROM unnest($4::text[], $11::jsonb[]) AS new(id, body), {ASYNC_COMMIT}"
                 ),
                 &[
                     &config.thread_id,
                     &config.checkpoint_ns,
-                    &id,
-                    &config.checkpoint_id,
-                    &Value::Object(metadata),
+                    &writes_on,
+                    &ids,
+                    &parents,
                     &Utc::now(),
-                    &checkpoint,
+                    &metadata,
                     &tasks,
                     &channels,
                     &values,
+                    &bodies,
                 ],
             )
             .await;
         match written {
-            Ok(_) => Ok(CheckpointConfig {
-                thread_id: config.thread_id.clone(),
-                checkpoint_ns: config.checkpoint_ns.clone(),
-                checkpoint_id: Some(id),
-            }),
+            Ok(_) => Ok(ids
+                .into_iter()
+                .map(|id| CheckpointConfig {
+                    thread_id: config.thread_id.clone(),
+                    checkpoint_ns: config.checkpoint_ns.clone(),
+                    checkpoint_id: Some(id),
+                })
+                .collect()),
             Err(error) if error.code() == Some(&SqlState::FOREIGN_KEY_VIOLATION) => Err(
                 GraphError::NotFound(format!("Checkpoint {config:?} not found")),
             ),
             Err(error) => Err(db_error(error)),
         }
+    }
+
+    /// Stores one checkpoint after `config`, with `writes` against `config`'s.
+    async fn insert_checkpoint(
+        &self,
+        config: &CheckpointConfig,
+        writes: WriteColumns,
+        checkpoint: Value,
+        metadata: Metadata,
+    ) -> Result<CheckpointConfig, GraphError> {
+        let new = NewCheckpoint {
+            checkpoint,
+            metadata,
+        };
+        let mut stored = self
+            .insert_checkpoints(config, vec![new], |_| writes)
+            .await?;
+        stored
+            .pop()
+            .ok_or_else(|| GraphError::Checkpointer("no checkpoint was stored".to_owned()))
     }
 
     async fn client(&self) -> Result<Object, GraphError> {
@@ -355,14 +396,30 @@ impl Checkpointer for PostgresSaver {
         checkpoint: Value,
         metadata: Metadata,
     ) -> Result<CheckpointConfig, GraphError> {
-        if !task_writes.is_empty() && config.checkpoint_id.is_none() {
-            return Err(GraphError::NotFound(format!(
-                "Checkpoint {config:?} not found"
-            )));
-        }
         let writes = WriteColumns::last_per_channel(task_writes);
         self.insert_checkpoint(config, writes, checkpoint, metadata)
             .await
+    }
+
+    async fn put_with_next(
+        &self,
+        config: &CheckpointConfig,
+        input: NewCheckpoint,
+        task_writes_on: &(dyn for<'id> Fn(&'id str) -> Vec<(String, Vec<(String, Value)>)> + Sync),
+        next: NewCheckpoint,
+    ) -> Result<(CheckpointConfig, CheckpointConfig), GraphError> {
+        let mut stored = self
+            .insert_checkpoints(config, vec![input, next], |input_id| {
+                WriteColumns::last_per_channel(task_writes_on(input_id))
+            })
+            .await?
+            .into_iter();
+        match (stored.next(), stored.next()) {
+            (Some(input), Some(next)) => Ok((input, next)),
+            _ => Err(GraphError::Checkpointer(
+                "the checkpoints were not stored".to_owned(),
+            )),
+        }
     }
 
     async fn merge_metadata(

@@ -65,6 +65,15 @@ pub struct CheckpointListOptions {
     pub limit: Option<usize>,
 }
 
+/// A checkpoint to store: its body and metadata (the saver mints its id).
+#[derive(Clone, Debug, PartialEq)]
+pub struct NewCheckpoint {
+    /// The checkpoint body.
+    pub checkpoint: Value,
+    /// Its metadata.
+    pub metadata: Metadata,
+}
+
 /// Where per-thread checkpoints live (SPEC: getTuple, list, put, putWrites,
 /// deleteThread, plus copy, prune and rollback for the service).
 #[async_trait]
@@ -116,6 +125,27 @@ pub trait Checkpointer: Send + Sync {
             self.put_writes(config, &task_id, writes).await?;
         }
         self.put(config, checkpoint, metadata).await
+    }
+
+    /// A run's start: stores `input` after the checkpoint `config` names, as
+    /// [`Checkpointer::put`] does, then the writes `task_writes_on` gives for it and the
+    /// checkpoint `next` that follows, as [`Checkpointer::put_after_writes`] does. The
+    /// writes are asked for with the new checkpoint's id, as task ids derive from it. A
+    /// saver that can store all of it in one step does. Returns the coordinates of
+    /// both checkpoints.
+    async fn put_with_next(
+        &self,
+        config: &CheckpointConfig,
+        input: NewCheckpoint,
+        task_writes_on: &(dyn for<'id> Fn(&'id str) -> Vec<(String, Vec<(String, Value)>)> + Sync),
+        next: NewCheckpoint,
+    ) -> Result<(CheckpointConfig, CheckpointConfig), GraphError> {
+        let input = self.put(config, input.checkpoint, input.metadata).await?;
+        let writes = task_writes_on(input.checkpoint_id.as_deref().unwrap_or_default());
+        let next = self
+            .put_after_writes(&input, writes, next.checkpoint, next.metadata)
+            .await?;
+        Ok((input, next))
     }
 
     /// Merges `metadata` into the metadata of the checkpoint `config` names (its id
