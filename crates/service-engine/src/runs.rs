@@ -235,6 +235,10 @@ impl Engine {
                 return Err(error.into());
             }
         };
+        // Every run stream starts with this frame; published now, a stream learns its
+        // run at once, also while the run waits for a worker or its thread.
+        self.publish_run_frame(&run, "metadata", &json!({"run_id": run_id, "attempt": 1}))
+            .await;
         if available_at > self.now() {
             self.inner.delays_changed.notify_one();
             self.inner.announce.notify_one();

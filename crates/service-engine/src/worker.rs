@@ -324,12 +324,6 @@ impl Engine {
         cancel: CancellationToken,
         final_state: FinalState,
     ) -> (Ending, Option<Arc<dyn AgentGraph>>) {
-        self.publish_run_frame(
-            run,
-            "metadata",
-            &json!({"run_id": run.run_id, "attempt": 1}),
-        )
-        .await;
         let graph = match self.inner.graphs.load(graph_id).await {
             Ok(graph) => graph,
             Err(error) => return (Ending::Failed(error.to_run_error()), None),
@@ -441,7 +435,7 @@ impl Engine {
 
     /// Publishes a frame on the run's topic and, when a thread stream listens, on the
     /// thread's.
-    async fn publish_run_frame(&self, run: &Run, event: &str, data: &Value) {
+    pub(crate) async fn publish_run_frame(&self, run: &Run, event: &str, data: &Value) {
         let bytes = Bytes::from(serde_json::to_vec(data).unwrap_or_default());
         self.inner
             .bus

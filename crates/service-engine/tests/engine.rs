@@ -774,3 +774,63 @@ async fn a_thread_made_by_its_run_names_the_graph_and_is_idle_after_it() {
     let values = engine.get_thread(thread).await.unwrap().values.unwrap();
     assert_eq!(values["messages"].as_array().unwrap().len(), 4);
 }
+
+/// The frames of a run's topic up to its end (internal records left out).
+async fn frames(mut subscription: service_engine::bus::Subscription) -> Vec<(String, Value)> {
+    use futures::StreamExt;
+    let mut frames = Vec::new();
+    while let Some(delivery) = subscription.next().await {
+        if let service_engine::bus::Delivery::Frame(frame) = delivery
+            && !frame.is_internal()
+        {
+            let data = serde_json::from_slice(&frame.data).expect("JSON frame");
+            frames.push((frame.event, data));
+        }
+    }
+    frames
+}
+
+/// A run's stream starts with its `metadata` frame as soon as the run is created, also
+/// while it waits to start; a run that executes sends it once.
+#[tokio::test]
+async fn a_run_stream_starts_with_metadata_before_the_run_starts() {
+    let Harness { engine, .. } = started(EngineConfig::default()).await;
+    let thread = new_thread(&engine).await;
+    let mut delayed = run_body("echo", json!({"messages": []}));
+    delayed.after_seconds = Some(30.0);
+    let (run, mut subscription) = engine
+        .create_run_watched(RunTarget::Thread(thread), delayed)
+        .await
+        .unwrap();
+    let first = tokio::time::timeout(
+        Duration::from_secs(5),
+        futures::StreamExt::next(&mut subscription),
+    )
+    .await
+    .expect("a frame while the run waits")
+    .expect("a frame");
+    let service_engine::bus::Delivery::Frame(first) = first else {
+        panic!("a frame, not {first:?}");
+    };
+    assert_eq!(first.event, "metadata");
+    assert_eq!(
+        serde_json::from_slice::<Value>(&first.data).unwrap(),
+        json!({"run_id": run.run_id, "attempt": 1})
+    );
+    let waiting = engine.get_run(Some(thread), run.run_id).await.unwrap();
+    assert_eq!(waiting.status, RunStatus::Pending);
+
+    let (run, subscription) = engine
+        .create_run_watched(
+            RunTarget::Stateless,
+            run_body("echo", json!({"messages": []})),
+        )
+        .await
+        .unwrap();
+    let frames = frames(subscription).await;
+    let events: Vec<&str> = frames.iter().map(|(event, _)| event.as_str()).collect();
+    assert_eq!(events.first(), Some(&"metadata"));
+    assert_eq!(events.iter().filter(|e| **e == "metadata").count(), 1);
+    assert!(events.contains(&"values"), "{events:?}");
+    assert_eq!(frames[0].1["run_id"], json!(run.run_id));
+}

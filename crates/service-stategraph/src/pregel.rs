@@ -43,6 +43,13 @@ pub(crate) struct Run {
     pub(crate) final_state: FinalState,
 }
 
+/// Longest stretch of supersteps between turns given to other tasks. Nodes that never
+/// wait would otherwise hold a runtime thread for the whole run, and every request and
+/// stream frame of the server would queue behind it: with ten such runs on two cores
+/// a new stream's first frame waited about `10 × TURN / 2` (docs/performance.md §3).
+/// Shorter turns cost frames/s (each turn ends in a wake-up of the run's consumers).
+const TURN: std::time::Duration = std::time::Duration::from_micros(200);
+
 /// How one task of a superstep ended.
 enum Outcome {
     Done(Output),
@@ -364,6 +371,7 @@ impl Run {
         } = start;
         let mut node_steps = 0u32;
         let mut first = true;
+        let mut turn_started = std::time::Instant::now();
         loop {
             if self.cancel.is_cancelled() {
                 return Err(GraphError::Cancelled);
@@ -400,6 +408,10 @@ impl Run {
             resume = Vec::new();
             reuse_outputs = false;
             first = false;
+            if turn_started.elapsed() >= TURN {
+                tokio::task::yield_now().await;
+                turn_started = std::time::Instant::now();
+            }
         }
         Ok(Ended {
             current,

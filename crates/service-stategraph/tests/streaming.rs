@@ -204,3 +204,40 @@ fn a_graph_without_an_entry_or_with_unknown_nodes_does_not_compile() {
     let unknown = StateGraph::new("g").edge(START, "ghost").compile(saver());
     assert!(unknown.is_err());
 }
+
+/// A run whose nodes never wait still gives other tasks turns: on a one-thread
+/// runtime, its consumer reads frames while the run is still going, instead of only
+/// after the last superstep.
+#[tokio::test(flavor = "current_thread")]
+async fn a_run_of_nodes_that_never_wait_gives_other_tasks_turns() {
+    let graph = counter();
+    let mut options = options("t", &[StreamMode::Custom]);
+    let steps: u32 = 2_000;
+    options.config.recursion_limit = Some(steps + 1);
+    let mut stream = graph
+        .stream(
+            RunInput::Values(json!({"n": steps})),
+            options,
+            RunContext::default(),
+        )
+        .await
+        .expect("stream starts");
+    let first = futures::StreamExt::next(&mut stream)
+        .await
+        .expect("a frame")
+        .expect("no error");
+    assert_eq!(first.data(), &json!({"k": 1}));
+    let state = state(&graph, "t").await;
+    assert!(
+        !state.next.is_empty(),
+        "the run had finished before its first frame was read"
+    );
+    while futures::StreamExt::next(&mut stream).await.is_some() {}
+    assert_eq!(state_count(&graph).await, i64::from(steps));
+}
+
+async fn state_count(graph: &CompiledGraph) -> i64 {
+    state(graph, "t").await.values["count"]
+        .as_i64()
+        .unwrap_or_default()
+}
