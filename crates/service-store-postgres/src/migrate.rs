@@ -102,6 +102,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0006_active_runs_by_thread.sql",
         sql: include_str!("../../../migrations/0006_active_runs_by_thread.sql"),
     },
+    Migration {
+        version: 7,
+        name: "0007_drop_runs_status_created.sql",
+        sql: include_str!("../../../migrations/0007_drop_runs_status_created.sql"),
+    },
 ];
 
 /// The ledger table.
@@ -330,7 +335,7 @@ mod tests {
     #[test]
     fn only_the_index_builds_run_outside_a_transaction() {
         let flags: Vec<bool> = MIGRATIONS.iter().map(Migration::no_transaction).collect();
-        assert_eq!(flags, vec![false, false, false, false, true, true]);
+        assert_eq!(flags, vec![false, false, false, false, true, true, true]);
     }
 
     #[test]

@@ -4,8 +4,8 @@
 
 use serde_json::json;
 use service_store::filter::StoreFilter;
-use service_store::{ItemSearch, ThreadFilter, ThreadQuery};
-use service_types::Timestamp;
+use service_store::{ActiveRunsQuery, ItemSearch, ThreadFilter, ThreadQuery};
+use service_types::{RunStatus, Timestamp};
 use tokio_postgres::Client;
 use tokio_postgres::types::ToSql;
 use uuid::Uuid;
@@ -14,13 +14,14 @@ use crate::db::{Sql, at};
 use crate::{checkpoint, items, runs, threads};
 
 /// The names of the checked statements, in the order [`explain_all`] returns them.
-pub const NAMES: [&str; 6] = [
+pub const NAMES: [&str; 7] = [
     "claim next run",
     "thread search by metadata",
     "latest run of a thread",
     "checkpoint history page",
     "store search by namespace",
     "active runs of a thread",
+    "running runs across threads",
 ];
 
 async fn explain(
@@ -97,5 +98,12 @@ pub async fn explain_all(
         NAMES[5],
         explain(client, runs::ACTIVE_OF_THREAD_SQL, &[&Uuid::nil(), &10_i64]).await?,
     ));
+
+    let running = ActiveRunsQuery {
+        status: Some(RunStatus::Running),
+        ..ActiveRunsQuery::default()
+    };
+    let (text, sql) = explain_sql(runs::active_sql(&running, 100).unwrap_or_default());
+    plans.push((NAMES[6], explain(client, &text, &sql.params()).await?));
     Ok(plans)
 }

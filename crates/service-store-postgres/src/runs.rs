@@ -79,6 +79,29 @@ pub(crate) const ACTIVE_OF_THREAD_SQL: &str = "SELECT run_id, thread_id, assista
     WHERE thread_id = $1 AND status IN ('pending', 'running')
     ORDER BY created_at, run_id LIMIT $2";
 
+/// Active runs in queue order (shared with the EXPLAIN check); `None` for a terminal
+/// status, which no active run has. The statuses are literals, so the planner can
+/// match the partial index that holds exactly them (`runs_pending_queue`,
+/// `runs_one_running_per_thread`, `runs_active_by_thread`).
+pub(crate) fn active_sql(query: &ActiveRunsQuery, limit: usize) -> Option<Sql> {
+    let status = match query.status {
+        None => "status IN ('pending', 'running')",
+        Some(RunStatus::Pending) => "status = 'pending'",
+        Some(RunStatus::Running) => "status = 'running'",
+        Some(_) => return None,
+    };
+    let mut sql = Sql::new(&format!("SELECT {COLUMNS} FROM runs"));
+    let mut conditions = vec![status.to_owned()];
+    if let Some(thread_id) = query.thread_id {
+        let p = sql.bind(thread_id);
+        conditions.push(format!("thread_id = {p}"));
+    }
+    push_where(&mut sql, &conditions);
+    let p = sql.bind(count(limit));
+    sql.push(&format!(" ORDER BY created_at, run_id LIMIT {p}"));
+    Some(sql)
+}
+
 /// The latest-run statement (shared with the EXPLAIN check): `$1` is the thread.
 pub(crate) const LATEST_SQL: &str =
     "SELECT run_id, thread_id, assistant_id, created_at, updated_at, \
@@ -278,11 +301,6 @@ impl RunsRepo for Db {
 
     async fn active(&self, query: &ActiveRunsQuery) -> StoreResult<Vec<Run>> {
         let limit = self.limits.bounded(query.limit);
-        let statuses: Vec<String> = match query.status {
-            Some(status) if status.is_terminal() => return Ok(Vec::new()),
-            Some(status) => vec![enum_text(&status)?],
-            None => vec!["pending".to_owned(), "running".to_owned()],
-        };
         if let (Some(thread_id), None) = (query.thread_id, query.status) {
             // The common question (does anything wait on this thread?), answered from
             // the thread's entries of `runs_active_by_thread`.
@@ -293,16 +311,9 @@ impl RunsRepo for Db {
                 .map_err(store_error)?;
             return rows.iter().map(run).collect();
         }
-        let mut sql = Sql::new(&format!("SELECT {COLUMNS} FROM runs"));
-        let p = sql.bind(statuses);
-        let mut conditions = vec![format!("status = ANY({p}::text[])")];
-        if let Some(thread_id) = query.thread_id {
-            let p = sql.bind(thread_id);
-            conditions.push(format!("thread_id = {p}"));
-        }
-        push_where(&mut sql, &conditions);
-        let p = sql.bind(count(limit));
-        sql.push(&format!(" ORDER BY created_at, run_id LIMIT {p}"));
+        let Some(sql) = active_sql(query, limit) else {
+            return Ok(Vec::new());
+        };
         let client = self.client().await?;
         let rows = client
             .query(&sql.text, &sql.params())

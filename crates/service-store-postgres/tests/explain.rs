@@ -2,7 +2,8 @@
 //!
 //! Each plan is taken on the exact SQL the driver sends (`plans::explain_all`):
 //! claim next run, thread search by metadata, latest run of a thread, checkpoint
-//! history page, store search by namespace, active runs of a thread.
+//! history page, store search by namespace, active runs of a thread, running runs
+//! across threads (what recovery reads).
 //!
 //! - `hot_statements_use_indexes_on_populated_tables`: tables filled with a
 //!   realistic spread (10k threads, 50k runs of which 2% pending and 10% of threads
@@ -39,6 +40,7 @@ async fn hot_statements_can_use_indexes() {
         ("checkpoint history page", "checkpoints_pkey"),
         ("store search by namespace", "store_items_pkey"),
         ("active runs of a thread", "runs_active_by_thread"),
+        ("running runs across threads", "runs_one_running_per_thread"),
     ];
     for ((name, plan), (wanted_name, index)) in plans.iter().zip(expected) {
         assert_eq!(*name, wanted_name);
@@ -103,6 +105,7 @@ async fn hot_statements_use_indexes_on_populated_tables() {
         "checkpoints_pkey",
         "store_items_pkey",
         "runs_active_by_thread",
+        "runs_one_running_per_thread",
     ];
     for ((name, plan), index) in plans.iter().zip(expected) {
         println!("-- {name} (populated)\n{plan}\n");
