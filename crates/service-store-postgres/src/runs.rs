@@ -13,6 +13,7 @@ use service_store::{
 };
 use service_types::{Run, RunStatus, Timestamp};
 use tokio_postgres::Row;
+use tokio_postgres::types::ToSql;
 use uuid::Uuid;
 
 use crate::db::{
@@ -498,17 +499,11 @@ impl RunsRepo for Db {
                      FROM settled"
                 ),
                 &[
-                    &run_id,
-                    &mirror.status,
-                    &mirror.has_values,
-                    &mirror.values,
-                    &mirror.interrupts,
-                    &mirror.now,
-                    &mirror.error,
-                    &status,
-                    &cancelled,
-                    &error,
-                ],
+                    &[&run_id as &(dyn ToSql + Sync)][..],
+                    &mirror.params(),
+                    &[&status, &cancelled, &error],
+                ]
+                .concat(),
             )
             .await
             .map_err(store_error)?;

@@ -10,6 +10,7 @@ use service_store::{
 };
 use service_types::{IfExists, Thread, ThreadStatus, ThreadTtl, Timestamp, TtlSetting};
 use tokio_postgres::Row;
+use tokio_postgres::types::ToSql;
 use uuid::Uuid;
 
 use crate::db::{
@@ -45,6 +46,18 @@ pub(crate) struct MirrorParams {
 }
 
 impl MirrorParams {
+    /// `$2` to `$7` of [`MIRROR_SET`], in order.
+    pub(crate) fn params(&self) -> [&(dyn ToSql + Sync); 6] {
+        [
+            &self.status,
+            &self.has_values,
+            &self.values,
+            &self.interrupts,
+            &self.now,
+            &self.error,
+        ]
+    }
+
     pub(crate) fn new(mirror: ThreadMirror, now: Timestamp) -> StoreResult<Self> {
         Ok(Self {
             status: enum_text(&mirror.status)?,
@@ -233,16 +246,8 @@ impl Db {
                      WHERE thread_id = $1
                      RETURNING waiting.runs_wait"
                 ),
-                &[
-                    &thread_id,
-                    &mirror.status,
-                    &mirror.has_values,
-                    &mirror.values,
-                    &mirror.interrupts,
-                    &mirror.now,
-                    &mirror.error,
-                    &busy_while_runs_wait,
-                ],
+                &[&[&thread_id as &(dyn ToSql + Sync)][..], &mirror.params(), &[&busy_while_runs_wait]]
+                    .concat(),
             )
             .await
             .map_err(store_error)?;
