@@ -61,14 +61,18 @@ enum Outcome {
 struct Ended {
     /// The last checkpoint.
     current: Loaded,
-    /// False when task writes were recorded on `current` after it was loaded or
-    /// written (a pause on an interrupt), so its snapshot would miss them.
+    /// Whether `current`'s snapshot is the thread's state: false when `current` is
+    /// an earlier checkpoint the run started from and did not move past, or when task
+    /// writes were recorded on it after it was loaded or written (a pause on an
+    /// interrupt), which its snapshot would miss.
     exact: bool,
 }
 
 /// Where the loop starts and what the first superstep may reuse.
 struct Start {
     current: Loaded,
+    /// Whether `current` is the thread's latest checkpoint.
+    is_latest: bool,
     /// Resume values per task position of the first superstep.
     resume: Vec<BTreeMap<usize, Value>>,
     /// Whether finished tasks' outputs recorded on `current` are reused, not re-run.
@@ -146,6 +150,7 @@ impl Run {
                 let current = self.put_input(base.as_ref(), values).await?;
                 Ok(Some(Start {
                     current,
+                    is_latest: true,
                     resume: Vec::new(),
                     reuse_outputs: false,
                     skip_interrupt_before: false,
@@ -154,6 +159,7 @@ impl Run {
             RunInput::None => Ok(base.map(|current| Start {
                 resume: prior_resume(&current),
                 current,
+                is_latest: base_is_latest,
                 reuse_outputs: base_is_latest,
                 skip_interrupt_before: true,
             })),
@@ -163,11 +169,11 @@ impl Run {
                 if let (Some(base), Some(value)) = (&base, &command.resume) {
                     apply_resume(base, value, &mut resume)?;
                 }
-                let current = if command.update.is_some() || !command.goto.is_empty() {
-                    self.put_command(base.as_ref(), &command).await?
+                let (current, is_latest) = if command.update.is_some() || !command.goto.is_empty() {
+                    (self.put_command(base.as_ref(), &command).await?, true)
                 } else {
                     match base {
-                        Some(base) => base,
+                        Some(base) => (base, base_is_latest),
                         None => return Ok(None),
                     }
                 };
@@ -175,6 +181,7 @@ impl Run {
                     base_is_latest && command.update.is_none() && command.goto.is_empty();
                 Ok(Some(Start {
                     current,
+                    is_latest,
                     resume,
                     reuse_outputs,
                     skip_interrupt_before: true,
@@ -365,6 +372,7 @@ impl Run {
             .unwrap_or(DEFAULT_RECURSION_LIMIT);
         let Start {
             mut current,
+            mut is_latest,
             mut resume,
             mut reuse_outputs,
             skip_interrupt_before,
@@ -394,7 +402,10 @@ impl Run {
                 .superstep(&current, step, &resume, reuse_outputs)
                 .await?;
             match self.finish_superstep(&current, step, outcomes).await? {
-                Some(written) => current = written,
+                Some(written) => {
+                    current = written;
+                    is_latest = true;
+                }
                 None => {
                     return Ok(Ended {
                         current,
@@ -415,7 +426,7 @@ impl Run {
         }
         Ok(Ended {
             current,
-            exact: true,
+            exact: is_latest,
         })
     }
 

@@ -4,7 +4,7 @@ mod common;
 
 use common::*;
 use serde_json::{Value, json};
-use service_graph::{AgentGraph, HistoryOptions, RunnableConfig};
+use service_graph::{AgentGraph, HistoryOptions, RunInput, RunnableConfig};
 use service_stategraph::{CompiledGraph, END, NodeError, Reducer, START, StateGraph};
 use service_types::StreamMode;
 
@@ -200,6 +200,17 @@ async fn a_run_hands_over_the_state_it_ended_in_unless_task_writes_followed() {
     let handed = handed.expect("a run paused before a node hands over its state");
     assert_eq!(handed.next, vec!["b"]);
     assert_eq!(seen(&handed), seen(&state(&graph, "p").await));
+
+    // Started from an earlier checkpoint with nothing left to run: the thread's state
+    // is still its latest checkpoint, which the run did not write.
+    let finished_first = state(&graph, "t").await;
+    run(&graph, "t", values(json!({"log": ["again"]}))).await;
+    let mut from_earlier = options("t", &modes);
+    from_earlier.config = RunnableConfig::for_thread("t")
+        .with_checkpoint_id(checkpoint_id(&finished_first));
+    let (outcome, handed) = run_handing_over(&graph, RunInput::None, from_earlier).await;
+    assert!(outcome.error.is_none());
+    assert!(handed.is_none(), "an earlier checkpoint is not the thread's state");
 
     let asker = StateGraph::new("asker")
         .channel("answer", Reducer::LastValue, json!({}))
