@@ -78,9 +78,17 @@ impl CompiledGraph {
         let (tx, rx) = mpsc::unbounded_channel();
         let emit = Emitter::new(tx, &self.def.name, &options);
         // Without a thread the run still needs checkpoints; keep them private to it
-        // (and its final state, which no thread's `get_state` would return).
+        // (and its final state, which no thread's `get_state` would return; nor would
+        // it return a state kept under a checkpoint namespace).
         let (saver, thread, final_state) = match options.config.checkpoint_config() {
-            Some(thread) => (Arc::clone(&self.saver), thread, ctx.final_state),
+            Some(thread) => {
+                let final_state = if thread.checkpoint_ns.is_empty() {
+                    ctx.final_state
+                } else {
+                    FinalState::default()
+                };
+                (Arc::clone(&self.saver), thread, final_state)
+            }
             None => {
                 let saver: Arc<dyn Checkpointer> = Arc::new(InMemorySaver::new());
                 (

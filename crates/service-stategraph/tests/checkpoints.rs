@@ -206,11 +206,24 @@ async fn a_run_hands_over_the_state_it_ended_in_unless_task_writes_followed() {
     let finished_first = state(&graph, "t").await;
     run(&graph, "t", values(json!({"log": ["again"]}))).await;
     let mut from_earlier = options("t", &modes);
-    from_earlier.config = RunnableConfig::for_thread("t")
-        .with_checkpoint_id(checkpoint_id(&finished_first));
+    from_earlier.config =
+        RunnableConfig::for_thread("t").with_checkpoint_id(checkpoint_id(&finished_first));
     let (outcome, handed) = run_handing_over(&graph, RunInput::None, from_earlier).await;
     assert!(outcome.error.is_none());
-    assert!(handed.is_none(), "an earlier checkpoint is not the thread's state");
+    assert!(
+        handed.is_none(),
+        "an earlier checkpoint is not the thread's state"
+    );
+
+    // Kept under a checkpoint namespace: not what the thread's `get_state` returns.
+    let mut namespaced = options("n", &modes);
+    namespaced
+        .config
+        .configurable
+        .insert("checkpoint_ns".into(), json!("child"));
+    let (outcome, handed) = run_handing_over(&graph, values(json!({"log": []})), namespaced).await;
+    assert!(outcome.error.is_none());
+    assert!(handed.is_none(), "a namespace's state is not the thread's");
 
     let asker = StateGraph::new("asker")
         .channel("answer", Reducer::LastValue, json!({}))
