@@ -474,9 +474,19 @@ impl Engine {
                 )),
             ),
         };
-        // A rolled-back run's state is read after its checkpoints are gone.
-        let rolls_back = rollback && status == RunStatus::Cancelled;
-        let snapshot = match (&graph, rolls_back) {
+        // A rollback was asked for with a cancel already recorded, so the run settles as
+        // cancelled. Its checkpoints go first: once it is settled, the thread's next run
+        // may start, and must not read them. Its state is read after they are gone.
+        if rollback
+            && let Err(error) = self
+                .inner
+                .checkpointer
+                .delete_run(&thread_id.to_string(), &run.run_id.to_string())
+                .await
+        {
+            tracing::error!(run_id = %run.run_id, %error, "rollback failed");
+        }
+        let snapshot = match (&graph, rollback) {
             (Some(graph), false) => match final_state.take() {
                 Some(snapshot) if matches!(ending, Ending::Completed) => Some(snapshot),
                 _ => self.read_state(graph.as_ref(), run).await,
@@ -509,7 +519,7 @@ impl Engine {
         let discard_thread = plan.temporary && plan.on_completion == OnCompletion::Delete;
         // The outcome is mirrored in the settle's own step when the run settles as
         // planned; `mirrored` then says whether other runs wait on the thread.
-        let (final_status, mirrored) = if discard_thread || rolls_back {
+        let (final_status, mirrored) = if discard_thread || rollback {
             match self.store().runs().settle(run.run_id, settlement).await {
                 Ok(settled) => (settled.run.status, None),
                 Err(error) => {
@@ -533,23 +543,13 @@ impl Engine {
             }
         };
 
-        if final_status == RunStatus::Cancelled && rollback {
-            if let Err(error) = self
-                .inner
-                .checkpointer
-                .delete_run(&thread_id.to_string(), &run.run_id.to_string())
-                .await
-            {
-                tracing::error!(run_id = %run.run_id, %error, "rollback failed");
-            }
-            if let Err(error) = self.store().runs().delete(run.run_id).await {
-                tracing::warn!(run_id = %run.run_id, %error, "deleting the rolled-back run failed");
-            }
+        if rollback && let Err(error) = self.store().runs().delete(run.run_id).await {
+            tracing::warn!(run_id = %run.run_id, %error, "deleting the rolled-back run failed");
         }
 
         // The state read before the settle is still current when the run settled as
-        // planned; anything else (a cancel that won the race, a rollback) is read again.
-        let snapshot = match (final_status == status && !rolls_back, &graph) {
+        // planned; anything else (a cancel that won the race) is read again.
+        let snapshot = match (final_status == status && !rollback, &graph) {
             (true, _) => snapshot,
             (false, Some(graph)) => self.read_state(graph.as_ref(), run).await,
             (false, None) => None,

@@ -834,3 +834,148 @@ async fn a_run_stream_starts_with_metadata_before_the_run_starts() {
     assert!(events.contains(&"values"), "{events:?}");
     assert_eq!(frames[0].1["run_id"], json!(run.run_id));
 }
+
+/// An in-memory saver that notes, when a run's checkpoints are deleted, the status
+/// that run has in the store at that moment.
+struct RollbackWitness {
+    saver: InMemorySaver,
+    store: std::sync::OnceLock<service_store::Store>,
+    seen: std::sync::Mutex<Vec<RunStatus>>,
+}
+
+#[async_trait::async_trait]
+impl Checkpointer for RollbackWitness {
+    async fn get_tuple(
+        &self,
+        config: &service_graph::CheckpointConfig,
+    ) -> Result<Option<service_graph::CheckpointTuple>, service_graph::GraphError> {
+        self.saver.get_tuple(config).await
+    }
+    async fn list(
+        &self,
+        config: &service_graph::CheckpointConfig,
+        options: service_graph::CheckpointListOptions,
+    ) -> Result<Vec<service_graph::CheckpointTuple>, service_graph::GraphError> {
+        self.saver.list(config, options).await
+    }
+    async fn put(
+        &self,
+        config: &service_graph::CheckpointConfig,
+        checkpoint: Value,
+        metadata: service_types::Metadata,
+    ) -> Result<service_graph::CheckpointConfig, service_graph::GraphError> {
+        self.saver.put(config, checkpoint, metadata).await
+    }
+    async fn put_writes(
+        &self,
+        config: &service_graph::CheckpointConfig,
+        task_id: &str,
+        writes: Vec<(String, Value)>,
+    ) -> Result<(), service_graph::GraphError> {
+        self.saver.put_writes(config, task_id, writes).await
+    }
+    async fn merge_metadata(
+        &self,
+        config: &service_graph::CheckpointConfig,
+        metadata: service_types::Metadata,
+    ) -> Result<(), service_graph::GraphError> {
+        self.saver.merge_metadata(config, metadata).await
+    }
+    async fn delete_thread(&self, thread_id: &str) -> Result<(), service_graph::GraphError> {
+        self.saver.delete_thread(thread_id).await
+    }
+    async fn copy_thread(&self, from: &str, to: &str) -> Result<(), service_graph::GraphError> {
+        self.saver.copy_thread(from, to).await
+    }
+    async fn prune(
+        &self,
+        thread_id: &str,
+        strategy: service_types::PruneStrategy,
+    ) -> Result<(), service_graph::GraphError> {
+        self.saver.prune(thread_id, strategy).await
+    }
+    async fn delete_run(
+        &self,
+        thread_id: &str,
+        run_id: &str,
+    ) -> Result<(), service_graph::GraphError> {
+        let store = self.store.get().expect("the store is set");
+        let run = store
+            .runs()
+            .get(run_id.parse().expect("a run id"))
+            .await
+            .expect("read the run")
+            .expect("the run exists");
+        self.seen.lock().unwrap().push(run.status);
+        self.saver.delete_run(thread_id, run_id).await
+    }
+}
+
+/// A run cancelled with rollback loses its checkpoints while it is still running: once
+/// it is settled, the thread's next run may start, and must not read them.
+#[tokio::test]
+async fn a_rolled_back_run_loses_its_checkpoints_before_it_settles() {
+    let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(Timestamp::from_unix_micros(
+        1_800_000_000_000_000,
+    )));
+    let witness = Arc::new(RollbackWitness {
+        saver: InMemorySaver::new(),
+        store: std::sync::OnceLock::new(),
+        seen: std::sync::Mutex::new(Vec::new()),
+    });
+    let checkpointer: Arc<dyn Checkpointer> = witness.clone();
+    let store = memory_store(MemoryOptions::new(clock.clone()));
+    witness.store.set(store.clone()).ok();
+    let graphs =
+        Arc::new(service_example_graphs::registry(checkpointer.clone()).expect("example graphs"));
+    let config = EngineConfig::default();
+    let engine = Engine::new(EngineParts {
+        store,
+        graphs,
+        checkpointer: checkpointer.clone(),
+        bus: MemoryBus::new(config.bus),
+        clock,
+        config,
+    });
+    engine.ensure_system_assistants().await.unwrap();
+    engine.start();
+
+    let thread = new_thread(&engine).await;
+    let run = engine
+        .create_run(
+            RunTarget::Thread(thread),
+            run_body("slow", json!({"delay_ms": 60_000})),
+        )
+        .await
+        .unwrap();
+    eventually(|| async {
+        let run = engine.get_run(Some(thread), run.run_id).await.ok()?;
+        (run.status == RunStatus::Running).then_some(())
+    })
+    .await;
+    engine
+        .cancel_run(thread, run.run_id, CancelAction::Rollback)
+        .await
+        .unwrap();
+    eventually(|| async {
+        engine
+            .get_run(Some(thread), run.run_id)
+            .await
+            .is_err()
+            .then_some(())
+    })
+    .await;
+    assert_eq!(*witness.seen.lock().unwrap(), vec![RunStatus::Running]);
+    let history = checkpointer
+        .list(
+            &service_graph::CheckpointConfig::new(thread.to_string(), None),
+            service_graph::CheckpointListOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert!(history.is_empty(), "the run's checkpoints are gone");
+    assert_ne!(
+        engine.get_thread(thread).await.unwrap().status,
+        ThreadStatus::Busy
+    );
+}
