@@ -22,11 +22,15 @@ struct Harness {
 }
 
 fn harness(config: EngineConfig) -> Harness {
+    harness_with(config, Arc::new(InMemorySaver::new()))
+}
+
+/// An engine on the in-memory store and this checkpointer.
+fn harness_with(config: EngineConfig, checkpointer: Arc<dyn Checkpointer>) -> Harness {
     let clock = Arc::new(ManualClock::new(Timestamp::from_unix_micros(
         1_800_000_000_000_000,
     )));
     let dyn_clock: Arc<dyn Clock> = clock.clone();
-    let checkpointer: Arc<dyn Checkpointer> = Arc::new(InMemorySaver::new());
     let graphs =
         Arc::new(service_example_graphs::registry(checkpointer.clone()).expect("example graphs"));
     let engine = Engine::new(EngineParts {
@@ -41,7 +45,10 @@ fn harness(config: EngineConfig) -> Harness {
 }
 
 async fn started(config: EngineConfig) -> Harness {
-    let harness = harness(config);
+    start(harness(config)).await
+}
+
+async fn start(harness: Harness) -> Harness {
     harness
         .engine
         .ensure_system_assistants()
@@ -173,10 +180,8 @@ async fn reject_refuses_a_second_run_while_the_thread_is_busy() {
     assert_eq!(error.kind, service_engine::ErrorKind::Conflict);
 }
 
-#[tokio::test]
-async fn cancel_stops_the_graph_mid_node() {
-    let Harness { engine, .. } = started(EngineConfig::default()).await;
-    let thread = new_thread(&engine).await;
+/// A `slow` run of a minute on `thread`, once a worker executes it.
+async fn running_slow_run(engine: &Engine, thread: Uuid) -> Run {
     let run = engine
         .create_run(
             RunTarget::Thread(thread),
@@ -186,9 +191,16 @@ async fn cancel_stops_the_graph_mid_node() {
         .unwrap();
     eventually(|| async {
         let run = engine.get_run(Some(thread), run.run_id).await.ok()?;
-        (run.status == RunStatus::Running).then_some(())
+        (run.status == RunStatus::Running).then_some(run)
     })
-    .await;
+    .await
+}
+
+#[tokio::test]
+async fn cancel_stops_the_graph_mid_node() {
+    let Harness { engine, .. } = started(EngineConfig::default()).await;
+    let thread = new_thread(&engine).await;
+    let run = running_slow_run(&engine, thread).await;
     engine
         .cancel_run(thread, run.run_id, CancelAction::Interrupt)
         .await
@@ -915,44 +927,18 @@ impl Checkpointer for RollbackWitness {
 /// it is settled, the thread's next run may start, and must not read them.
 #[tokio::test]
 async fn a_rolled_back_run_loses_its_checkpoints_before_it_settles() {
-    let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(Timestamp::from_unix_micros(
-        1_800_000_000_000_000,
-    )));
     let witness = Arc::new(RollbackWitness {
         saver: InMemorySaver::new(),
         store: std::sync::OnceLock::new(),
         seen: std::sync::Mutex::new(Vec::new()),
     });
     let checkpointer: Arc<dyn Checkpointer> = witness.clone();
-    let store = memory_store(MemoryOptions::new(clock.clone()));
-    witness.store.set(store.clone()).ok();
-    let graphs =
-        Arc::new(service_example_graphs::registry(checkpointer.clone()).expect("example graphs"));
-    let config = EngineConfig::default();
-    let engine = Engine::new(EngineParts {
-        store,
-        graphs,
-        checkpointer: checkpointer.clone(),
-        bus: MemoryBus::new(config.bus),
-        clock,
-        config,
-    });
-    engine.ensure_system_assistants().await.unwrap();
-    engine.start();
+    let harness = harness_with(EngineConfig::default(), checkpointer.clone());
+    witness.store.set(harness.engine.store().clone()).ok();
+    let Harness { engine, .. } = start(harness).await;
 
     let thread = new_thread(&engine).await;
-    let run = engine
-        .create_run(
-            RunTarget::Thread(thread),
-            run_body("slow", json!({"delay_ms": 60_000})),
-        )
-        .await
-        .unwrap();
-    eventually(|| async {
-        let run = engine.get_run(Some(thread), run.run_id).await.ok()?;
-        (run.status == RunStatus::Running).then_some(())
-    })
-    .await;
+    let run = running_slow_run(&engine, thread).await;
     engine
         .cancel_run(thread, run.run_id, CancelAction::Rollback)
         .await
