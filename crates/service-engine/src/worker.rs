@@ -476,7 +476,7 @@ impl Engine {
         };
         // A rollback was asked for with a cancel already recorded, so the run settles as
         // cancelled. Its checkpoints go first: once it is settled, the thread's next run
-        // may start, and must not read them. Its state is read after they are gone.
+        // may start, and must not read them. The state below is read after they are gone.
         if rollback
             && let Err(error) = self
                 .inner
@@ -486,12 +486,14 @@ impl Engine {
         {
             tracing::error!(run_id = %run.run_id, %error, "rollback failed");
         }
-        let snapshot = match (&graph, rollback) {
-            (Some(graph), false) => match final_state.take() {
-                Some(snapshot) if matches!(ending, Ending::Completed) => Some(snapshot),
+        let snapshot = match &graph {
+            Some(graph) => match final_state.take() {
+                Some(snapshot) if matches!(ending, Ending::Completed) && !rollback => {
+                    Some(snapshot)
+                }
                 _ => self.read_state(graph.as_ref(), run).await,
             },
-            _ => None,
+            None => None,
         };
         let paused = matches!(ending, Ending::Completed)
             && snapshot
@@ -519,7 +521,7 @@ impl Engine {
         let discard_thread = plan.temporary && plan.on_completion == OnCompletion::Delete;
         // The outcome is mirrored in the settle's own step when the run settles as
         // planned; `mirrored` then says whether other runs wait on the thread.
-        let (final_status, mirrored) = if discard_thread || rollback {
+        let (final_status, mirrored) = if discard_thread {
             match self.store().runs().settle(run.run_id, settlement).await {
                 Ok(settled) => (settled.run.status, None),
                 Err(error) => {
@@ -549,7 +551,7 @@ impl Engine {
 
         // The state read before the settle is still current when the run settled as
         // planned; anything else (a cancel that won the race) is read again.
-        let snapshot = match (final_status == status && !rollback, &graph) {
+        let snapshot = match (final_status == status, &graph) {
             (true, _) => snapshot,
             (false, Some(graph)) => self.read_state(graph.as_ref(), run).await,
             (false, None) => None,
