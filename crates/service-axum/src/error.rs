@@ -1,10 +1,11 @@
 //! The one mapping from engine errors to HTTP responses.
 
-use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 use service_engine::{EngineError, ErrorKind};
+
+use crate::json::Json;
 
 /// An engine error on its way to the client.
 #[derive(Debug)]

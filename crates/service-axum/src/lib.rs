@@ -13,6 +13,7 @@ mod cors;
 mod error;
 mod extract;
 mod idempotency;
+mod json;
 mod project;
 mod routes;
 mod sse;

@@ -127,12 +127,19 @@ async fn percent_encoded_path_ids_are_decoded() {
 #[tokio::test]
 async fn malformed_json_is_422() {
     let app = app().await;
-    let reply = call(&app, "POST", "/threads", Some("{not json"), &[]).await;
-    assert_error(
-        &reply,
-        StatusCode::UNPROCESSABLE_ENTITY,
-        "Invalid JSON in request body",
-    );
+    // Broken at the start, cut short, and valid JSON followed by more text.
+    for body in [
+        "{not json",
+        r#"{"metadata": {"a": 1}"#,
+        r#"{"metadata": {}} {}"#,
+    ] {
+        let reply = call(&app, "POST", "/threads", Some(body), &[]).await;
+        assert_error(
+            &reply,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "Invalid JSON in request body",
+        );
+    }
 }
 
 #[tokio::test]

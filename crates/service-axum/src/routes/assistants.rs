@@ -1,10 +1,10 @@
 //! `/assistants` routes.
 
+use axum::Router;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use axum::{Json, Router};
 use serde_json::Value;
 use service_engine::Engine;
 use service_types::{
@@ -13,6 +13,7 @@ use service_types::{
 
 use crate::error::{ApiResult, unprocessable};
 use crate::extract::{JsonBody, QueryParams};
+use crate::json::Json;
 use crate::project;
 use crate::routes::headers;
 

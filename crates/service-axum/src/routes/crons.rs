@@ -1,15 +1,16 @@
 //! `/runs/crons` routes.
 
+use axum::Router;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use axum::{Json, Router};
 use service_engine::Engine;
 use service_types::{CronCreate, CronPatch, CronSearch};
 
 use crate::error::ApiResult;
 use crate::extract::{JsonBody, uuid};
+use crate::json::Json;
 use crate::project;
 
 const SELECTABLE: [&str; 15] = [

@@ -1,14 +1,15 @@
 //! `/ok`, `/info` and `/invoke/{graph_id}`.
 
+use axum::Router;
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use axum::{Json, Router};
 use serde_json::{Value, json};
 use service_engine::Engine;
 
 use crate::error::ApiResult;
 use crate::extract::JsonBody;
+use crate::json::Json;
 
 pub(crate) fn routes() -> Router<Engine> {
     Router::new()

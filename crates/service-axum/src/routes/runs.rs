@@ -1,11 +1,11 @@
 //! Run routes: create (background, stream, wait; on a thread or stateless), batch,
 //! list, get, delete, cancel, join and join-stream.
 
+use axum::Router;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use axum::{Json, Router};
 use bytes::Bytes;
 use serde_json::{Value, json};
 use service_engine::bus::{Replay, Subscription, Topic};
@@ -15,6 +15,7 @@ use uuid::Uuid;
 
 use crate::error::{ApiError, ApiResult, unprocessable};
 use crate::extract::{JsonBody, QueryParams, uuid};
+use crate::json::{self, Json};
 use crate::project;
 use crate::routes::{MountPrefix, headers};
 use crate::sse::{ModeFilter, OnDrop, SseBody, encode, sse_response, waiting_json_response};
@@ -197,7 +198,7 @@ async fn result_response(
     let run_id = run.run_id;
     let result = async move {
         let body = engine.run_result_from(run_id, subscription).await;
-        Bytes::from(serde_json::to_vec(&body).unwrap_or_else(|_| b"{}".to_vec()))
+        Bytes::from(json::to_vec(&body).unwrap_or_else(|_| b"{}".to_vec()))
     };
     waiting_json_response(result, extra, on_drop).await
 }

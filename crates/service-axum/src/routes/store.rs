@@ -1,16 +1,17 @@
 //! `/store` routes: the long-term key/value store.
 
+use axum::Router;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{post, put};
-use axum::{Json, Router};
 use serde_json::json;
 use service_engine::Engine;
 use service_types::{StoreDelete, StoreListNamespaces, StorePut, StoreSearch};
 
 use crate::error::ApiResult;
 use crate::extract::{JsonBody, QueryParams};
+use crate::json::Json;
 
 pub(crate) fn routes() -> Router<Engine> {
     Router::new()

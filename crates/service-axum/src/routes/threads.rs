@@ -1,10 +1,10 @@
 //! `/threads` routes: CRUD, search, copy, prune, state, history, thread stream.
 
+use axum::Router;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use axum::{Json, Router};
 use serde_json::json;
 use service_engine::Engine;
 use service_engine::bus::{Replay, Topic};
@@ -15,6 +15,7 @@ use service_types::{
 
 use crate::error::{ApiResult, unprocessable};
 use crate::extract::{JsonBody, QueryParams, uuid};
+use crate::json::Json;
 use crate::project;
 use crate::routes::headers;
 use crate::sse::{ModeFilter, SseBody, sse_response};
