@@ -11,7 +11,7 @@ use service_graph::{
     CheckpointConfig, CheckpointListOptions, CheckpointTuple, Checkpointer, GraphError,
     NewCheckpoint,
 };
-use service_types::{Metadata, PruneStrategy};
+use service_types::{JsonText, Metadata, PruneStrategy};
 
 /// A fresh, empty saver, plus whatever must stay alive while it is used (a
 /// database schema, a pool).
@@ -40,7 +40,7 @@ async fn chain(saver: &dyn Checkpointer, thread: &str, runs: &[&str]) -> Vec<Che
         parent = saver
             .put(
                 &parent,
-                json!({"step": step}),
+                body(json!({"step": step})),
                 meta(json!({"step": step, "run_id": run})),
             )
             .await
@@ -129,7 +129,7 @@ pub async fn namespaces_are_kept_apart(saver: &dyn Checkpointer) {
         checkpoint_id: None,
     };
     let written = saver
-        .put(&sub, json!({"sub": true}), Metadata::new())
+        .put(&sub, body(json!({"sub": true})), Metadata::new())
         .await
         .unwrap();
     let latest_sub = saver.get_tuple(&sub).await.unwrap().unwrap();
@@ -207,7 +207,7 @@ pub async fn put_after_writes_records_the_writes_then_the_checkpoint(saver: &dyn
         .put_after_writes(
             &parent,
             task_writes,
-            json!({"step": 1}),
+            body(json!({"step": 1})),
             meta(json!({"step": 1})),
         )
         .await
@@ -237,7 +237,7 @@ pub async fn put_after_writes_records_the_writes_then_the_checkpoint(saver: &dyn
     let task_writes = vec![("a".to_owned(), vec![("out".to_owned(), json!(1))])];
     assert!(matches!(
         saver
-            .put_after_writes(&unknown, task_writes, json!({}), Metadata::new())
+            .put_after_writes(&unknown, task_writes, body(json!({})), Metadata::new())
             .await,
         Err(GraphError::NotFound(_))
     ));
@@ -258,7 +258,7 @@ pub async fn put_with_next_stores_input_writes_then_next(saver: &dyn Checkpointe
         )]
     };
     let new = |step: i64| NewCheckpoint {
-        checkpoint: json!({"step": step}),
+        checkpoint: body(json!({"step": step})),
         metadata: meta(json!({"step": step})),
     };
     let (input, next) = saver
@@ -386,7 +386,7 @@ pub async fn large_bodies_round_trip(saver: &dyn Checkpointer) {
     let config = saver
         .put(
             &CheckpointConfig::new("t", None),
-            big.clone(),
+            body(big.clone()),
             Metadata::new(),
         )
         .await
@@ -399,7 +399,11 @@ pub async fn large_bodies_round_trip(saver: &dyn Checkpointer) {
 pub async fn filter_is_per_key_equality_not_containment(saver: &dyn Checkpointer) {
     let root = CheckpointConfig::new("t", None);
     saver
-        .put(&root, json!({}), meta(json!({"tags": ["a", "b"], "n": 1})))
+        .put(
+            &root,
+            body(json!({})),
+            meta(json!({"tags": ["a", "b"], "n": 1})),
+        )
         .await
         .unwrap();
     let root = &root;
@@ -453,4 +457,9 @@ macro_rules! __checkpointer_suite {
             )*
         }
     };
+}
+
+/// A checkpoint body as savers take it.
+fn body(value: Value) -> JsonText {
+    JsonText::new(&value)
 }

@@ -408,11 +408,11 @@ impl Engine {
         };
         if mode == "messages" {
             if requested(StreamMode::MessagesTuple) {
-                self.publish_run_frame(run, &format!("messages{suffix}"), chunk.data())
+                self.publish_run_frame(run, &format!("messages{suffix}"), &chunk.data())
                     .await;
             }
             if requested(StreamMode::Messages) {
-                for (event, data) in messages.accept(chunk.data()) {
+                for (event, data) in messages.accept(&chunk.data()) {
                     self.publish_run_frame(run, &format!("{event}{suffix}"), &data)
                         .await;
                 }
@@ -430,13 +430,23 @@ impl Engine {
         } else {
             format!("{}{suffix}", mode.as_str())
         };
-        self.publish_run_frame(run, &event, chunk.data()).await;
+        match chunk.encoded_json() {
+            Some(json) => {
+                self.publish_run_bytes(run, &event, Bytes::from(json.to_owned()))
+                    .await
+            }
+            None => self.publish_run_frame(run, &event, &chunk.data()).await,
+        }
     }
 
     /// Publishes a frame on the run's topic and, when a thread stream listens, on the
     /// thread's.
     pub(crate) async fn publish_run_frame(&self, run: &Run, event: &str, data: &Value) {
         let bytes = Bytes::from(serde_json::to_vec(data).unwrap_or_default());
+        self.publish_run_bytes(run, event, bytes).await;
+    }
+
+    async fn publish_run_bytes(&self, run: &Run, event: &str, bytes: Bytes) {
         self.inner
             .bus
             .publish(Topic::Run(run.run_id), event, bytes.clone())

@@ -11,7 +11,7 @@ use service_graph::{Checkpointer, InMemorySaver};
 use service_store::{Clock, ManualClock};
 use service_store_memory::{MemoryOptions, memory_store};
 use service_types::{
-    CancelAction, CronCreate, IfNotExists, MultitaskStrategy, Run, RunCreate, RunStatus,
+    CancelAction, CronCreate, IfNotExists, JsonText, MultitaskStrategy, Run, RunCreate, RunStatus,
     ThreadCreate, ThreadStatus, Timestamp, TtlSetting,
 };
 use uuid::Uuid;
@@ -873,7 +873,7 @@ impl Checkpointer for RollbackWitness {
     async fn put(
         &self,
         config: &service_graph::CheckpointConfig,
-        checkpoint: Value,
+        checkpoint: JsonText,
         metadata: service_types::Metadata,
     ) -> Result<service_graph::CheckpointConfig, service_graph::GraphError> {
         self.saver.put(config, checkpoint, metadata).await

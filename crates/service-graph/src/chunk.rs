@@ -1,3 +1,4 @@
+use std::borrow::Cow;
 use std::pin::Pin;
 
 use futures::Stream;
@@ -13,7 +14,8 @@ pub type ChunkStream = Pin<Box<dyn Stream<Item = Result<Chunk, GraphError>> + Se
 ///
 /// The two variants mirror SPEC's chunk rules: a `[mode, data]` pair becomes a frame
 /// of that mode ([`Chunk::Mode`]); any other chunk is an `updates` payload
-/// ([`Chunk::Updates`]). `namespace` is empty for the root graph; for a subgraph it
+/// ([`Chunk::Updates`]). A runtime that holds a large payload can hand it over already
+/// written as JSON text ([`Chunk::Encoded`]), sparing a copy of it. `namespace` is empty for the root graph; for a subgraph it
 /// holds the `<node>:<task id>` segments, published as `mode|seg1|seg2`.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Chunk {
@@ -23,6 +25,15 @@ pub enum Chunk {
         mode: String,
         /// The frame payload.
         data: Value,
+        /// Subgraph namespace segments; empty for the root graph.
+        namespace: Vec<String>,
+    },
+    /// A frame of a named stream mode whose payload is already JSON text.
+    Encoded {
+        /// The stream mode (event name before any namespace suffix).
+        mode: String,
+        /// The frame payload, as JSON text.
+        json: String,
         /// Subgraph namespace segments; empty for the root graph.
         namespace: Vec<String>,
     },
@@ -41,6 +52,15 @@ impl Chunk {
         Self::Mode {
             mode: mode.into(),
             data,
+            namespace: Vec::new(),
+        }
+    }
+
+    /// A root-graph frame of `mode` whose payload `value` is written as JSON text now.
+    pub fn encoded(mode: impl Into<String>, value: &impl serde::Serialize) -> Self {
+        Self::Encoded {
+            mode: mode.into(),
+            json: serde_json::to_string(value).unwrap_or_else(|_| "null".to_owned()),
             namespace: Vec::new(),
         }
     }
@@ -69,7 +89,9 @@ impl Chunk {
     /// The same chunk placed under a subgraph namespace.
     pub fn with_namespace(mut self, segments: Vec<String>) -> Self {
         match &mut self {
-            Self::Mode { namespace, .. } | Self::Updates { namespace, .. } => *namespace = segments,
+            Self::Mode { namespace, .. }
+            | Self::Encoded { namespace, .. }
+            | Self::Updates { namespace, .. } => *namespace = segments,
         }
         self
     }
@@ -77,22 +99,33 @@ impl Chunk {
     /// The stream mode the frame is published under.
     pub fn mode(&self) -> &str {
         match self {
-            Self::Mode { mode, .. } => mode,
+            Self::Mode { mode, .. } | Self::Encoded { mode, .. } => mode,
             Self::Updates { .. } => "updates",
         }
     }
 
-    /// The frame payload.
-    pub fn data(&self) -> &Value {
+    /// The frame payload (parsed again from an [`Chunk::Encoded`] one).
+    pub fn data(&self) -> Cow<'_, Value> {
         match self {
-            Self::Mode { data, .. } | Self::Updates { data, .. } => data,
+            Self::Mode { data, .. } | Self::Updates { data, .. } => Cow::Borrowed(data),
+            Self::Encoded { json, .. } => Cow::Owned(parse(json)),
+        }
+    }
+
+    /// The payload as JSON text, when the runtime wrote it so.
+    pub fn encoded_json(&self) -> Option<&str> {
+        match self {
+            Self::Encoded { json, .. } => Some(json),
+            Self::Mode { .. } | Self::Updates { .. } => None,
         }
     }
 
     /// The subgraph namespace segments (empty for the root graph).
     pub fn namespace(&self) -> &[String] {
         match self {
-            Self::Mode { namespace, .. } | Self::Updates { namespace, .. } => namespace,
+            Self::Mode { namespace, .. }
+            | Self::Encoded { namespace, .. }
+            | Self::Updates { namespace, .. } => namespace,
         }
     }
 
@@ -112,9 +145,19 @@ impl Chunk {
                 data,
                 namespace,
             } => (mode, namespace, data),
+            Self::Encoded {
+                mode,
+                json,
+                namespace,
+            } => (mode, namespace, parse(&json)),
             Self::Updates { data, namespace } => ("updates".to_owned(), namespace, data),
         }
     }
+}
+
+/// An encoded payload read back; it was written from a value, so it parses.
+fn parse(json: &str) -> Value {
+    serde_json::from_str(json).unwrap_or(Value::Null)
 }
 
 #[cfg(test)]
@@ -126,7 +169,7 @@ mod tests {
     fn mode_pair_becomes_a_frame_of_that_mode() {
         let chunk = Chunk::from_value(json!(["custom", {"step": 1}]));
         assert_eq!(chunk.mode(), "custom");
-        assert_eq!(chunk.data(), &json!({"step": 1}));
+        assert_eq!(*chunk.data(), json!({"step": 1}));
     }
 
     #[test]
@@ -139,7 +182,7 @@ mod tests {
         ] {
             let chunk = Chunk::from_value(raw.clone());
             assert_eq!(chunk.mode(), "updates");
-            assert_eq!(chunk.data(), &raw);
+            assert_eq!(*chunk.data(), raw);
         }
     }
 
@@ -147,5 +190,19 @@ mod tests {
     fn namespaced_event_name_joins_segments_with_pipes() {
         let chunk = Chunk::new("values", json!({})).with_namespace(vec!["child:1".into()]);
         assert_eq!(chunk.event_name(), "values|child:1");
+    }
+
+    #[test]
+    fn an_encoded_chunk_reads_as_the_value_it_was_written_from() {
+        let value = json!({"log": ["a", "b"], "n": 1.5});
+        let chunk = Chunk::encoded("values", &value).with_namespace(vec!["child:1".into()]);
+        assert_eq!(chunk.event_name(), "values|child:1");
+        assert_eq!(chunk.encoded_json(), Some(r#"{"log":["a","b"],"n":1.5}"#));
+        assert_eq!(*chunk.data(), value);
+        assert_eq!(
+            chunk.into_parts(),
+            ("values".to_owned(), vec!["child:1".to_owned()], value)
+        );
+        assert_eq!(Chunk::new("values", json!(1)).encoded_json(), None);
     }
 }

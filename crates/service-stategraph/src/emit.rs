@@ -87,8 +87,13 @@ impl Emitter {
         let _ = self.inner.tx.send(Err(error));
     }
 
+    /// The state after a superstep, written as JSON text at once: a copy of a large
+    /// state, serialised later and then dropped, cost more than the text.
     pub(crate) fn values(&self, values: &Map<String, Value>) {
-        self.send(StreamMode::Values, Value::Object(values.clone()));
+        if self.wants(StreamMode::Values) {
+            let chunk = Chunk::encoded(StreamMode::Values.as_str(), values);
+            let _ = self.inner.tx.send(Ok(chunk));
+        }
     }
 
     /// The pause frames: `updates` with `__interrupt__`, then the values carrying it.

@@ -16,7 +16,7 @@ use service_graph::{
     CheckpointConfig, Checkpointer, FinalState, GraphError, LongTermStore, NewCheckpoint, RunInput,
     StreamOptions,
 };
-use service_types::{RunError, Timestamp};
+use service_types::{JsonText, RunError, Timestamp};
 use tokio_util::sync::CancellationToken;
 
 use crate::channel::apply_update;
@@ -214,10 +214,12 @@ impl Run {
             ..self.thread.clone()
         });
         let config = if task_writes.is_empty() {
-            self.saver.put(&at, body.to_value(), meta.clone()).await?
+            self.saver
+                .put(&at, JsonText::new(&body), meta.clone())
+                .await?
         } else {
             self.saver
-                .put_after_writes(&at, task_writes, body.to_value(), meta.clone())
+                .put_after_writes(&at, task_writes, JsonText::new(&body), meta.clone())
                 .await?
         };
         Ok(self.stored(config, parent_config, body, meta))
@@ -276,7 +278,7 @@ impl Run {
             Outcome::Done(output.clone()),
             true,
         )];
-        let Ok(next_body) = self.apply_outputs(&input_body.channel_values, &started) else {
+        let Ok(next_body) = self.apply_outputs(input_body.channel_values.clone(), &started) else {
             return self.put(base, input_body, input_meta).await;
         };
         let next_meta = metadata("loop", input_step + 1, Value::Null, &self.options.metadata);
@@ -293,7 +295,7 @@ impl Run {
             ..self.thread.clone()
         });
         let new = |body: &Body, meta: &service_types::Metadata| NewCheckpoint {
-            checkpoint: body.to_value(),
+            checkpoint: JsonText::new(body),
             metadata: meta.clone(),
         };
         let (input_config, next_config) = self
@@ -401,7 +403,7 @@ impl Run {
             let outcomes = self
                 .superstep(&current, step, &resume, reuse_outputs)
                 .await?;
-            match self.finish_superstep(&current, step, outcomes).await? {
+            match self.finish_superstep(&mut current, step, outcomes).await? {
                 Some(written) => {
                     current = written;
                     is_latest = true;
@@ -565,7 +567,7 @@ impl Run {
     /// (`Some`) or stops on a pause (`None`) or failure (`Err`).
     async fn finish_superstep(
         &self,
-        current: &Loaded,
+        current: &mut Loaded,
         step: i64,
         outcomes: Vec<(String, String, Outcome, bool)>,
     ) -> Result<Option<Loaded>, GraphError> {
@@ -641,7 +643,10 @@ impl Run {
                 .interrupted(&current.body.channel_values, &interrupts);
             return Ok(None);
         }
-        let body = match self.apply_outputs(&current.body.channel_values, &outcomes) {
+        // The outputs are applied onto the current values in place: past this point the
+        // caller only reads `current`'s config (a failure below ends the run).
+        let values = std::mem::take(&mut current.body.channel_values);
+        let body = match self.apply_outputs(values, &outcomes) {
             Ok(body) => body,
             Err(error) => {
                 self.record_writes(current, task_writes).await?;
@@ -686,10 +691,9 @@ impl Run {
     /// nodes (each task's goto, or its edges evaluated on the new state).
     fn apply_outputs(
         &self,
-        values: &Map<String, Value>,
+        mut values: Map<String, Value>,
         outcomes: &[(String, String, Outcome, bool)],
     ) -> Result<Body, GraphError> {
-        let mut values = values.clone();
         for (node, _, outcome, _) in outcomes {
             if let Outcome::Done(output) = outcome {
                 apply_update(&self.def.channels, &mut values, &output.update)

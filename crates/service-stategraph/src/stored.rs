@@ -39,10 +39,6 @@ impl Body {
             input: None,
         }
     }
-
-    pub(crate) fn to_value(&self) -> Value {
-        serde_json::to_value(self).unwrap_or(Value::Null)
-    }
 }
 
 /// An interrupt a task raised, with its index among the task's interrupt calls.

@@ -3,7 +3,7 @@
 
 use serde_json::{Map, Value, json};
 use service_graph::{CheckpointConfig, GraphError, StateUpdate};
-use service_types::Metadata;
+use service_types::{JsonText, Metadata};
 
 use crate::channel::apply_update;
 use crate::node::Command;
@@ -154,7 +154,7 @@ impl CompiledGraph {
             },
             |parent| parent.tuple.config.clone(),
         );
-        let written = self.saver.put(&at, body.to_value(), meta).await?;
+        let written = self.saver.put(&at, JsonText::new(&body), meta).await?;
         self.load(&written).await?.ok_or_else(|| {
             GraphError::Checkpointer("A written checkpoint could not be read back".into())
         })

@@ -226,7 +226,7 @@ async fn a_run_of_nodes_that_never_wait_gives_other_tasks_turns() {
         .await
         .expect("a frame")
         .expect("no error");
-    assert_eq!(first.data(), &json!({"k": 1}));
+    assert_eq!(*first.data(), json!({"k": 1}));
     let state = state(&graph, "t").await;
     assert!(
         !state.next.is_empty(),

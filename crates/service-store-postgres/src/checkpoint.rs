@@ -16,7 +16,7 @@ use service_graph::{
     CheckpointConfig, CheckpointListOptions, CheckpointTuple, Checkpointer, GraphError,
     NewCheckpoint, PendingWrite, new_checkpoint_id,
 };
-use service_types::{Metadata, PruneStrategy, Timestamp};
+use service_types::{JsonText, Metadata, PruneStrategy, Timestamp};
 use tokio_postgres::Row;
 use tokio_postgres::error::SqlState;
 
@@ -110,10 +110,11 @@ impl PostgresSaver {
             )));
         }
         let (tasks, channels, values) = writes.into_parts();
-        let (bodies, metadata): (Vec<Value>, Vec<Value>) = chain
+        let (bodies, metadata): (Vec<JsonText>, Vec<Value>) = chain
             .into_iter()
             .map(|new| (new.checkpoint, Value::Object(new.metadata)))
             .unzip();
+        let bodies: Vec<&str> = bodies.iter().map(JsonText::as_str).collect();
         let client = self.client().await?;
         let written = client
             .execute_cached(
@@ -135,8 +136,8 @@ impl PostgresSaver {
                          FROM unnest($4::text[], $5::text[], $7::jsonb[])
                              AS new(id, parent, metadata))
                      INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, checkpoint_id, body)
-                     SELECT $1, $2, new.id, new.body
-                     FROM unnest($4::text[], $11::jsonb[]) AS new(id, body), {ASYNC_COMMIT}"
+                     SELECT $1, $2, new.id, new.body::jsonb
+                     FROM unnest($4::text[], $11::text[]) AS new(id, body), {ASYNC_COMMIT}"
                 ),
                 &[
                     &config.thread_id,
@@ -174,7 +175,7 @@ impl PostgresSaver {
         &self,
         config: &CheckpointConfig,
         writes: WriteColumns,
-        checkpoint: Value,
+        checkpoint: JsonText,
         metadata: Metadata,
     ) -> Result<CheckpointConfig, GraphError> {
         let new = NewCheckpoint {
@@ -329,7 +330,7 @@ impl Checkpointer for PostgresSaver {
     async fn put(
         &self,
         config: &CheckpointConfig,
-        checkpoint: Value,
+        checkpoint: JsonText,
         metadata: Metadata,
     ) -> Result<CheckpointConfig, GraphError> {
         self.insert_checkpoint(config, WriteColumns::default(), checkpoint, metadata)
@@ -393,7 +394,7 @@ impl Checkpointer for PostgresSaver {
         &self,
         config: &CheckpointConfig,
         task_writes: Vec<(String, Vec<(String, Value)>)>,
-        checkpoint: Value,
+        checkpoint: JsonText,
         metadata: Metadata,
     ) -> Result<CheckpointConfig, GraphError> {
         let writes = WriteColumns::last_per_channel(task_writes);

@@ -216,13 +216,13 @@ impl Checkpointer for InMemorySaver {
     async fn put(
         &self,
         config: &CheckpointConfig,
-        checkpoint: Value,
+        checkpoint: JsonText,
         metadata: Metadata,
     ) -> Result<CheckpointConfig, GraphError> {
         let id = new_checkpoint_id();
         let stored = Stored {
             parent: config.checkpoint_id.clone(),
-            checkpoint: JsonText::new(&checkpoint),
+            checkpoint,
             run_id: metadata
                 .get("run_id")
                 .and_then(Value::as_str)

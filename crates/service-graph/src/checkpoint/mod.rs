@@ -2,7 +2,8 @@
 //! the service needs from it for thread copy, prune and rollback.
 //!
 //! Checkpoint bodies and metadata are JSON so a database saver can store them as
-//! JSONB. Checkpoint ids increase monotonically ([`new_checkpoint_id`]), so "newest
+//! JSONB. A body to store arrives as text ([`JsonText`]): the runtime serialises its
+//! state once, straight from its own types, and every saver keeps or sends text. Checkpoint ids increase monotonically ([`new_checkpoint_id`]), so "newest
 //! first" and `before` are plain id comparisons.
 
 mod id;
@@ -11,7 +12,7 @@ mod memory;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use service_types::{Metadata, PruneStrategy, Timestamp};
+use service_types::{JsonText, Metadata, PruneStrategy, Timestamp};
 
 use crate::{CheckpointConfig, GraphError};
 
@@ -69,7 +70,7 @@ pub struct CheckpointListOptions {
 #[derive(Clone, Debug, PartialEq)]
 pub struct NewCheckpoint {
     /// The checkpoint body.
-    pub checkpoint: Value,
+    pub checkpoint: JsonText,
     /// Its metadata.
     pub metadata: Metadata,
 }
@@ -97,7 +98,7 @@ pub trait Checkpointer: Send + Sync {
     async fn put(
         &self,
         config: &CheckpointConfig,
-        checkpoint: Value,
+        checkpoint: JsonText,
         metadata: Metadata,
     ) -> Result<CheckpointConfig, GraphError>;
 
@@ -118,7 +119,7 @@ pub trait Checkpointer: Send + Sync {
         &self,
         config: &CheckpointConfig,
         task_writes: Vec<(String, Vec<(String, Value)>)>,
-        checkpoint: Value,
+        checkpoint: JsonText,
         metadata: Metadata,
     ) -> Result<CheckpointConfig, GraphError> {
         for (task_id, writes) in task_writes {

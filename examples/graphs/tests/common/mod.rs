@@ -60,7 +60,7 @@ pub async fn run_in(
     let mut error = None;
     while let Some(item) = stream.next().await {
         match item {
-            Ok(chunk) => frames.push((chunk.event_name(), chunk.data().clone())),
+            Ok(chunk) => frames.push((chunk.event_name(), chunk.data().into_owned())),
             Err(failure) => error = Some(failure),
         }
     }
