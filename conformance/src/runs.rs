@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use serde_json::json;
 use service_store::{
-    ActiveRunsQuery, CancelOutcome, Claimed, ErrorKind, RunListQuery, Settlement, ThreadMirror,
-    WebhookRequest,
+    ActiveRunsQuery, CancelOutcome, Claimed, ErrorKind, RunListQuery, SettledRun, Settlement,
+    ThreadMirror, WebhookRequest,
 };
 use service_types::{DeliveryStatus, RunError, RunStatus, ThreadStatus};
 use uuid::Uuid;
@@ -503,7 +503,7 @@ pub async fn run_settle_writes_status_error_and_delivery_in_one_step(factory: Fa
         .await
         .expect("get")
         .expect("exists");
-    assert_eq!(stored, settled.run);
+    assert_eq!(SettledRun::from(&stored), settled.run);
     let Some(deliveries) = h.store.deliveries() else {
         assert_eq!(
             settled.delivery, None,

@@ -2,8 +2,8 @@ use async_trait::async_trait;
 use service_store::page::paginate;
 use service_store::{
     ActiveRunsQuery, CancelOutcome, Claimed, DeliveryRecord, ErrorKind, NewRun, NewThread,
-    RunListQuery, RunsRepo, Settled, SettledAndMirrored, Settlement, StoreError, StoreResult,
-    ThreadMirror, final_status,
+    RunListQuery, RunsRepo, Settled, SettledAndMirrored, SettledRun, Settlement, StoreError,
+    StoreResult, ThreadMirror, final_status,
 };
 use service_types::{JsonText, Run, RunStatus, Timestamp};
 use uuid::Uuid;
@@ -37,7 +37,7 @@ impl Core {
         let row = self.runs.get(&run_id).ok_or_else(run_not_found)?;
         if row.run.status.is_terminal() {
             return Ok(Settled {
-                run: row.to_run(),
+                run: SettledRun::from(&row.run),
                 changed: false,
                 delivery: None,
             });
@@ -49,7 +49,7 @@ impl Core {
             .set_run_status(run_id, status, now)
             .ok_or_else(run_not_found)?;
         row.run.error = if cancel_won { None } else { settlement.error };
-        let run = row.to_run();
+        let run = SettledRun::from(&row.run);
         let delivery = match settlement.webhook {
             Some(webhook) if started => {
                 let record = DeliveryRecord::pending(

@@ -8,8 +8,8 @@ use async_trait::async_trait;
 use serde_json::Value;
 use service_store::{
     ActiveRunsQuery, CancelOutcome, Claimed, DeliveryRecord, ErrorKind, NewRun, NewThread,
-    RunListQuery, RunsRepo, Settled, SettledAndMirrored, Settlement, StoreError, StoreResult,
-    ThreadMirror, final_status,
+    RunListQuery, RunsRepo, Settled, SettledAndMirrored, SettledRun, Settlement, StoreError,
+    StoreResult, ThreadMirror, final_status,
 };
 use service_types::{Run, RunStatus, Timestamp};
 use tokio_postgres::Row;
@@ -26,6 +26,20 @@ use crate::threads::{self, COLUMNS as THREAD_COLUMNS, MIRROR_SET};
 
 pub(crate) const COLUMNS: &str = "run_id, thread_id, assistant_id, created_at, updated_at, status, \
     metadata, multitask_strategy, kwargs, error";
+
+/// What a settle returns of the run ([`SettledRun`]): not its kwargs or metadata.
+const SETTLED_COLUMNS: &str = "run_id, thread_id, status, error, updated_at";
+
+fn settled_run(row: &Row) -> StoreResult<SettledRun> {
+    let error: Option<Value> = row.get("error");
+    Ok(SettledRun {
+        run_id: row.get("run_id"),
+        thread_id: row.get("thread_id"),
+        status: enum_from(row.get("status"), "status")?,
+        error: error.map(|value| decode(value, "error")).transpose()?,
+        updated_at: ts(row.get("updated_at")),
+    })
+}
 
 /// How often a claim retries after losing a same-thread race.
 const CLAIM_ATTEMPTS: usize = 16;
@@ -110,6 +124,20 @@ pub(crate) const LATEST_SQL: &str =
     ORDER BY created_at DESC, run_id DESC LIMIT 1";
 
 impl Db {
+    /// A run that was already settled (or is unknown), as a settle reports it.
+    async fn settled_as_stored(&self, run_id: Uuid) -> StoreResult<SettledRun> {
+        let client = self.client().await?;
+        let row = client
+            .query_opt_cached(
+                static_sql!("SELECT {SETTLED_COLUMNS} FROM runs WHERE run_id = $1"),
+                &[&run_id],
+            )
+            .await
+            .map_err(store_error)?
+            .ok_or_else(run_not_found)?;
+        settled_run(&row)
+    }
+
     /// The common settle, with no delivery row to write: one statement. The status a
     /// cancel recorded meanwhile turns it into is chosen under the row lock, as the
     /// transactional path does with `FOR UPDATE`.
@@ -131,7 +159,7 @@ impl Db {
                          updated_at = $5
                      WHERE run_id = $1
                        AND status IN ('pending', 'running')
-                     RETURNING {COLUMNS}"
+                     RETURNING {SETTLED_COLUMNS}"
                 ),
                 &[&run_id, &status, &cancelled, &error, &at(self.now())],
             )
@@ -139,13 +167,13 @@ impl Db {
             .map_err(store_error)?;
         match row {
             Some(row) => Ok(Settled {
-                run: run(&row)?,
+                run: settled_run(&row)?,
                 changed: true,
                 delivery: None,
             }),
             // Already terminal, or unknown.
             None => Ok(Settled {
-                run: self.get(run_id).await?.ok_or_else(run_not_found)?,
+                run: self.settled_as_stored(run_id).await?,
                 changed: false,
                 delivery: None,
             }),
@@ -483,7 +511,7 @@ impl RunsRepo for Db {
                              error = CASE WHEN cancel_requested THEN NULL ELSE $10::jsonb END,
                              updated_at = $6
                          WHERE run_id = $1 AND status IN ('pending', 'running')
-                         RETURNING {COLUMNS}),
+                         RETURNING {SETTLED_COLUMNS}),
                      waiting AS (
                          SELECT EXISTS (
                              SELECT 1 FROM runs, settled
@@ -511,14 +539,14 @@ impl RunsRepo for Db {
             // Already terminal, or unknown.
             return Ok(SettledAndMirrored {
                 settled: Settled {
-                    run: self.get(run_id).await?.ok_or_else(run_not_found)?,
+                    run: self.settled_as_stored(run_id).await?,
                     changed: false,
                     delivery: None,
                 },
                 others_wait: None,
             });
         };
-        let run = run(&row)?;
+        let run = settled_run(&row)?;
         // A thread gone meanwhile has nothing waiting on it.
         let others_wait = (run.status == requested)
             .then(|| row.get::<_, Option<bool>>("others_wait").unwrap_or(false));
@@ -543,7 +571,7 @@ impl RunsRepo for Db {
         let row = tx
             .query_opt_cached(
                 static_sql!(
-                    "SELECT {COLUMNS}, started, cancel_requested FROM runs
+                    "SELECT {SETTLED_COLUMNS}, started, cancel_requested FROM runs
                      WHERE run_id = $1 FOR UPDATE"
                 ),
                 &[&run_id],
@@ -551,7 +579,7 @@ impl RunsRepo for Db {
             .await
             .map_err(store_error)?
             .ok_or_else(run_not_found)?;
-        let current = run(&row)?;
+        let current = settled_run(&row)?;
         if current.status.is_terminal() {
             return Ok(Settled {
                 run: current,
@@ -568,13 +596,13 @@ impl RunsRepo for Db {
             .query_one_cached(
                 static_sql!(
                     "UPDATE runs SET status = $2, error = $3, updated_at = $4
-                     WHERE run_id = $1 RETURNING {COLUMNS}"
+                     WHERE run_id = $1 RETURNING {SETTLED_COLUMNS}"
                 ),
                 &[&run_id, &enum_text(&status)?, &error, &at(now)],
             )
             .await
             .map_err(store_error)?;
-        let settled = run(&row)?;
+        let settled = settled_run(&row)?;
         let delivery = match settlement.webhook {
             Some(webhook) if started => {
                 let record = DeliveryRecord::pending(

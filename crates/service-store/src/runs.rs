@@ -111,11 +111,39 @@ pub struct Claimed {
     pub more_pending: bool,
 }
 
+/// What a settle reports of the run: its new state, not its options (reading those
+/// back cost the settle a parse of the run's kwargs, and no caller needs them).
+#[derive(Clone, Debug, PartialEq)]
+pub struct SettledRun {
+    /// The run.
+    pub run_id: Uuid,
+    /// Its thread.
+    pub thread_id: Uuid,
+    /// Its status as stored now.
+    pub status: RunStatus,
+    /// Its error as stored now.
+    pub error: Option<RunError>,
+    /// When it last changed.
+    pub updated_at: Timestamp,
+}
+
+impl From<&Run> for SettledRun {
+    fn from(run: &Run) -> Self {
+        Self {
+            run_id: run.run_id,
+            thread_id: run.thread_id,
+            status: run.status,
+            error: run.error.clone(),
+            updated_at: run.updated_at,
+        }
+    }
+}
+
 /// The result of [`RunsRepo::settle`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct Settled {
     /// The run as stored now.
-    pub run: Run,
+    pub run: SettledRun,
     /// False when the run had already settled and nothing was written.
     pub changed: bool,
     /// The delivery row written in the same step, when the run had started, carried a
