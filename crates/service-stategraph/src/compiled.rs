@@ -13,6 +13,7 @@ use service_graph::{
 use service_types::{GraphSchema, StreamMode};
 use tokio::sync::mpsc;
 
+use crate::driven::DrivenRun;
 use crate::emit::Emitter;
 use crate::graph::GraphDef;
 use crate::pregel::Run;
@@ -111,15 +112,12 @@ impl CompiledGraph {
             emit: emit.clone(),
             final_state,
         };
-        tokio::spawn(async move {
+        let run = async move {
             if let Err(error) = run.execute(input).await {
                 emit.fail(error);
             }
-        });
-        Box::pin(futures::stream::unfold(
-            (rx, guard),
-            |(mut rx, guard)| async move { rx.recv().await.map(|item| (item, (rx, guard))) },
-        ))
+        };
+        Box::pin(DrivenRun::new(run, rx, guard))
     }
 }
 
@@ -222,12 +220,13 @@ impl AgentGraph for CompiledGraph {
     ) -> Result<Value, GraphError> {
         options.stream_mode = vec![StreamMode::Values];
         let mut chunks = self.start(input, options.clone(), ctx);
+        // Only the last values frame is read back (frames come as JSON text).
         let mut last = None;
         while let Some(chunk) = chunks.next().await {
-            last = Some(chunk?.into_parts().2);
+            last = Some(chunk?);
         }
         match last {
-            Some(values) => Ok(values),
+            Some(chunk) => Ok(chunk.into_parts().2),
             // A thread-less run that wrote no values frame has no state to report.
             None if options.config.thread_id().is_none() => Ok(Value::Object(Default::default())),
             None => self

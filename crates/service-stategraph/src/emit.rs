@@ -72,14 +72,9 @@ impl Emitter {
 
     fn send(&self, mode: StreamMode, data: Value) {
         if self.wants(mode) {
-            // A dropped receiver means nobody listens; the run notices via is_closed.
+            // The receiver lives as long as the run (`DrivenRun` holds both).
             let _ = self.inner.tx.send(Ok(Chunk::new(mode.as_str(), data)));
         }
-    }
-
-    /// Whether the consumer dropped the stream.
-    pub(crate) fn is_closed(&self) -> bool {
-        self.inner.tx.is_closed()
     }
 
     /// Ends the stream with an error.

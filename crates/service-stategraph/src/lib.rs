@@ -13,6 +13,7 @@
 mod channel;
 mod compiled;
 mod context;
+mod driven;
 mod emit;
 mod graph;
 mod node;

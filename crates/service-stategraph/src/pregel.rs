@@ -387,7 +387,7 @@ impl Run {
                 return Err(GraphError::Cancelled);
             }
             let next = current.body.next.clone();
-            if next.is_empty() || self.emit.is_closed() {
+            if next.is_empty() {
                 break;
             }
             if !(first && skip_interrupt_before) && self.should_pause_before(&next) {

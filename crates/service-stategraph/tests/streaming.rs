@@ -207,7 +207,9 @@ fn a_graph_without_an_entry_or_with_unknown_nodes_does_not_compile() {
 
 /// A run whose nodes never wait still gives other tasks turns: on a one-thread
 /// runtime, its consumer reads frames while the run is still going, instead of only
-/// after the last superstep.
+/// after the last superstep, and a task spawned beside the consumer runs while the
+/// run is still going too (the consumer's task drives the run and must return to the
+/// scheduler between turns).
 #[tokio::test(flavor = "current_thread")]
 async fn a_run_of_nodes_that_never_wait_gives_other_tasks_turns() {
     let graph = counter();
@@ -227,12 +229,19 @@ async fn a_run_of_nodes_that_never_wait_gives_other_tasks_turns() {
         .expect("a frame")
         .expect("no error");
     assert_eq!(*first.data(), json!({"k": 1}));
-    let state = state(&graph, "t").await;
+    let state_at_first = state(&graph, "t").await;
     assert!(
-        !state.next.is_empty(),
+        !state_at_first.next.is_empty(),
         "the run had finished before its first frame was read"
     );
+    let other = graph.clone();
+    let other_task_saw_the_run_going =
+        tokio::spawn(async move { !state(&other, "t").await.next.is_empty() });
     while futures::StreamExt::next(&mut stream).await.is_some() {}
+    assert!(
+        other_task_saw_the_run_going.await.unwrap(),
+        "the other task only ran after the run had finished"
+    );
     assert_eq!(state_count(&graph).await, i64::from(steps));
 }
 
