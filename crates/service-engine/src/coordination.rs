@@ -28,9 +28,16 @@ pub trait Coordinator: Send + Sync {
     /// so nothing waits forever on a lost notification. Never resolves in-process.
     async fn other_work(&self);
 
-    /// Takes the execution claim of `thread_id` for a run's duration, waiting for a
+    /// Takes the execution claim of `thread_id` for the rest of a run, waiting for a
     /// holder that is just finishing.
     async fn claim_thread(&self, thread_id: Uuid) -> EngineResult<Box<dyn ThreadClaim>>;
+
+    /// How long a run executes before it takes its thread's claim; `None` when runs
+    /// need no claim (one process). A run that ends sooner never takes one: the store
+    /// already keeps a thread to one running run, and the claim only lets recovery
+    /// tell a live executor from a dead one, which it asks only of runs older than
+    /// 30 s (so this must stay well under that).
+    fn claim_delay(&self) -> Option<Duration>;
 
     /// True when nobody holds the thread's execution claim: a run recorded as running
     /// there has lost its executor.
@@ -55,6 +62,10 @@ impl Coordinator for LocalCoordinator {
 
     async fn claim_thread(&self, _thread_id: Uuid) -> EngineResult<Box<dyn ThreadClaim>> {
         Ok(Box::new(()))
+    }
+
+    fn claim_delay(&self) -> Option<Duration> {
+        None
     }
 
     async fn thread_unclaimed(&self, _thread_id: Uuid) -> EngineResult<bool> {

@@ -11,8 +11,9 @@ use service_types::{Run, RunError, RunStatus, ThreadStatus};
 use crate::Engine;
 use crate::bus::Topic;
 
-/// A claim is taken within moments of a run being marked running; a run younger than
-/// this may be between the two and is left alone.
+/// A run takes its claim only after the coordinator's claim delay (a second or so), or
+/// a moment later under load; a run younger than this may have none yet and is left
+/// alone.
 const CLAIM_GRACE: Duration = Duration::from_secs(30);
 
 impl Engine {

@@ -23,6 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::Engine;
 use crate::bus::Topic;
+use crate::coordination::ThreadClaim;
 use crate::engine::ActiveRun;
 use crate::runs::result_body;
 use crate::threads::{pending_interrupts, snapshot_mirror};
@@ -44,6 +45,9 @@ struct RunPlan {
     temporary: bool,
     on_completion: OnCompletion,
 }
+
+/// The least time between two announcements of queued work to other instances.
+const ANNOUNCE_SPACING: Duration = Duration::from_millis(10);
 
 /// How driving the graph ended.
 enum Ending {
@@ -121,14 +125,20 @@ impl Engine {
         }
     }
 
-    /// Tells other instances about queued work, one announcement at a time: a request
-    /// made while one is out is answered by the next, which follows the request's
-    /// commit, so a burst of runs costs a few announcements, not one each.
+    /// Tells other instances about queued work, one announcement at a time and at
+    /// most one per `ANNOUNCE_SPACING`: a request made meanwhile is answered by the
+    /// next, which follows the request's commit, so a burst of runs costs a few
+    /// announcements, not one each. Others need them only once this instance's own
+    /// workers are busy, so the spacing delays little work.
     async fn announce_queued_work(&self) {
         loop {
             tokio::select! {
                 () = self.inner.announce.notified() => {
                     self.inner.coordinator.announce_work().await;
+                    tokio::select! {
+                        () = tokio::time::sleep(ANNOUNCE_SPACING) => {}
+                        () = self.inner.shutdown.cancelled() => {}
+                    }
                 }
                 () = self.inner.shutdown.cancelled() => {
                     // Runs this instance queued and will not start are others' now.
@@ -265,37 +275,22 @@ impl Engine {
             .unwrap_or_default()
             .to_owned();
 
-        // The thread claim is held until the run is settled and mirrored, so another
-        // instance cannot start the thread's next run early, and a crash releases it.
-        // Taken while looking for a cancel recorded between the run's claim and its
-        // registration, if there was such a gap: two independent round trips at once.
-        let cancel_recorded = async {
-            if registered_before_claim {
-                Ok(false)
-            } else {
-                self.store().runs().cancel_requested(run.run_id).await
-            }
-        };
-        let (cancel_recorded, claim) = tokio::join!(
-            cancel_recorded,
-            self.inner.coordinator.claim_thread(run.thread_id),
-        );
-        if cancel_recorded.unwrap_or(false) {
+        // A cancel recorded between the run's claim and its registration, if there
+        // was such a gap.
+        if !registered_before_claim
+            && self
+                .store()
+                .runs()
+                .cancel_requested(run.run_id)
+                .await
+                .unwrap_or(false)
+        {
             cancel.cancel();
         }
         let final_state = FinalState::default();
-        let (ending, graph, _claim) = match claim {
-            Ok(claim) => {
-                let (ending, graph) = self
-                    .drive(&run, &plan, &graph_id, cancel, final_state.clone())
-                    .await;
-                (ending, graph, Some(claim))
-            }
-            Err(error) => {
-                let error = RunError::new("ExecutionClaimError", error.chain());
-                (Ending::Failed(error), None, None)
-            }
-        };
+        let (ending, graph, _claim) = self
+            .drive_claimed(&run, &plan, &graph_id, cancel, final_state.clone())
+            .await;
         let others_wait = self
             .finish(
                 &run,
@@ -313,6 +308,65 @@ impl Engine {
         // anyway, so others are told only when runs wait on the thread.
         if others_wait {
             self.wake_workers();
+        }
+    }
+
+    /// Drives the run, taking its thread's execution claim if it outlives the
+    /// coordinator's claim delay. The claim is returned to be held until the run is
+    /// settled and mirrored, so a crash from then on frees it; a claim that cannot be
+    /// taken stops the run.
+    async fn drive_claimed(
+        &self,
+        run: &Run,
+        plan: &RunPlan,
+        graph_id: &str,
+        cancel: CancellationToken,
+        final_state: FinalState,
+    ) -> (
+        Ending,
+        Option<Arc<dyn AgentGraph>>,
+        Option<Box<dyn ThreadClaim>>,
+    ) {
+        let coordinator = &self.inner.coordinator;
+        let Some(delay) = coordinator.claim_delay() else {
+            let (ending, graph) = self.drive(run, plan, graph_id, cancel, final_state).await;
+            return (ending, graph, None);
+        };
+        let claiming_started = AtomicBool::new(false);
+        let claiming = async {
+            tokio::time::sleep(delay).await;
+            claiming_started.store(true, Ordering::Relaxed);
+            coordinator.claim_thread(run.thread_id).await
+        };
+        let driving = self.drive(run, plan, graph_id, cancel.clone(), final_state);
+        tokio::pin!(claiming, driving);
+        let mut claim = None;
+        let mut claim_failure = None;
+        let (ending, graph) = loop {
+            tokio::select! {
+                driven = &mut driving => break driven,
+                claimed = &mut claiming, if claim.is_none() && claim_failure.is_none() => {
+                    match claimed {
+                        Ok(held) => claim = Some(held),
+                        Err(error) => {
+                            claim_failure = Some(error);
+                            cancel.cancel();
+                        }
+                    }
+                }
+            }
+        };
+        // A claim half taken is finished and then released, not dropped mid-statement
+        // (its lock could stay behind on a pooled connection).
+        if claim.is_none() && claim_failure.is_none() && claiming_started.load(Ordering::Relaxed) {
+            claim = claiming.await.ok();
+        }
+        match claim_failure {
+            Some(error) => {
+                let error = RunError::new("ExecutionClaimError", error.chain());
+                (Ending::Failed(error), graph, None)
+            }
+            None => (ending, graph, claim),
         }
     }
 

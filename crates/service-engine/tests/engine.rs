@@ -2,6 +2,8 @@
 //! clock: scheduling, expiry, timeouts, cancellation and per-thread serialization.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering::SeqCst;
+use std::sync::atomic::{AtomicBool, AtomicUsize};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -567,12 +569,34 @@ async fn coordinated(
 }
 
 /// A coordinator standing in for other instances: it counts announcements and holds
-/// the first one until released, and says whether thread claims are free as the test
-/// decides.
+/// the first one until released, says whether thread claims are free as the test
+/// decides, and counts the claims taken and released.
 struct TestCoordinator {
-    announced: std::sync::atomic::AtomicUsize,
+    announced: AtomicUsize,
     release_first_announcement: tokio::sync::Semaphore,
-    claims_freed: std::sync::atomic::AtomicBool,
+    claims_freed: AtomicBool,
+    /// The claim delay the engine is told; `None` asks for no claims.
+    claim_delay: Option<Duration>,
+    /// How long a claim takes to answer once taken, like a lock's round trip.
+    claim_answer: Duration,
+    refuse_claims: AtomicBool,
+    claims: Arc<ClaimCounts>,
+}
+
+#[derive(Default)]
+struct ClaimCounts {
+    taken: AtomicUsize,
+    released: AtomicUsize,
+}
+
+struct CountedClaim(Arc<ClaimCounts>);
+
+impl service_engine::coordination::ThreadClaim for CountedClaim {}
+
+impl Drop for CountedClaim {
+    fn drop(&mut self) {
+        self.0.released.fetch_add(1, SeqCst);
+    }
 }
 
 impl Default for TestCoordinator {
@@ -581,6 +605,10 @@ impl Default for TestCoordinator {
             announced: Default::default(),
             release_first_announcement: tokio::sync::Semaphore::new(0),
             claims_freed: Default::default(),
+            claim_delay: None,
+            claim_answer: Duration::ZERO,
+            refuse_claims: Default::default(),
+            claims: Default::default(),
         }
     }
 }
@@ -588,11 +616,7 @@ impl Default for TestCoordinator {
 #[async_trait::async_trait]
 impl service_engine::coordination::Coordinator for TestCoordinator {
     async fn announce_work(&self) {
-        if self
-            .announced
-            .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
-            == 0
-        {
+        if self.announced.fetch_add(1, SeqCst) == 0 {
             drop(self.release_first_announcement.acquire().await);
         }
     }
@@ -603,14 +627,105 @@ impl service_engine::coordination::Coordinator for TestCoordinator {
         &self,
         _thread_id: Uuid,
     ) -> service_engine::EngineResult<Box<dyn service_engine::coordination::ThreadClaim>> {
-        Ok(Box::new(()))
+        if self.refuse_claims.load(SeqCst) {
+            return Err(service_engine::EngineError::new(
+                service_engine::ErrorKind::Unavailable,
+                "no claim for you",
+            ));
+        }
+        // Taken before the answer arrives: a caller that stops listening now would
+        // leave it held, as a dropped lock statement would.
+        self.claims.taken.fetch_add(1, SeqCst);
+        tokio::time::sleep(self.claim_answer).await;
+        Ok(Box::new(CountedClaim(self.claims.clone())))
+    }
+    fn claim_delay(&self) -> Option<Duration> {
+        self.claim_delay
     }
     async fn thread_unclaimed(&self, _thread_id: Uuid) -> service_engine::EngineResult<bool> {
-        Ok(self.claims_freed.load(std::sync::atomic::Ordering::SeqCst))
+        Ok(self.claims_freed.load(SeqCst))
     }
     fn check_interval(&self) -> Option<Duration> {
         Some(Duration::from_secs(3600))
     }
+}
+
+/// A run takes its thread's execution claim only once it outlives the claim delay,
+/// and holds it until it is settled.
+#[tokio::test]
+async fn only_a_run_outliving_the_claim_delay_takes_its_threads_claim() {
+    let coordinator = Arc::new(TestCoordinator {
+        claim_delay: Some(Duration::from_millis(100)),
+        ..TestCoordinator::default()
+    });
+    let claims = coordinator.claims.clone();
+    let (engine, _store, _clock) = coordinated(coordinator).await;
+    engine.start();
+    let thread = new_thread(&engine).await;
+    let quick = engine
+        .create_run(RunTarget::Thread(thread), run_body("echo", json!({})))
+        .await
+        .unwrap();
+    assert_eq!(settled(&engine, &quick).await.status, RunStatus::Success);
+    assert_eq!(claims.taken.load(SeqCst), 0, "a quick run takes no claim");
+
+    let slow = running_slow_run(&engine, thread).await;
+    eventually(|| async { (claims.taken.load(SeqCst) == 1).then_some(()) }).await;
+    assert_eq!(claims.released.load(SeqCst), 0, "held while the run runs");
+    engine
+        .cancel_run(thread, slow.run_id, CancelAction::Interrupt)
+        .await
+        .unwrap();
+    settled(&engine, &slow).await;
+    eventually(|| async { (claims.released.load(SeqCst) == 1).then_some(()) }).await;
+}
+
+/// A claim the run started taking is finished and released even when the run ends
+/// first, never abandoned half taken.
+#[tokio::test]
+async fn a_claim_taken_as_its_run_ends_is_still_released() {
+    let coordinator = Arc::new(TestCoordinator {
+        claim_delay: Some(Duration::from_millis(10)),
+        claim_answer: Duration::from_millis(300),
+        ..TestCoordinator::default()
+    });
+    let claims = coordinator.claims.clone();
+    let (engine, _store, _clock) = coordinated(coordinator).await;
+    engine.start();
+    let thread = new_thread(&engine).await;
+    // Ends while its claim is being answered.
+    let run = engine
+        .create_run(
+            RunTarget::Thread(thread),
+            run_body("slow", json!({"delay_ms": 50})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(settled(&engine, &run).await.status, RunStatus::Success);
+    assert_eq!(claims.taken.load(SeqCst), 1);
+    eventually(|| async { (claims.released.load(SeqCst) == 1).then_some(()) }).await;
+}
+
+#[tokio::test]
+async fn a_run_that_cannot_take_its_threads_claim_stops_with_an_error() {
+    let coordinator = Arc::new(TestCoordinator {
+        claim_delay: Some(Duration::from_millis(20)),
+        ..TestCoordinator::default()
+    });
+    coordinator.refuse_claims.store(true, SeqCst);
+    let (engine, _store, _clock) = coordinated(coordinator).await;
+    engine.start();
+    let thread = new_thread(&engine).await;
+    let run = running_slow_run(&engine, thread).await;
+    let run = settled(&engine, &run).await;
+    assert_eq!(run.status, RunStatus::Error);
+    let error = run.error.unwrap();
+    assert_eq!(error.error, "ExecutionClaimError");
+    assert!(
+        error.message.contains("no claim for you"),
+        "{}",
+        error.message
+    );
 }
 
 /// Runs queued while an announcement is out are announced once, after it: other
@@ -620,11 +735,7 @@ async fn runs_queued_during_an_announcement_are_announced_once_after_it() {
     let coordinator = Arc::new(TestCoordinator::default());
     let (engine, _store, _clock) = coordinated(coordinator.clone()).await;
     engine.start();
-    let made = || {
-        coordinator
-            .announced
-            .load(std::sync::atomic::Ordering::SeqCst)
-    };
+    let made = || coordinator.announced.load(SeqCst);
     let mut runs = Vec::new();
     let queue = || async {
         let thread = new_thread(&engine).await;
@@ -670,9 +781,7 @@ async fn a_run_whose_executor_died_is_settled_as_an_error_once_its_claim_is_free
         0,
         "its claim is still held"
     );
-    coordinator
-        .claims_freed
-        .store(true, std::sync::atomic::Ordering::SeqCst);
+    coordinator.claims_freed.store(true, SeqCst);
     assert_eq!(engine.recover_orphaned_runs().await, 1);
 
     let run = engine.get_run(Some(thread), run.run_id).await.unwrap();

@@ -6,8 +6,10 @@
 //!   own announcements (its workers were woken in process), with a slow fallback poll
 //!   so a lost notification only delays work.
 //! - Per-thread execution claim: a session advisory lock held on a connection of the
-//!   claim pool for the run's duration. A crashed instance's connection dies with it,
-//!   which frees the lock; the engine's recovery then settles its orphaned runs.
+//!   claim pool for the rest of a run that lasts longer than a second (shorter runs
+//!   settle before recovery would look at them, and skip the two statements). A
+//!   crashed instance's connection dies with it, which frees the lock; the engine's
+//!   recovery then settles its orphaned runs.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -29,6 +31,8 @@ const FALLBACK_POLL: Duration = Duration::from_secs(2);
 const CHECK_INTERVAL: Duration = Duration::from_secs(1);
 /// Longest wait for a thread's claim held by a run that is just finishing.
 const CLAIM_WAIT: Duration = Duration::from_secs(30);
+/// How long a run executes before it takes its thread's claim.
+const CLAIM_DELAY: Duration = Duration::from_secs(1);
 
 /// The advisory lock key of a thread (64 bits of its id).
 fn lock_key(thread_id: Uuid) -> i64 {
@@ -220,6 +224,10 @@ impl Coordinator for PgCoordinator {
             tokio::time::sleep(pause).await;
             pause = (pause * 2).min(Duration::from_millis(200));
         }
+    }
+
+    fn claim_delay(&self) -> Option<Duration> {
+        Some(CLAIM_DELAY)
     }
 
     async fn thread_unclaimed(&self, thread_id: Uuid) -> EngineResult<bool> {
