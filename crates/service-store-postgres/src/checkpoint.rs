@@ -1,6 +1,6 @@
 //! The PostgreSQL checkpoint saver (SPEC "What the service does" 4: checkpointer
-//! `default`). Coordinates, parent and metadata live in `checkpoints`; bodies in
-//! `checkpoint_blobs` (TOASTed), writes in `checkpoint_writes` (migration 0004).
+//! `default`). Coordinates, parent, metadata and body (json text, TOASTed when large)
+//! live in `checkpoints`, writes in `checkpoint_writes` (migrations 0004, 0008).
 //! Ids come from `new_checkpoint_id()` (monotonic text), so "latest" and history
 //! pages are backward range scans of the primary key.
 
@@ -45,14 +45,13 @@ fn pool_error(error: deadpool_postgres::PoolError) -> GraphError {
 /// The columns every read returns: coordinates, parent, metadata, time, body and the
 /// writes in write order.
 const SELECT: &str = "SELECT c.checkpoint_id, c.parent_checkpoint_id, c.metadata, c.created_at,
-        b.body,
+        c.body,
         (SELECT coalesce(jsonb_agg(jsonb_build_array(w.task_id, w.channel, w.value)
                                    ORDER BY w.seq), '[]'::jsonb)
          FROM checkpoint_writes w
          WHERE w.thread_id = c.thread_id AND w.checkpoint_ns = c.checkpoint_ns
            AND w.checkpoint_id = c.checkpoint_id) AS writes
-    FROM checkpoints c
-    JOIN checkpoint_blobs b USING (thread_id, checkpoint_ns, checkpoint_id)";
+    FROM checkpoints c";
 
 /// A history page (shared with the EXPLAIN check): `$1` thread, `$2` namespace,
 /// `$3` before (or NULL), `$4` metadata filter (or NULL), `$5` limit. The filter
@@ -128,16 +127,12 @@ impl PostgresSaver {
                          ORDER BY write.position
                          ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, channel)
                          DO UPDATE SET value = EXCLUDED.value,
-                             seq = nextval('checkpoint_write_seq')),
-                     checkpoint AS (
-                         INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id,
-                             parent_checkpoint_id, metadata, created_at)
-                         SELECT $1, $2, new.id, new.parent, new.metadata, $6
-                         FROM unnest($4::text[], $5::text[], $7::jsonb[])
-                             AS new(id, parent, metadata))
-                     INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, checkpoint_id, body)
-                     SELECT $1, $2, new.id, new.body::jsonb
-                     FROM unnest($4::text[], $11::text[]) AS new(id, body), {ASYNC_COMMIT}"
+                             seq = nextval('checkpoint_write_seq'))
+                     INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id,
+                         parent_checkpoint_id, metadata, created_at, body)
+                     SELECT $1, $2, new.id, new.parent, new.metadata, $6, new.body::json
+                     FROM unnest($4::text[], $5::text[], $7::jsonb[], $11::text[])
+                         AS new(id, parent, metadata, body), {ASYNC_COMMIT}"
                 ),
                 &[
                     &config.thread_id,
@@ -452,7 +447,7 @@ impl Checkpointer for PostgresSaver {
 
     async fn delete_thread(&self, thread_id: &str) -> Result<(), GraphError> {
         let client = self.client().await?;
-        // Blobs and writes follow through ON DELETE CASCADE.
+        // Writes follow through ON DELETE CASCADE.
         client
             .execute_cached(
                 "DELETE FROM checkpoints WHERE thread_id = $1",
@@ -468,12 +463,10 @@ impl Checkpointer for PostgresSaver {
         let tx = client.transaction().await.map_err(db_error)?;
         let statements = [
             "INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id,
-                 parent_checkpoint_id, metadata, created_at)
-             SELECT $2, checkpoint_ns, checkpoint_id, parent_checkpoint_id, metadata, created_at
+                 parent_checkpoint_id, metadata, created_at, body)
+             SELECT $2, checkpoint_ns, checkpoint_id, parent_checkpoint_id, metadata, created_at,
+                 body
              FROM checkpoints WHERE thread_id = $1",
-            "INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, checkpoint_id, body)
-             SELECT $2, checkpoint_ns, checkpoint_id, body
-             FROM checkpoint_blobs WHERE thread_id = $1",
             "INSERT INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id,
                  channel, seq, value)
              SELECT $2, checkpoint_ns, checkpoint_id, task_id, channel, seq, value

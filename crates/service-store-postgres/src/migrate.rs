@@ -107,6 +107,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0007_drop_runs_status_created.sql",
         sql: include_str!("../../../migrations/0007_drop_runs_status_created.sql"),
     },
+    Migration {
+        version: 8,
+        name: "0008_checkpoint_body_inline.sql",
+        sql: include_str!("../../../migrations/0008_checkpoint_body_inline.sql"),
+    },
 ];
 
 /// The ledger table.
@@ -335,7 +340,10 @@ mod tests {
     #[test]
     fn only_the_index_builds_run_outside_a_transaction() {
         let flags: Vec<bool> = MIGRATIONS.iter().map(Migration::no_transaction).collect();
-        assert_eq!(flags, vec![false, false, false, false, true, true, true]);
+        assert_eq!(
+            flags,
+            vec![false, false, false, false, true, true, true, false]
+        );
     }
 
     #[test]

@@ -74,10 +74,8 @@ INSERT INTO runs SELECT gen_random_uuid(), t.thread_id, gen_random_uuid(),
     '{}', NULL, '{}', NULL, now(), true, false
 FROM threads t, generate_series(1, 5) g;
 INSERT INTO checkpoints SELECT t.thread_id::text, '', lpad(g::text, 8, '0'), NULL,
-    jsonb_build_object('step', g), now()
+    jsonb_build_object('step', g), now(), json_build_object('v', repeat('x', 100))
 FROM (SELECT thread_id FROM threads LIMIT 1000) t, generate_series(1, 50) g;
-INSERT INTO checkpoint_blobs SELECT thread_id, checkpoint_ns, checkpoint_id,
-    jsonb_build_object('v', repeat('x', 100)) FROM checkpoints;
 INSERT INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, channel, value)
 SELECT thread_id, checkpoint_ns, checkpoint_id, 'task', 'ch' || k, '1'
 FROM checkpoints, generate_series(1, 2) k WHERE (metadata ->> 'step')::int % 5 = 0;
@@ -87,7 +85,7 @@ INSERT INTO store_items SELECT 'users.u' || (i % 1000) || '.mem', 'k' || i,
 FROM generate_series(1, 20000) i;
 -- Only this schema's tables: a database-wide ANALYZE would also visit (and deadlock
 -- with) the schemas of tests running in parallel.
-ANALYZE threads, runs, checkpoints, checkpoint_blobs, checkpoint_writes, store_items;
+ANALYZE threads, runs, checkpoints, checkpoint_writes, store_items;
 ";
 
 #[tokio::test]

@@ -102,7 +102,7 @@ async fn interrupted_concurrent_index_build_is_retried_by_the_next_boot() {
     assert_eq!(applied, vec![5]);
     assert_eq!(index_state(&schema, invalid).await, (true, true));
     assert_eq!(index_state(&schema, missing).await, (true, true));
-    assert_eq!(ledger(&schema).await, vec![1, 2, 3, 4, 5, 6, 7]);
+    assert_eq!(ledger(&schema).await, vec![1, 2, 3, 4, 5, 6, 7, 8]);
     drop_schema(&schema).await;
 }
 
@@ -142,4 +142,69 @@ async fn unreachable_server_fails_the_boot() {
         ..service_store_postgres::PgOptions::new("postgres://postgres@127.0.0.1:1/test")
     };
     assert!(migrate::run(&options).await.is_err());
+}
+
+/// 0008 moves checkpoint bodies into their rows: checkpoints written under 0004's
+/// layout read back whole through the saver after the upgrade.
+#[tokio::test]
+async fn checkpoints_written_before_0008_keep_their_bodies() {
+    use service_graph::{CheckpointConfig, CheckpointListOptions, Checkpointer};
+
+    let schema = support::unique_schema();
+    let options = support::options(&schema);
+    let before = MIGRATIONS.iter().position(|m| m.version == 8).unwrap();
+    migrate::run_migrations(&options, &MIGRATIONS[..before])
+        .await
+        .unwrap();
+    support::admin(&format!(
+        r#"SET search_path = {schema};
+         INSERT INTO checkpoints VALUES
+             ('t', '', '1', NULL, '{{"step": -1}}', now()),
+             ('t', '', '2', '1', '{{"step": 0}}', now());
+         INSERT INTO checkpoint_blobs VALUES
+             ('t', '', '1', '{{"v": {{"messages": []}}}}'),
+             ('t', '', '2', '{{"v": {{"messages": ["hi"]}}, "n": 1.5}}');
+         INSERT INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id,
+             channel, value)
+         VALUES ('t', '', '2', 'task', 'messages', '"next"');"#
+    ))
+    .await
+    .unwrap();
+
+    let store = service_store_postgres::PostgresStore::connect(
+        options,
+        std::sync::Arc::new(service_store::SystemClock),
+    )
+    .await
+    .unwrap();
+    let saver = store.checkpointer();
+    let thread = CheckpointConfig {
+        thread_id: "t".into(),
+        checkpoint_ns: String::new(),
+        checkpoint_id: None,
+    };
+    let latest = saver.get_tuple(&thread).await.unwrap().unwrap();
+    assert_eq!(latest.config.checkpoint_id.as_deref(), Some("2"));
+    assert_eq!(
+        latest.checkpoint,
+        serde_json::json!({"v": {"messages": ["hi"]}, "n": 1.5})
+    );
+    assert_eq!(latest.pending_writes.len(), 1);
+    let history = saver
+        .list(&thread, CheckpointListOptions::default())
+        .await
+        .unwrap();
+    let bodies: Vec<_> = history
+        .iter()
+        .map(|tuple| tuple.checkpoint.clone())
+        .collect();
+    assert_eq!(
+        bodies,
+        vec![
+            serde_json::json!({"v": {"messages": ["hi"]}, "n": 1.5}),
+            serde_json::json!({"v": {"messages": []}})
+        ]
+    );
+    drop(store);
+    drop_schema(&schema).await;
 }

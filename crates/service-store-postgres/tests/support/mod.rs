@@ -46,7 +46,6 @@ static FREE: Mutex<Vec<String>> = Mutex::new(Vec::new());
 /// Tables in delete order (children before parents).
 const TABLES: &[&str] = &[
     "checkpoint_writes",
-    "checkpoint_blobs",
     "checkpoints",
     "webhook_deliveries",
     "runs",
