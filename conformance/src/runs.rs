@@ -50,7 +50,8 @@ pub async fn run_create_is_pending_on_an_existing_thread(factory: Factory) {
 }
 
 /// A thread made for its run is created with the run in one step: both readable after;
-/// an existing thread, or a run id in use, writes nothing.
+/// an existing thread, or a run id in use, writes nothing (an existing thread is
+/// returned as stored).
 pub async fn run_create_with_thread_writes_both_or_neither(factory: Factory) {
     let h = Harness::new(&factory).await;
     let new_thread = |thread_id| service_store::NewThread {
@@ -60,12 +61,15 @@ pub async fn run_create_with_thread_writes_both_or_neither(factory: Factory) {
         ttl: Some(service_types::TtlSetting::Minutes(10.0)),
     };
     let thread_id = Uuid::now_v7();
-    let run = h
+    let service_store::ThreadRunCreated::Created(run) = h
         .store
         .runs()
         .create_with_thread(new_thread(thread_id), h.new_run(thread_id))
         .await
-        .expect("create");
+        .expect("create")
+    else {
+        panic!("a fresh thread id is created");
+    };
     assert_eq!(
         (run.status, run.thread_id, run.created_at),
         (RunStatus::Pending, thread_id, h.now())
@@ -91,13 +95,18 @@ pub async fn run_create_with_thread_writes_both_or_neither(factory: Factory) {
     );
     assert_eq!(thread.ttl.expect("ttl").ttl_minutes, 10.0);
 
+    // The thread exists: nothing is written, and the thread comes back as stored.
     let again = h.new_run(thread_id);
-    assert_kind(
-        h.store
-            .runs()
-            .create_with_thread(new_thread(thread_id), again.clone())
-            .await,
-        ErrorKind::Conflict,
+    let existing = h
+        .store
+        .runs()
+        .create_with_thread(new_thread(thread_id), again.clone())
+        .await
+        .expect("create on an existing thread");
+    let stored = h.store.threads().get(thread_id).await.expect("get");
+    assert_eq!(
+        existing,
+        service_store::ThreadRunCreated::ThreadExists(stored)
     );
     assert_eq!(h.store.runs().get(again.run_id).await.expect("get"), None);
 

@@ -4,7 +4,9 @@
 use bytes::Bytes;
 use futures::StreamExt;
 use serde_json::{Map, Value, json};
-use service_store::{ActiveRunsQuery, CancelOutcome, NewRun, NewThread, RunListQuery};
+use service_store::{
+    ActiveRunsQuery, CancelOutcome, NewRun, NewThread, RunListQuery, ThreadRunCreated,
+};
 use service_types::{
     Assistant, BulkCancel, BulkCancelStatus, CancelAction, Config, IfNotExists, Metadata,
     MultitaskStrategy, Run, RunCreate, RunStatus, Thread, ThreadStatus,
@@ -67,40 +69,53 @@ impl Engine {
         match target {
             RunTarget::Stateless => {
                 let thread = RunThread::New(Self::thread_for_run(Uuid::now_v7(), &assistant, None));
-                self.insert_run(thread, &assistant, &body, true, watch)
-                    .await
+                match self
+                    .insert_run(thread, &assistant, &body, true, watch)
+                    .await?
+                {
+                    Queued::Run(run, subscription) => Ok((run, subscription)),
+                    Queued::ThreadExists(_) => Err(EngineError::conflict(
+                        "A thread with the new stateless run's thread id exists",
+                    )),
+                }
             }
             RunTarget::Thread(thread_id) => {
                 let _gate = self.thread_gate(thread_id).lock().await;
-                if let Some(thread) = self.store().threads().get(thread_id).await? {
+                let not_found = || EngineError::not_found("Thread or assistant not found.");
+                if body.if_not_exists != Some(IfNotExists::Create) {
+                    let thread = self
+                        .store()
+                        .threads()
+                        .get(thread_id)
+                        .await?
+                        .ok_or_else(not_found)?;
                     return self
                         .insert_on_existing(thread, &assistant, body, watch)
                         .await;
                 }
-                if body.if_not_exists != Some(IfNotExists::Create) {
-                    return Err(EngineError::not_found("Thread or assistant not found."));
-                }
+                // Made with its run in one step, unless it exists; then the same step
+                // returned it, and the run is queued on it as on any existing thread.
                 let ttl = self
                     .config()
                     .thread_default_ttl_minutes
                     .map(service_types::TtlSetting::Minutes);
                 let new = RunThread::New(Self::thread_for_run(thread_id, &assistant, ttl));
-                match self.insert_run(new, &assistant, &body, false, watch).await {
-                    // Another instance made the thread in between: it is an existing one.
-                    Err(error) if error.kind == crate::ErrorKind::Conflict => {
-                        let thread =
-                            self.store()
-                                .threads()
-                                .get(thread_id)
-                                .await?
-                                .ok_or_else(|| {
-                                    EngineError::not_found("Thread or assistant not found.")
-                                })?;
-                        self.insert_on_existing(thread, &assistant, body, watch)
-                            .await
-                    }
-                    other => other,
-                }
+                let existing = match self
+                    .insert_run(new, &assistant, &body, false, watch)
+                    .await?
+                {
+                    Queued::Run(run, subscription) => return Ok((run, subscription)),
+                    Queued::ThreadExists(Some(thread)) => thread,
+                    // Made concurrently by another instance, too late to be read.
+                    Queued::ThreadExists(None) => self
+                        .store()
+                        .threads()
+                        .get(thread_id)
+                        .await?
+                        .ok_or_else(not_found)?,
+                };
+                self.insert_on_existing(existing, &assistant, body, watch)
+                    .await
             }
         }
     }
@@ -131,8 +146,13 @@ impl Engine {
         let strategy = body.multitask_strategy.unwrap_or_default();
         self.apply_multitask_strategy(thread.thread_id, strategy)
             .await?;
-        self.insert_run(RunThread::Existing(thread), assistant, &body, false, watch)
-            .await
+        match self
+            .insert_run(RunThread::Existing(thread), assistant, &body, false, watch)
+            .await?
+        {
+            Queued::Run(run, subscription) => Ok((run, subscription)),
+            Queued::ThreadExists(_) => unreachable!("only a new thread can turn out to exist"),
+        }
     }
 
     async fn apply_multitask_strategy(
@@ -174,7 +194,7 @@ impl Engine {
         body: &RunCreate,
         stateless: bool,
         watch: bool,
-    ) -> EngineResult<(Run, Option<Subscription>)> {
+    ) -> EngineResult<Queued> {
         let run_id = Uuid::now_v7();
         let (thread_id, thread_metadata) = match &thread {
             RunThread::Existing(thread) => (thread.thread_id, &thread.metadata),
@@ -226,7 +246,16 @@ impl Engine {
         };
         let run = match thread {
             RunThread::Existing(_) => self.store().runs().create(new).await,
-            RunThread::New(thread) => self.store().runs().create_with_thread(thread, new).await,
+            RunThread::New(thread) => {
+                match self.store().runs().create_with_thread(thread, new).await {
+                    Ok(ThreadRunCreated::Created(run)) => Ok(run),
+                    Ok(ThreadRunCreated::ThreadExists(existing)) => {
+                        self.inner.bus.discard(topic).await;
+                        return Ok(Queued::ThreadExists(existing));
+                    }
+                    Err(error) => Err(error),
+                }
+            }
         };
         let run = match run {
             Ok(run) => run,
@@ -245,7 +274,7 @@ impl Engine {
         } else {
             self.queue_here(run_id);
         }
-        Ok((run, subscription))
+        Ok(Queued::Run(run, subscription))
     }
 
     /// Reads a run of a thread.
@@ -514,6 +543,15 @@ impl Engine {
             _ => json!({}),
         }
     }
+}
+
+/// What queuing a run did.
+enum Queued {
+    /// The run was queued (with the subscription to its frames, when asked for).
+    Run(Run, Option<Subscription>),
+    /// The thread to be made for it exists already; nothing was queued. The thread as
+    /// the store read it then, if it could.
+    ThreadExists(Option<Thread>),
 }
 
 /// The thread a run is queued on.

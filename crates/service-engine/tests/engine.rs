@@ -377,7 +377,8 @@ async fn a_queued_run_its_claim_by_id_missed_still_starts_when_due() {
 }
 
 /// The runs of a store shared with another instance that, just before this one
-/// inserts a thread made for its run, creates that thread itself.
+/// inserts a thread made for its run, creates that thread itself, too late for the
+/// insert to read it back.
 struct ThreadMadeElsewhere(service_store::Store);
 
 #[async_trait::async_trait]
@@ -389,7 +390,7 @@ impl service_store::RunsRepo for ThreadMadeElsewhere {
         &self,
         thread: service_store::NewThread,
         run: service_store::NewRun,
-    ) -> service_store::StoreResult<Run> {
+    ) -> service_store::StoreResult<service_store::ThreadRunCreated> {
         let elsewhere = service_store::NewThread {
             metadata: json!({"made": "elsewhere"}).as_object().cloned().unwrap(),
             status: ThreadStatus::Idle,
@@ -399,7 +400,12 @@ impl service_store::RunsRepo for ThreadMadeElsewhere {
             .threads()
             .create(elsewhere, service_types::IfExists::Raise)
             .await?;
-        self.0.runs().create_with_thread(thread, run).await
+        match self.0.runs().create_with_thread(thread, run).await? {
+            service_store::ThreadRunCreated::ThreadExists(_) => {
+                Ok(service_store::ThreadRunCreated::ThreadExists(None))
+            }
+            created => Ok(created),
+        }
     }
     async fn get(&self, run_id: Uuid) -> service_store::StoreResult<Option<Run>> {
         self.0.runs().get(run_id).await
@@ -894,6 +900,17 @@ async fn a_thread_made_by_its_run_names_the_graph_and_is_idle_after_it() {
     assert_eq!(settled(&engine, &second).await.status, RunStatus::Success);
     let values = engine.get_thread(thread).await.unwrap().values.unwrap();
     assert_eq!(values["messages"].as_array().unwrap().len(), 4);
+
+    // And its multitask strategy holds: a busy thread rejects.
+    running_slow_run(&engine, thread).await;
+    let mut rejected = run_body("echo", json!({}));
+    rejected.if_not_exists = Some(service_types::IfNotExists::Create);
+    rejected.multitask_strategy = Some(MultitaskStrategy::Reject);
+    let error = engine
+        .create_run(RunTarget::Thread(thread), rejected)
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind, service_engine::ErrorKind::Conflict);
 }
 
 /// The frames of a run's topic up to its end (internal records left out).

@@ -3,7 +3,7 @@ use service_store::page::paginate;
 use service_store::{
     ActiveRunsQuery, CancelOutcome, Claimed, DeliveryRecord, ErrorKind, NewRun, NewThread,
     RunListQuery, RunsRepo, Settled, SettledAndMirrored, SettledRun, Settlement, StoreError,
-    StoreResult, ThreadMirror, final_status,
+    StoreResult, ThreadMirror, ThreadRunCreated, final_status,
 };
 use service_types::{JsonText, Run, RunStatus, Timestamp};
 use uuid::Uuid;
@@ -92,7 +92,11 @@ impl RunsRepo for MemoryCore {
         Ok(run)
     }
 
-    async fn create_with_thread(&self, thread: NewThread, new: NewRun) -> StoreResult<Run> {
+    async fn create_with_thread(
+        &self,
+        thread: NewThread,
+        new: NewRun,
+    ) -> StoreResult<ThreadRunCreated> {
         if thread.thread_id != new.thread_id {
             return Err(StoreError::invalid(
                 "a new thread's run must name that thread",
@@ -106,18 +110,15 @@ impl RunsRepo for MemoryCore {
         let thread = new_thread(thread, ttl, now);
         let (mut run, row, kwargs) = pending_run(new, now);
         let mut core = self.state.lock();
-        if core.threads.contains_key(&thread.thread_id) {
-            return Err(StoreError::conflict(format!(
-                "Thread with ID {} already exists",
-                thread.thread_id
-            )));
+        if let Some(existing) = core.threads.get(&thread.thread_id) {
+            return Ok(ThreadRunCreated::ThreadExists(Some(existing.to_thread())));
         }
         check_new_run_id(&core, run.run_id)?;
         core.threads
             .insert(thread.thread_id, Box::new(ThreadRow::new(thread)));
         core.insert_run(row);
         run.kwargs = kwargs;
-        Ok(run)
+        Ok(ThreadRunCreated::Created(run))
     }
 
     async fn get(&self, run_id: Uuid) -> StoreResult<Option<Run>> {

@@ -9,7 +9,7 @@ use serde_json::Value;
 use service_store::{
     ActiveRunsQuery, CancelOutcome, Claimed, DeliveryRecord, ErrorKind, NewRun, NewThread,
     RunListQuery, RunsRepo, Settled, SettledAndMirrored, SettledRun, Settlement, StoreError,
-    StoreResult, ThreadMirror, final_status,
+    StoreResult, ThreadMirror, ThreadRunCreated, final_status,
 };
 use service_types::{Run, RunStatus, Timestamp};
 use tokio_postgres::Row;
@@ -220,7 +220,11 @@ impl RunsRepo for Db {
         }
     }
 
-    async fn create_with_thread(&self, thread: NewThread, new: NewRun) -> StoreResult<Run> {
+    async fn create_with_thread(
+        &self,
+        thread: NewThread,
+        new: NewRun,
+    ) -> StoreResult<ThreadRunCreated> {
         if thread.thread_id != new.thread_id {
             return Err(StoreError::invalid(
                 "a new thread's run must name that thread",
@@ -235,19 +239,27 @@ impl RunsRepo for Db {
         let strategy = new.multitask_strategy.as_ref().map(enum_text).transpose()?;
         let client = self.client().await?;
         // One statement: the run's foreign key is checked at its end, when the thread
-        // row exists; a thread that existed already inserts nothing, so no run either.
-        let inserted = client
-            .query_opt_cached(
+        // row exists. A thread that existed already inserts nothing, so no run either,
+        // and comes back instead, beside the (empty) run columns.
+        let row = client
+            .query_one_cached(
                 static_sql!(
-                    "WITH thread AS (
+                    "WITH existing AS (
+                         SELECT {THREAD_COLUMNS} FROM threads WHERE thread_id = $2),
+                     thread AS (
                          INSERT INTO threads ({THREAD_COLUMNS})
-                         VALUES ($2, $4, $4, $4, $9, $10, '{{}}'::jsonb, NULL, '{{}}'::jsonb,
-                                 NULL, $11, $12, $13)
-                         ON CONFLICT (thread_id) DO NOTHING RETURNING thread_id)
-                     INSERT INTO runs ({COLUMNS}, available_at)
-                     SELECT $1, thread.thread_id, $3, $4, $4, 'pending', $5, $6, $7, NULL, $8
-                     FROM thread
-                     RETURNING {COLUMNS}"
+                         SELECT $2, $4, $4, $4, $9, $10, '{{}}'::jsonb, NULL, '{{}}'::jsonb,
+                                NULL, $11, $12, $13
+                         WHERE NOT EXISTS (SELECT 1 FROM existing)
+                         ON CONFLICT (thread_id) DO NOTHING RETURNING thread_id),
+                     run AS (
+                         INSERT INTO runs ({COLUMNS}, available_at)
+                         SELECT $1, thread.thread_id, $3, $4, $4, 'pending', $5, $6, $7, NULL, $8
+                         FROM thread
+                         RETURNING {COLUMNS})
+                     SELECT run.*, existing.*
+                     FROM (VALUES (true)) AS one (row) LEFT JOIN run ON true
+                         LEFT JOIN existing ON true"
                 ),
                 &[
                     &new.run_id,
@@ -266,18 +278,27 @@ impl RunsRepo for Db {
                 ],
             )
             .await;
-        match inserted {
-            Ok(Some(row)) => run(&row),
-            Ok(None) => Err(StoreError::conflict(format!(
-                "Thread with ID {} already exists",
-                new.thread_id
-            ))),
-            Err(error) if is_unique_violation(&error) => Err(StoreError::conflict(format!(
-                "Run {} already exists",
-                new.run_id
-            ))),
-            Err(error) => Err(store_error(error)),
+        let row = match row {
+            Ok(row) => row,
+            Err(error) if is_unique_violation(&error) => {
+                return Err(StoreError::conflict(format!(
+                    "Run {} already exists",
+                    new.run_id
+                )));
+            }
+            Err(error) => return Err(store_error(error)),
+        };
+        if row.get::<_, Option<Uuid>>(0).is_some() {
+            return Ok(ThreadRunCreated::Created(run(&row)?));
         }
+        // The thread's columns follow the run's; None when it was made concurrently,
+        // after this statement's snapshot.
+        let thread_at = COLUMNS.split(',').count();
+        let existing = row
+            .get::<_, Option<Uuid>>(thread_at)
+            .map(|_| threads::thread_at(&row, thread_at))
+            .transpose()?;
+        Ok(ThreadRunCreated::ThreadExists(existing))
     }
 
     async fn get(&self, run_id: Uuid) -> StoreResult<Option<Run>> {

@@ -19,6 +19,7 @@ use crate::db::{
 };
 use crate::error::{is_unique_violation, store_error};
 
+/// A thread's columns, in the order [`thread_at`] reads them.
 pub(crate) const COLUMNS: &str = "thread_id, created_at, updated_at, state_updated_at, metadata, \
     status, config, state_values, interrupts, error, ttl_strategy, ttl_minutes, expires_at";
 
@@ -84,30 +85,37 @@ pub(crate) fn ttl_from(setting: TtlSetting, now: Timestamp) -> StoreResult<Threa
 }
 
 pub(crate) fn thread(row: &Row) -> StoreResult<Thread> {
-    let expires_at: Option<chrono::DateTime<chrono::Utc>> = row.get("expires_at");
+    thread_at(row, 0)
+}
+
+/// The thread whose [`COLUMNS`] start at column `first` of `row` (by position, so a
+/// statement may return them after another relation's columns of the same names).
+pub(crate) fn thread_at(row: &Row, first: usize) -> StoreResult<Thread> {
+    let column = |offset: usize| first + offset;
+    let expires_at: Option<chrono::DateTime<chrono::Utc>> = row.get(column(12));
     let ttl = match expires_at {
         Some(expires_at) => Some(ThreadTtl {
             strategy: enum_from(
-                row.get::<_, Option<String>>("ttl_strategy")
+                row.get::<_, Option<String>>(column(10))
                     .unwrap_or_else(|| "delete".to_owned()),
                 "ttl_strategy",
             )?,
-            ttl_minutes: row.get::<_, Option<f64>>("ttl_minutes").unwrap_or_default(),
+            ttl_minutes: row.get::<_, Option<f64>>(column(11)).unwrap_or_default(),
             expires_at: ts(expires_at),
         }),
         None => None,
     };
     Ok(Thread {
-        thread_id: row.get("thread_id"),
-        created_at: ts(row.get("created_at")),
-        updated_at: ts(row.get("updated_at")),
-        state_updated_at: ts(row.get("state_updated_at")),
-        metadata: object(row.get("metadata"), "metadata")?,
-        status: enum_from(row.get("status"), "status")?,
-        config: row.get("config"),
-        values: row.get("state_values"),
-        interrupts: decode(row.get("interrupts"), "interrupts")?,
-        error: row.get("error"),
+        thread_id: row.get(column(0)),
+        created_at: ts(row.get(column(1))),
+        updated_at: ts(row.get(column(2))),
+        state_updated_at: ts(row.get(column(3))),
+        metadata: object(row.get(column(4)), "metadata")?,
+        status: enum_from(row.get(column(5)), "status")?,
+        config: row.get(column(6)),
+        values: row.get(column(7)),
+        interrupts: decode(row.get(column(8)), "interrupts")?,
+        error: row.get(column(9)),
         ttl,
     })
 }

@@ -39,7 +39,8 @@ pub use namespace::NamespaceQuery;
 pub use page::PageLimits;
 pub use runs::{
     ActiveRunsQuery, CancelOutcome, Claimed, NewRun, RunListQuery, RunsRepo, Settled,
-    SettledAndMirrored, SettledRun, Settlement, WebhookRequest, final_status, webhook_status,
+    SettledAndMirrored, SettledRun, Settlement, ThreadRunCreated, WebhookRequest, final_status,
+    webhook_status,
 };
 pub use store::{Capabilities, Store, StoreParts};
 pub use threads::{

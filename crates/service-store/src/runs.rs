@@ -2,7 +2,7 @@
 
 use async_trait::async_trait;
 use serde_json::Value;
-use service_types::{Metadata, MultitaskStrategy, Run, RunError, RunStatus, Timestamp};
+use service_types::{Metadata, MultitaskStrategy, Run, RunError, RunStatus, Thread, Timestamp};
 use uuid::Uuid;
 
 use crate::deliveries::DeliveryRecord;
@@ -111,6 +111,16 @@ pub struct Claimed {
     pub more_pending: bool,
 }
 
+/// What [`RunsRepo::create_with_thread`] did.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ThreadRunCreated {
+    /// The thread and its run were inserted.
+    Created(Run),
+    /// The thread existed already, so nothing was written: the thread as read in the
+    /// same step, or `None` when it appeared too late for that read (made concurrently).
+    ThreadExists(Option<Thread>),
+}
+
 /// What a settle reports of the run: its new state, not its options (reading those
 /// back cost the settle a parse of the run's kwargs, and no caller needs them).
 #[derive(Clone, Debug, PartialEq)]
@@ -193,9 +203,14 @@ pub trait RunsRepo: Send + Sync {
 
     /// Creates a thread and its first run, pending, in one step: a run queued on a
     /// thread made for it (stateless, or `if_not_exists: create`). `run.thread_id` must
-    /// be `thread.thread_id`. The thread exists already: `Conflict` and nothing is
-    /// written; existing run id: `Conflict`.
-    async fn create_with_thread(&self, thread: NewThread, run: NewRun) -> StoreResult<Run>;
+    /// be `thread.thread_id`. The thread exists already: nothing is written and that
+    /// thread is returned, so a caller that would queue the run on it anyway needs no
+    /// other read; existing run id: `Conflict`.
+    async fn create_with_thread(
+        &self,
+        thread: NewThread,
+        run: NewRun,
+    ) -> StoreResult<ThreadRunCreated>;
 
     /// The row.
     async fn get(&self, run_id: Uuid) -> StoreResult<Option<Run>>;
