@@ -141,6 +141,7 @@ impl Harness {
             multitask_strategy: None,
             kwargs: json!({}),
             available_at: self.now(),
+            assistant_as_read: None,
         }
     }
 

@@ -136,6 +136,95 @@ pub async fn run_create_with_thread_writes_both_or_neither(factory: Factory) {
     );
 }
 
+/// A run built from its assistant as read earlier is queued only while the assistant
+/// is still in that state: once it changed (or went), nothing is written (`Stale`).
+pub async fn run_create_requires_its_assistant_unchanged_when_asked(factory: Factory) {
+    let h = Harness::new(&factory).await;
+    let assistant = h
+        .store
+        .assistants()
+        .create(
+            service_store::NewAssistant {
+                assistant_id: Uuid::now_v7(),
+                graph_id: "echo".into(),
+                config: Default::default(),
+                context: Default::default(),
+                metadata: Default::default(),
+                name: "a".into(),
+                description: None,
+            },
+            service_types::IfExists::Raise,
+        )
+        .await
+        .expect("assistant");
+    let as_read = |thread_id| service_store::NewRun {
+        assistant_id: assistant.assistant_id,
+        assistant_as_read: Some(service_store::AssistantStamp::of(&assistant)),
+        ..h.new_run(thread_id)
+    };
+    let thread = h.thread().await.thread_id;
+    h.store
+        .runs()
+        .create(as_read(thread))
+        .await
+        .expect("the assistant is as read");
+
+    let patch = service_store::AssistantPatch {
+        name: Some("b".into()),
+        ..Default::default()
+    };
+    let changed = h
+        .store
+        .assistants()
+        .update(assistant.assistant_id, patch)
+        .await
+        .expect("update");
+    let stale = as_read(thread);
+    assert_kind(h.store.runs().create(stale.clone()).await, ErrorKind::Stale);
+    assert_eq!(h.store.runs().get(stale.run_id).await.expect("get"), None);
+    let new_thread = |thread_id| service_store::NewThread {
+        thread_id,
+        metadata: Default::default(),
+        status: service_types::ThreadStatus::Busy,
+        ttl: None,
+    };
+    let fresh = Uuid::now_v7();
+    assert_kind(
+        h.store
+            .runs()
+            .create_with_thread(new_thread(fresh), as_read(fresh))
+            .await,
+        ErrorKind::Stale,
+    );
+    assert_eq!(h.store.threads().get(fresh).await.expect("get"), None);
+
+    let current = service_store::NewRun {
+        assistant_as_read: Some(service_store::AssistantStamp::of(&changed)),
+        ..as_read(fresh)
+    };
+    let created = h
+        .store
+        .runs()
+        .create_with_thread(new_thread(fresh), current)
+        .await
+        .expect("the assistant as it is now");
+    assert!(matches!(
+        created,
+        service_store::ThreadRunCreated::Created(_)
+    ));
+
+    h.store
+        .assistants()
+        .delete(assistant.assistant_id)
+        .await
+        .expect("delete");
+    let gone = service_store::NewRun {
+        assistant_as_read: Some(service_store::AssistantStamp::of(&changed)),
+        ..as_read(thread)
+    };
+    assert_kind(h.store.runs().create(gone).await, ErrorKind::Stale);
+}
+
 /// A claim says whether another run may be due: surely when one is claimable, never
 /// when none is pending and due.
 pub async fn run_claim_tells_whether_more_runs_wait(factory: Factory) {

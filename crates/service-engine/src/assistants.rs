@@ -1,5 +1,8 @@
 //! Assistants: system assistants per graph, CRUD, versions, graph introspection.
 
+use std::collections::HashMap;
+use std::sync::MutexGuard;
+
 use serde_json::Value;
 use service_store::{AssistantFilter, AssistantPatch, AssistantQuery, NewAssistant, VersionQuery};
 use service_types::{
@@ -10,6 +13,9 @@ use uuid::Uuid;
 
 use crate::limits::{offset, search_limit};
 use crate::{Engine, EngineError, EngineResult};
+
+/// How many assistants runs remember at most (the whole memory is dropped when full).
+const REMEMBERED_ASSISTANTS: usize = 1024;
 
 /// One page of an assistant search.
 #[derive(Clone, Debug)]
@@ -79,11 +85,34 @@ impl Engine {
                 )));
             }
         };
-        self.store()
+        if let Some(remembered) = self.run_assistants().get(&assistant_id) {
+            return Ok(remembered.clone());
+        }
+        let assistant = self
+            .store()
             .assistants()
             .get(assistant_id)
             .await?
-            .ok_or_else(|| EngineError::not_found("Thread or assistant not found."))
+            .ok_or_else(|| EngineError::not_found("Thread or assistant not found."))?;
+        let mut remembered = self.run_assistants();
+        if remembered.len() >= REMEMBERED_ASSISTANTS {
+            remembered.clear();
+        }
+        remembered.insert(assistant_id, assistant.clone());
+        Ok(assistant)
+    }
+
+    /// Drops what runs remembered of an assistant (changed or gone).
+    pub(crate) fn forget_assistant(&self, assistant_id: Uuid) {
+        self.run_assistants().remove(&assistant_id);
+    }
+
+    fn run_assistants(&self) -> MutexGuard<'_, HashMap<Uuid, Assistant>> {
+        // Holds only copies of stored rows; a panic elsewhere cannot corrupt it.
+        self.inner
+            .run_assistants
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     fn check_graph(&self, graph_id: &str) -> EngineResult<()> {
@@ -154,6 +183,7 @@ impl Engine {
             name: body.name,
             description: body.description,
         };
+        self.forget_assistant(assistant.assistant_id);
         Ok(self
             .store()
             .assistants()
@@ -168,6 +198,7 @@ impl Engine {
             .find_assistant(id)
             .await?
             .ok_or_else(|| EngineError::not_found(format!("Assistant with ID {id} not found")))?;
+        self.forget_assistant(assistant.assistant_id);
         self.store()
             .assistants()
             .delete(assistant.assistant_id)
@@ -255,6 +286,7 @@ impl Engine {
             .find_assistant(id)
             .await?
             .ok_or_else(|| EngineError::not_found(format!("Assistant {id} not found")))?;
+        self.forget_assistant(assistant.assistant_id);
         Ok(self
             .store()
             .assistants()

@@ -80,6 +80,11 @@ pub(crate) struct Inner {
     pub(crate) wake_crons: Notify,
     /// Runs executing on this instance.
     pub(crate) active: Mutex<HashMap<Uuid, ActiveRun>>,
+    /// Assistants as last read for a run, by id. A run built from one is queued only
+    /// while the stored assistant is unchanged (`NewRun::assistant_as_read`), so an
+    /// entry another instance made stale costs one retry, never a run built from an
+    /// old version; this instance's own changes drop their entry.
+    pub(crate) run_assistants: Mutex<HashMap<Uuid, service_types::Assistant>>,
     /// Serializes run creation per thread so the multitask check and the insert of
     /// two concurrent requests cannot interleave.
     pub(crate) thread_gates: Vec<tokio::sync::Mutex<()>>,
@@ -125,6 +130,7 @@ impl Engine {
                 announce: Notify::new(),
                 wake_crons: Notify::new(),
                 active: Mutex::new(HashMap::new()),
+                run_assistants: Mutex::new(HashMap::new()),
                 thread_gates: (0..THREAD_GATES)
                     .map(|_| tokio::sync::Mutex::new(()))
                     .collect(),
@@ -244,6 +250,7 @@ impl From<StoreError> for EngineError {
             Store::Invalid => ErrorKind::BadRequest,
             Store::Unsupported => ErrorKind::Unprocessable,
             Store::Transient => ErrorKind::Unavailable,
+            Store::Stale => ErrorKind::Conflict,
             Store::Unexpected => ErrorKind::Internal,
         };
         if kind == ErrorKind::Internal {

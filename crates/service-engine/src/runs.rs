@@ -5,7 +5,8 @@ use bytes::Bytes;
 use futures::StreamExt;
 use serde_json::{Map, Value, json};
 use service_store::{
-    ActiveRunsQuery, CancelOutcome, NewRun, NewThread, RunListQuery, ThreadRunCreated,
+    ActiveRunsQuery, CancelOutcome, ErrorKind as StoreErrorKind, NewRun, NewThread, RunListQuery,
+    ThreadRunCreated,
 };
 use service_types::{
     Assistant, BulkCancel, BulkCancelStatus, CancelAction, Config, IfNotExists, Metadata,
@@ -66,17 +67,41 @@ impl Engine {
     ) -> EngineResult<(Run, Option<Subscription>)> {
         validate_run_body(&body, target)?;
         let assistant = self.resolve_run_assistant(&body.assistant_id).await?;
+        if let Queued::Run(run, subscription) = self.queue(target, &body, &assistant, watch).await?
+        {
+            return Ok((run, subscription));
+        }
+        // Built from a remembered assistant that changed since (on another instance):
+        // once more from the stored one.
+        self.forget_assistant(assistant.assistant_id);
+        let assistant = self.resolve_run_assistant(&body.assistant_id).await?;
+        match self.queue(target, &body, &assistant, watch).await? {
+            Queued::Run(run, subscription) => Ok((run, subscription)),
+            _ => Err(EngineError::conflict(
+                "The assistant changed while the run was being created; try again.",
+            )),
+        }
+    }
+
+    /// Queues the run on its target, as built from `assistant`.
+    async fn queue(
+        &self,
+        target: RunTarget,
+        body: &RunCreate,
+        assistant: &Assistant,
+        watch: bool,
+    ) -> EngineResult<Queued> {
         match target {
             RunTarget::Stateless => {
-                let thread = RunThread::New(Self::thread_for_run(Uuid::now_v7(), &assistant, None));
+                let thread = RunThread::New(Self::thread_for_run(Uuid::now_v7(), assistant, None));
                 match self
-                    .insert_run(thread, &assistant, &body, true, watch)
+                    .insert_run(thread, assistant, body, true, watch)
                     .await?
                 {
-                    Queued::Run(run, subscription) => Ok((run, subscription)),
                     Queued::ThreadExists(_) => Err(EngineError::conflict(
                         "A thread with the new stateless run's thread id exists",
                     )),
+                    queued => Ok(queued),
                 }
             }
             RunTarget::Thread(thread_id) => {
@@ -90,7 +115,7 @@ impl Engine {
                         .await?
                         .ok_or_else(not_found)?;
                     return self
-                        .insert_on_existing(thread, &assistant, body, watch)
+                        .insert_on_existing(thread, assistant, body, watch)
                         .await;
                 }
                 // Made with its run in one step, unless it exists; then the same step
@@ -99,12 +124,8 @@ impl Engine {
                     .config()
                     .thread_default_ttl_minutes
                     .map(service_types::TtlSetting::Minutes);
-                let new = RunThread::New(Self::thread_for_run(thread_id, &assistant, ttl));
-                let existing = match self
-                    .insert_run(new, &assistant, &body, false, watch)
-                    .await?
-                {
-                    Queued::Run(run, subscription) => return Ok((run, subscription)),
+                let new = RunThread::New(Self::thread_for_run(thread_id, assistant, ttl));
+                let existing = match self.insert_run(new, assistant, body, false, watch).await? {
                     Queued::ThreadExists(Some(thread)) => thread,
                     // Made concurrently by another instance, too late to be read.
                     Queued::ThreadExists(None) => self
@@ -113,8 +134,9 @@ impl Engine {
                         .get(thread_id)
                         .await?
                         .ok_or_else(not_found)?,
+                    queued => return Ok(queued),
                 };
-                self.insert_on_existing(existing, &assistant, body, watch)
+                self.insert_on_existing(existing, assistant, body, watch)
                     .await
             }
         }
@@ -140,19 +162,14 @@ impl Engine {
         &self,
         thread: Thread,
         assistant: &Assistant,
-        body: RunCreate,
+        body: &RunCreate,
         watch: bool,
-    ) -> EngineResult<(Run, Option<Subscription>)> {
+    ) -> EngineResult<Queued> {
         let strategy = body.multitask_strategy.unwrap_or_default();
         self.apply_multitask_strategy(thread.thread_id, strategy)
             .await?;
-        match self
-            .insert_run(RunThread::Existing(thread), assistant, &body, false, watch)
-            .await?
-        {
-            Queued::Run(run, subscription) => Ok((run, subscription)),
-            Queued::ThreadExists(_) => unreachable!("only a new thread can turn out to exist"),
-        }
+        self.insert_run(RunThread::Existing(thread), assistant, body, false, watch)
+            .await
     }
 
     async fn apply_multitask_strategy(
@@ -243,6 +260,7 @@ impl Engine {
             multitask_strategy: Some(body.multitask_strategy.unwrap_or_default()),
             kwargs,
             available_at,
+            assistant_as_read: Some(service_store::AssistantStamp::of(assistant)),
         };
         let run = match thread {
             RunThread::Existing(_) => self.store().runs().create(new).await,
@@ -261,6 +279,9 @@ impl Engine {
             Ok(run) => run,
             Err(error) => {
                 self.inner.bus.discard(topic).await;
+                if error.kind == StoreErrorKind::Stale {
+                    return Ok(Queued::AssistantChanged);
+                }
                 return Err(error.into());
             }
         };
@@ -552,6 +573,8 @@ enum Queued {
     /// The thread to be made for it exists already; nothing was queued. The thread as
     /// the store read it then, if it could.
     ThreadExists(Option<Thread>),
+    /// The assistant it was built from changed since it was read; nothing was queued.
+    AssistantChanged,
 }
 
 /// The thread a run is queued on.

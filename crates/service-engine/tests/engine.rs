@@ -574,6 +574,68 @@ async fn coordinated(
     (engine, store, clock)
 }
 
+/// An instance remembers the assistants it built runs from; a change made through
+/// another instance still reaches its next run (one retry, never the old version).
+#[tokio::test]
+async fn a_run_follows_its_assistant_as_changed_through_another_instance() {
+    let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(Timestamp::from_unix_micros(
+        1_800_000_000_000_000,
+    )));
+    let store = memory_store(MemoryOptions::new(clock.clone()));
+    let instance = || {
+        let checkpointer: Arc<dyn Checkpointer> = Arc::new(InMemorySaver::new());
+        let config = EngineConfig::default();
+        Engine::new(EngineParts {
+            store: store.clone(),
+            graphs: Arc::new(service_example_graphs::registry(checkpointer.clone()).unwrap()),
+            checkpointer,
+            bus: MemoryBus::new(config.bus),
+            clock: clock.clone(),
+            config,
+        })
+    };
+    let (running, editing) = (instance(), instance());
+    let assistant = editing
+        .create_assistant(service_types::AssistantCreate {
+            graph_id: Some("echo".into()),
+            metadata: Some(json!({"edition": 1}).as_object().cloned().unwrap()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let id = assistant.assistant_id.to_string();
+    let queue = || async {
+        let thread = new_thread(&running).await;
+        running
+            .create_run(RunTarget::Thread(thread), run_body(&id, json!({})))
+            .await
+            .unwrap()
+    };
+    assert_eq!(queue().await.metadata["edition"], 1);
+    assert_eq!(queue().await.metadata["edition"], 1, "remembered");
+
+    // Edited elsewhere, at the same instant by the clock: the new version shows.
+    let patch = service_types::AssistantPatch {
+        metadata: Some(json!({"edition": 2}).as_object().cloned().unwrap()),
+        ..Default::default()
+    };
+    editing.update_assistant(&id, patch).await.unwrap();
+    assert_eq!(queue().await.metadata["edition"], 2);
+    editing
+        .set_latest_assistant_version(&id, 1)
+        .await
+        .unwrap();
+    assert_eq!(queue().await.metadata["edition"], 1);
+
+    editing.delete_assistant(&id, false).await.unwrap();
+    let thread = new_thread(&running).await;
+    let gone = running
+        .create_run(RunTarget::Thread(thread), run_body(&id, json!({})))
+        .await
+        .unwrap_err();
+    assert_eq!(gone.kind, service_engine::ErrorKind::NotFound);
+}
+
 /// A coordinator standing in for other instances: it counts announcements and holds
 /// the first one until released, says whether thread claims are free as the test
 /// decides, and counts the claims taken and released.

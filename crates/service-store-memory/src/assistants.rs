@@ -6,8 +6,8 @@ use service_store::ordering::SortField;
 use service_store::ordering::sort_rows;
 use service_store::page::paginate;
 use service_store::{
-    AssistantFilter, AssistantPage, AssistantPatch, AssistantQuery, AssistantsRepo, NewAssistant,
-    StoreError, StoreResult, VersionQuery, containment,
+    AssistantFilter, AssistantPage, AssistantPatch, AssistantQuery, AssistantStamp, AssistantsRepo,
+    NewAssistant, StoreError, StoreResult, VersionQuery, containment,
 };
 use service_types::{Assistant, AssistantVersion, IfExists};
 use uuid::Uuid;
@@ -33,6 +33,13 @@ impl MemoryAssistants {
             env,
             state: Mutex::default(),
         }
+    }
+}
+
+impl MemoryAssistants {
+    /// The state the live assistant is in, if it exists.
+    pub(crate) fn stamp(&self, id: Uuid) -> Option<AssistantStamp> {
+        self.state.lock().live.get(&id).map(AssistantStamp::of)
     }
 }
 

@@ -2,6 +2,7 @@
 //! together (a thread delete cascades to runs and crons; a settle writes a delivery).
 
 use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
 
 use parking_lot::Mutex;
 use service_store::DeliveryRecord;
@@ -9,19 +10,23 @@ use service_types::{Cron, JsonText, Run, RunStatus, Thread, Timestamp};
 use uuid::Uuid;
 
 use crate::Env;
+use crate::assistants::MemoryAssistants;
 
 /// The shared repository object behind the threads, runs, crons and deliveries traits.
 #[derive(Debug)]
 pub(crate) struct MemoryCore {
     pub(crate) env: Env,
     pub(crate) state: Mutex<Core>,
+    /// Read for a new run's assistant precondition (`NewRun::assistant_as_read`).
+    pub(crate) assistants: Arc<MemoryAssistants>,
 }
 
 impl MemoryCore {
-    pub(crate) fn new(env: Env) -> Self {
+    pub(crate) fn new(env: Env, assistants: Arc<MemoryAssistants>) -> Self {
         Self {
             env,
             state: Mutex::default(),
+            assistants,
         }
     }
 }

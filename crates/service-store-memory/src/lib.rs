@@ -55,9 +55,10 @@ pub fn memory_store(options: MemoryOptions) -> Store {
         clock: options.clock,
         limits: options.limits,
     };
-    let core = Arc::new(core::MemoryCore::new(env.clone()));
+    let assistants = Arc::new(assistants::MemoryAssistants::new(env.clone()));
+    let core = Arc::new(core::MemoryCore::new(env.clone(), assistants.clone()));
     Store::new(StoreParts {
-        assistants: Arc::new(assistants::MemoryAssistants::new(env.clone())),
+        assistants,
         threads: core.clone(),
         runs: core.clone(),
         crons: core.clone(),

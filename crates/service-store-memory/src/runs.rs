@@ -78,6 +78,7 @@ impl RunsRepo for MemoryCore {
     async fn create(&self, new: NewRun) -> StoreResult<Run> {
         let now = self.env.clock.now();
         // Serialised before taking the store's lock.
+        self.check_assistant(&new)?;
         let (mut run, row, kwargs) = pending_run(new, now);
         let mut core = self.state.lock();
         if !core.threads.contains_key(&run.thread_id) {
@@ -108,11 +109,13 @@ impl RunsRepo for MemoryCore {
             .map(|setting| ttl_from(setting, now))
             .transpose()?;
         let thread = new_thread(thread, ttl, now);
+        let stale = self.check_assistant(&new);
         let (mut run, row, kwargs) = pending_run(new, now);
         let mut core = self.state.lock();
         if let Some(existing) = core.threads.get(&thread.thread_id) {
             return Ok(ThreadRunCreated::ThreadExists(Some(existing.to_thread())));
         }
+        stale?;
         check_new_run_id(&core, run.run_id)?;
         core.threads
             .insert(thread.thread_id, Box::new(ThreadRow::new(thread)));
@@ -294,6 +297,26 @@ impl RunsRepo for MemoryCore {
             .map(|_| ())
             .ok_or_else(run_not_found)
     }
+}
+
+impl MemoryCore {
+    /// A new run's assistant precondition. Checked before the run is inserted, not
+    /// atomically with it: in one process the engine that queues runs also sees every
+    /// assistant change, and two writes racing here were never ordered anyway.
+    fn check_assistant(&self, new: &NewRun) -> StoreResult<()> {
+        match new.assistant_as_read {
+            Some(as_read) if self.assistants.stamp(new.assistant_id) != Some(as_read) => {
+                Err(stale_assistant(new.assistant_id))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+fn stale_assistant(assistant_id: Uuid) -> StoreError {
+    StoreError::stale(format!(
+        "Assistant {assistant_id} changed since it was read"
+    ))
 }
 
 /// A run as queued now: the run (kwargs left out), its row, and the kwargs.

@@ -41,6 +41,19 @@ fn settled_run(row: &Row) -> StoreResult<SettledRun> {
     })
 }
 
+/// A new run's assistant precondition (`NewRun::assistant_as_read`) in the run
+/// inserts: `$3` is the assistant, `$9` and `$10` the version and `updated_at` it was
+/// read with (or NULL: no condition).
+const ASSISTANT_UNCHANGED: &str = "($9::bigint IS NULL OR EXISTS (
+    SELECT 1 FROM assistants WHERE assistant_id = $3
+      AND version = $9::bigint AND updated_at = $10::timestamptz))";
+
+fn stale_assistant(assistant_id: Uuid) -> StoreError {
+    StoreError::stale(format!(
+        "Assistant {assistant_id} changed since it was read"
+    ))
+}
+
 /// How often a claim retries after losing a same-thread race.
 const CLAIM_ATTEMPTS: usize = 16;
 
@@ -186,12 +199,15 @@ impl RunsRepo for Db {
     async fn create(&self, new: NewRun) -> StoreResult<Run> {
         let now = self.now();
         let strategy = new.multitask_strategy.as_ref().map(enum_text).transpose()?;
+        let as_read = new.assistant_as_read;
         let client = self.client().await?;
+        // Nothing is inserted when the assistant changed since the caller read it.
         let inserted = client
-            .query_one_cached(
+            .query_opt_cached(
                 static_sql!(
                     "INSERT INTO runs ({COLUMNS}, available_at)
-                     VALUES ($1, $2, $3, $4, $4, 'pending', $5, $6, $7, NULL, $8)
+                     SELECT $1, $2, $3, $4, $4, 'pending', $5, $6, $7, NULL, $8
+                     WHERE {ASSISTANT_UNCHANGED}
                      RETURNING {COLUMNS}"
                 ),
                 &[
@@ -203,11 +219,14 @@ impl RunsRepo for Db {
                     &strategy,
                     &new.kwargs,
                     &at(new.available_at),
+                    &as_read.map(|stamp| stamp.version),
+                    &as_read.map(|stamp| at(stamp.updated_at)),
                 ],
             )
             .await;
         match inserted {
-            Ok(row) => run(&row),
+            Ok(Some(row)) => run(&row),
+            Ok(None) => Err(stale_assistant(new.assistant_id)),
             Err(error) if is_foreign_key_violation(&error) => Err(StoreError::not_found(format!(
                 "Thread with ID {} not found",
                 new.thread_id
@@ -237,6 +256,7 @@ impl RunsRepo for Db {
             .transpose()?;
         let (ttl_strategy, ttl_minutes, expires_at) = threads::ttl_columns(ttl.as_ref())?;
         let strategy = new.multitask_strategy.as_ref().map(enum_text).transpose()?;
+        let as_read = new.assistant_as_read;
         let client = self.client().await?;
         // One statement: the run's foreign key is checked at its end, when the thread
         // row exists. A thread that existed already inserts nothing, so no run either,
@@ -248,16 +268,16 @@ impl RunsRepo for Db {
                          SELECT {THREAD_COLUMNS} FROM threads WHERE thread_id = $2),
                      thread AS (
                          INSERT INTO threads ({THREAD_COLUMNS})
-                         SELECT $2, $4, $4, $4, $9, $10, '{{}}'::jsonb, NULL, '{{}}'::jsonb,
-                                NULL, $11, $12, $13
-                         WHERE NOT EXISTS (SELECT 1 FROM existing)
+                         SELECT $2, $4, $4, $4, $11, $12, '{{}}'::jsonb, NULL, '{{}}'::jsonb,
+                                NULL, $13, $14, $15
+                         WHERE NOT EXISTS (SELECT 1 FROM existing) AND {ASSISTANT_UNCHANGED}
                          ON CONFLICT (thread_id) DO NOTHING RETURNING thread_id),
                      run AS (
                          INSERT INTO runs ({COLUMNS}, available_at)
                          SELECT $1, thread.thread_id, $3, $4, $4, 'pending', $5, $6, $7, NULL, $8
                          FROM thread
                          RETURNING {COLUMNS})
-                     SELECT run.*, existing.*
+                     SELECT run.*, existing.*, {ASSISTANT_UNCHANGED} AS assistant_unchanged
                      FROM (VALUES (true)) AS one (row) LEFT JOIN run ON true
                          LEFT JOIN existing ON true"
                 ),
@@ -270,6 +290,8 @@ impl RunsRepo for Db {
                     &strategy,
                     &new.kwargs,
                     &at(new.available_at),
+                    &as_read.map(|stamp| stamp.version),
+                    &as_read.map(|stamp| at(stamp.updated_at)),
                     &Value::Object(thread.metadata),
                     &enum_text(&thread.status)?,
                     &ttl_strategy,
@@ -298,6 +320,9 @@ impl RunsRepo for Db {
             .get::<_, Option<Uuid>>(thread_at)
             .map(|_| threads::thread_at(&row, thread_at))
             .transpose()?;
+        if existing.is_none() && !row.get::<_, bool>("assistant_unchanged") {
+            return Err(stale_assistant(new.assistant_id));
+        }
         Ok(ThreadRunCreated::ThreadExists(existing))
     }
 

@@ -43,6 +43,7 @@ async fn queue(store: &Store, now: Timestamp) -> HashSet<Uuid> {
                     multitask_strategy: None,
                     kwargs: json!({}),
                     available_at: now,
+                    assistant_as_read: None,
                 })
                 .await
                 .unwrap();

@@ -13,6 +13,9 @@ pub enum ErrorKind {
     Unsupported,
     /// A retry may succeed (lost connection, serialization failure).
     Transient,
+    /// A row the caller built on changed since it read it (see `NewRun::assistant_as_read`);
+    /// read again and retry.
+    Stale,
     /// A bug or a corrupt row.
     Unexpected,
 }
@@ -25,6 +28,7 @@ impl fmt::Display for ErrorKind {
             Self::Invalid => "invalid",
             Self::Unsupported => "unsupported",
             Self::Transient => "transient",
+            Self::Stale => "stale",
             Self::Unexpected => "unexpected",
         };
         f.write_str(name)
@@ -61,6 +65,11 @@ impl StoreError {
     /// A duplicate or a forbidden state change.
     pub fn conflict(message: impl Into<String>) -> Self {
         Self::new(ErrorKind::Conflict, message)
+    }
+
+    /// A row the caller built on changed since it read it.
+    pub fn stale(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Stale, message)
     }
 
     /// A malformed request.

@@ -25,6 +25,32 @@ pub struct NewRun {
     pub kwargs: Value,
     /// Not claimable before this instant (`after_seconds`).
     pub available_at: Timestamp,
+    /// The assistant as the run's options were built from it: the run is queued only
+    /// while the assistant is still in that state (else nothing is written and the
+    /// error is `Stale`), so a caller may build runs from an assistant it read
+    /// earlier. `None` queues the run whatever the assistant's state.
+    pub assistant_as_read: Option<AssistantStamp>,
+}
+
+/// Which state of an assistant something was built from: every change of an assistant
+/// (an update mints a version, `set_latest` picks one, a re-creation starts again at
+/// 1) changes its version or its `updated_at`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AssistantStamp {
+    /// The active version.
+    pub version: i64,
+    /// When the assistant row last changed.
+    pub updated_at: Timestamp,
+}
+
+impl AssistantStamp {
+    /// The state `assistant` is in.
+    pub fn of(assistant: &service_types::Assistant) -> Self {
+        Self {
+            version: assistant.version,
+            updated_at: assistant.updated_at,
+        }
+    }
 }
 
 /// A thread's run listing: newest first, ties by run id descending.
