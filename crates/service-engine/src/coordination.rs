@@ -24,6 +24,10 @@ pub trait Coordinator: Send + Sync {
     /// Tells other instances that runs were queued or a thread freed up.
     async fn announce_work(&self);
 
+    /// The least time between two announcements (requests made meanwhile are answered
+    /// by the next one); `None` when announcing costs nothing (one process).
+    fn announce_spacing(&self) -> Option<Duration>;
+
     /// Resolves when another instance announced work, or after a slow fallback period
     /// so nothing waits forever on a lost notification. Never resolves in-process.
     async fn other_work(&self);
@@ -55,6 +59,10 @@ pub struct LocalCoordinator;
 #[async_trait]
 impl Coordinator for LocalCoordinator {
     async fn announce_work(&self) {}
+
+    fn announce_spacing(&self) -> Option<Duration> {
+        None
+    }
 
     async fn other_work(&self) {
         std::future::pending::<()>().await;

@@ -46,9 +46,6 @@ struct RunPlan {
     on_completion: OnCompletion,
 }
 
-/// The least time between two announcements of queued work to other instances.
-const ANNOUNCE_SPACING: Duration = Duration::from_millis(10);
-
 /// How driving the graph ended.
 enum Ending {
     Completed,
@@ -126,18 +123,21 @@ impl Engine {
     }
 
     /// Tells other instances about queued work, one announcement at a time and at
-    /// most one per `ANNOUNCE_SPACING`: a request made meanwhile is answered by the
-    /// next, which follows the request's commit, so a burst of runs costs a few
+    /// most one per the coordinator's spacing: a request made meanwhile is answered by
+    /// the next, which follows the request's commit, so a burst of runs costs a few
     /// announcements, not one each. Others need them only once this instance's own
     /// workers are busy, so the spacing delays little work.
     async fn announce_queued_work(&self) {
+        let spacing = self.inner.coordinator.announce_spacing();
         loop {
             tokio::select! {
                 () = self.inner.announce.notified() => {
                     self.inner.coordinator.announce_work().await;
-                    tokio::select! {
-                        () = tokio::time::sleep(ANNOUNCE_SPACING) => {}
-                        () = self.inner.shutdown.cancelled() => {}
+                    if let Some(spacing) = spacing {
+                        tokio::select! {
+                            () = tokio::time::sleep(spacing) => {}
+                            () = self.inner.shutdown.cancelled() => {}
+                        }
                     }
                 }
                 () = self.inner.shutdown.cancelled() => {

@@ -621,10 +621,7 @@ async fn a_run_follows_its_assistant_as_changed_through_another_instance() {
     };
     editing.update_assistant(&id, patch).await.unwrap();
     assert_eq!(queue().await.metadata["edition"], 2);
-    editing
-        .set_latest_assistant_version(&id, 1)
-        .await
-        .unwrap();
+    editing.set_latest_assistant_version(&id, 1).await.unwrap();
     assert_eq!(queue().await.metadata["edition"], 1);
 
     editing.delete_assistant(&id, false).await.unwrap();
@@ -643,6 +640,8 @@ struct TestCoordinator {
     announced: AtomicUsize,
     release_first_announcement: tokio::sync::Semaphore,
     claims_freed: AtomicBool,
+    /// The spacing of announcements the engine is told.
+    announce_spacing: Option<Duration>,
     /// The claim delay the engine is told; `None` asks for no claims.
     claim_delay: Option<Duration>,
     /// How long a claim takes to answer once taken, like a lock's round trip.
@@ -673,6 +672,7 @@ impl Default for TestCoordinator {
             announced: Default::default(),
             release_first_announcement: tokio::sync::Semaphore::new(0),
             claims_freed: Default::default(),
+            announce_spacing: None,
             claim_delay: None,
             claim_answer: Duration::ZERO,
             refuse_claims: Default::default(),
@@ -687,6 +687,9 @@ impl service_engine::coordination::Coordinator for TestCoordinator {
         if self.announced.fetch_add(1, SeqCst) == 0 {
             drop(self.release_first_announcement.acquire().await);
         }
+    }
+    fn announce_spacing(&self) -> Option<Duration> {
+        self.announce_spacing
     }
     async fn other_work(&self) {
         std::future::pending::<()>().await;
@@ -827,6 +830,36 @@ async fn runs_queued_during_an_announcement_are_announced_once_after_it() {
         2,
         "one announcement for the nine runs queued meanwhile"
     );
+}
+
+/// Runs queued within the spacing after an announcement are announced once, when it
+/// has passed.
+#[tokio::test]
+async fn runs_queued_within_the_announcement_spacing_are_announced_once_after_it() {
+    let coordinator = Arc::new(TestCoordinator {
+        announce_spacing: Some(Duration::from_millis(500)),
+        ..TestCoordinator::default()
+    });
+    coordinator.release_first_announcement.add_permits(1);
+    let (engine, _store, _clock) = coordinated(coordinator.clone()).await;
+    engine.start();
+    let made = || coordinator.announced.load(SeqCst);
+    let queue = || async {
+        let thread = new_thread(&engine).await;
+        engine
+            .create_run(RunTarget::Thread(thread), run_body("echo", json!({})))
+            .await
+            .unwrap()
+    };
+    queue().await;
+    eventually(|| async { (made() == 1).then_some(()) }).await;
+    for _ in 0..5 {
+        queue().await;
+    }
+    assert_eq!(made(), 1, "not before the spacing passed");
+    eventually(|| async { (made() == 2).then_some(()) }).await;
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(made(), 2, "one announcement for the five runs");
 }
 
 #[tokio::test]

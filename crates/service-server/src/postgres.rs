@@ -33,6 +33,8 @@ const CHECK_INTERVAL: Duration = Duration::from_secs(1);
 const CLAIM_WAIT: Duration = Duration::from_secs(30);
 /// How long a run executes before it takes its thread's claim.
 const CLAIM_DELAY: Duration = Duration::from_secs(1);
+/// The least time between two announcements of this instance (a NOTIFY each).
+const ANNOUNCE_SPACING: Duration = Duration::from_millis(10);
 
 /// The advisory lock key of a thread (64 bits of its id).
 fn lock_key(thread_id: Uuid) -> i64 {
@@ -190,6 +192,10 @@ impl Coordinator for PgCoordinator {
         {
             tracing::warn!(%error, "announcing work to other instances failed");
         }
+    }
+
+    fn announce_spacing(&self) -> Option<Duration> {
+        Some(ANNOUNCE_SPACING)
     }
 
     async fn other_work(&self) {
