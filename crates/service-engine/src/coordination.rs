@@ -33,7 +33,8 @@ pub trait Coordinator: Send + Sync {
     async fn other_work(&self);
 
     /// Takes the execution claim of `thread_id` for the rest of a run, waiting for a
-    /// holder that is just finishing.
+    /// holder that is just finishing. The engine runs this future to completion once
+    /// it has started it, so it need not be safe to drop halfway.
     async fn claim_thread(&self, thread_id: Uuid) -> EngineResult<Box<dyn ThreadClaim>>;
 
     /// How long a run executes before it takes its thread's claim; `None` when runs

@@ -332,41 +332,33 @@ impl Engine {
             let (ending, graph) = self.drive(run, plan, graph_id, cancel, final_state).await;
             return (ending, graph, None);
         };
-        let claiming_started = AtomicBool::new(false);
-        let claiming = async {
-            tokio::time::sleep(delay).await;
-            claiming_started.store(true, Ordering::Relaxed);
-            coordinator.claim_thread(run.thread_id).await
-        };
         let driving = self.drive(run, plan, graph_id, cancel.clone(), final_state);
-        tokio::pin!(claiming, driving);
-        let mut claim = None;
-        let mut claim_failure = None;
-        let (ending, graph) = loop {
-            tokio::select! {
-                driven = &mut driving => break driven,
-                claimed = &mut claiming, if claim.is_none() && claim_failure.is_none() => {
-                    match claimed {
-                        Ok(held) => claim = Some(held),
-                        Err(error) => {
-                            claim_failure = Some(error);
-                            cancel.cancel();
-                        }
-                    }
-                }
+        tokio::pin!(driving);
+        tokio::select! {
+            (ending, graph) = &mut driving => return (ending, graph, None),
+            () = tokio::time::sleep(delay) => {}
+        }
+        let claiming = coordinator.claim_thread(run.thread_id);
+        tokio::pin!(claiming);
+        let claimed = tokio::select! {
+            claimed = &mut claiming => claimed,
+            (ending, graph) = &mut driving => {
+                // A claim started is finished, never dropped mid-statement (its lock
+                // could stay behind on a pooled connection), and held like any other.
+                return (ending, graph, claiming.await.ok());
             }
         };
-        // A claim half taken is finished and then released, not dropped mid-statement
-        // (its lock could stay behind on a pooled connection).
-        if claim.is_none() && claim_failure.is_none() && claiming_started.load(Ordering::Relaxed) {
-            claim = claiming.await.ok();
-        }
-        match claim_failure {
-            Some(error) => {
+        match claimed {
+            Ok(claim) => {
+                let (ending, graph) = driving.await;
+                (ending, graph, Some(claim))
+            }
+            Err(error) => {
+                cancel.cancel();
+                let (_, graph) = driving.await;
                 let error = RunError::new("ExecutionClaimError", error.chain());
                 (Ending::Failed(error), graph, None)
             }
-            None => (ending, graph, claim),
         }
     }
 

@@ -34,9 +34,7 @@ impl MemoryAssistants {
             state: Mutex::default(),
         }
     }
-}
 
-impl MemoryAssistants {
     /// The state the live assistant is in, if it exists.
     pub(crate) fn stamp(&self, id: Uuid) -> Option<AssistantStamp> {
         self.state.lock().live.get(&id).map(AssistantStamp::of)

@@ -1,9 +1,9 @@
 use async_trait::async_trait;
 use service_store::page::paginate;
 use service_store::{
-    ActiveRunsQuery, CancelOutcome, Claimed, DeliveryRecord, ErrorKind, NewRun, NewThread,
-    RunListQuery, RunsRepo, Settled, SettledAndMirrored, SettledRun, Settlement, StoreError,
-    StoreResult, ThreadMirror, ThreadRunCreated, final_status,
+    ActiveRunsQuery, AssistantStamp, CancelOutcome, Claimed, DeliveryRecord, ErrorKind, NewRun,
+    NewThread, RunListQuery, RunsRepo, Settled, SettledAndMirrored, SettledRun, Settlement,
+    StoreError, StoreResult, ThreadMirror, ThreadRunCreated, final_status,
 };
 use service_types::{JsonText, Run, RunStatus, Timestamp};
 use uuid::Uuid;
@@ -77,8 +77,8 @@ impl Core {
 impl RunsRepo for MemoryCore {
     async fn create(&self, new: NewRun) -> StoreResult<Run> {
         let now = self.env.clock.now();
-        // Serialised before taking the store's lock.
         self.check_assistant(&new)?;
+        // Serialised before taking the store's lock.
         let (mut run, row, kwargs) = pending_run(new, now);
         let mut core = self.state.lock();
         if !core.threads.contains_key(&run.thread_id) {
@@ -306,17 +306,11 @@ impl MemoryCore {
     fn check_assistant(&self, new: &NewRun) -> StoreResult<()> {
         match new.assistant_as_read {
             Some(as_read) if self.assistants.stamp(new.assistant_id) != Some(as_read) => {
-                Err(stale_assistant(new.assistant_id))
+                Err(AssistantStamp::changed(new.assistant_id))
             }
             _ => Ok(()),
         }
     }
-}
-
-fn stale_assistant(assistant_id: Uuid) -> StoreError {
-    StoreError::stale(format!(
-        "Assistant {assistant_id} changed since it was read"
-    ))
 }
 
 /// A run as queued now: the run (kwargs left out), its row, and the kwargs.

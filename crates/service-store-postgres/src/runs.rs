@@ -7,9 +7,9 @@
 use async_trait::async_trait;
 use serde_json::Value;
 use service_store::{
-    ActiveRunsQuery, CancelOutcome, Claimed, DeliveryRecord, ErrorKind, NewRun, NewThread,
-    RunListQuery, RunsRepo, Settled, SettledAndMirrored, SettledRun, Settlement, StoreError,
-    StoreResult, ThreadMirror, ThreadRunCreated, final_status,
+    ActiveRunsQuery, AssistantStamp, CancelOutcome, Claimed, DeliveryRecord, ErrorKind, NewRun,
+    NewThread, RunListQuery, RunsRepo, Settled, SettledAndMirrored, SettledRun, Settlement,
+    StoreError, StoreResult, ThreadMirror, ThreadRunCreated, final_status,
 };
 use service_types::{Run, RunStatus, Timestamp};
 use tokio_postgres::Row;
@@ -47,12 +47,6 @@ fn settled_run(row: &Row) -> StoreResult<SettledRun> {
 const ASSISTANT_UNCHANGED: &str = "($9::bigint IS NULL OR EXISTS (
     SELECT 1 FROM assistants WHERE assistant_id = $3
       AND version = $9::bigint AND updated_at = $10::timestamptz))";
-
-fn stale_assistant(assistant_id: Uuid) -> StoreError {
-    StoreError::stale(format!(
-        "Assistant {assistant_id} changed since it was read"
-    ))
-}
 
 /// How often a claim retries after losing a same-thread race.
 const CLAIM_ATTEMPTS: usize = 16;
@@ -226,7 +220,7 @@ impl RunsRepo for Db {
             .await;
         match inserted {
             Ok(Some(row)) => run(&row),
-            Ok(None) => Err(stale_assistant(new.assistant_id)),
+            Ok(None) => Err(AssistantStamp::changed(new.assistant_id)),
             Err(error) if is_foreign_key_violation(&error) => Err(StoreError::not_found(format!(
                 "Thread with ID {} not found",
                 new.thread_id
@@ -266,20 +260,21 @@ impl RunsRepo for Db {
                 static_sql!(
                     "WITH existing AS (
                          SELECT {THREAD_COLUMNS} FROM threads WHERE thread_id = $2),
+                     assistant AS (SELECT {ASSISTANT_UNCHANGED} AS unchanged),
                      thread AS (
                          INSERT INTO threads ({THREAD_COLUMNS})
                          SELECT $2, $4, $4, $4, $11, $12, '{{}}'::jsonb, NULL, '{{}}'::jsonb,
                                 NULL, $13, $14, $15
-                         WHERE NOT EXISTS (SELECT 1 FROM existing) AND {ASSISTANT_UNCHANGED}
+                         WHERE NOT EXISTS (SELECT 1 FROM existing)
+                           AND (SELECT unchanged FROM assistant)
                          ON CONFLICT (thread_id) DO NOTHING RETURNING thread_id),
                      run AS (
                          INSERT INTO runs ({COLUMNS}, available_at)
                          SELECT $1, thread.thread_id, $3, $4, $4, 'pending', $5, $6, $7, NULL, $8
                          FROM thread
                          RETURNING {COLUMNS})
-                     SELECT run.*, existing.*, {ASSISTANT_UNCHANGED} AS assistant_unchanged
-                     FROM (VALUES (true)) AS one (row) LEFT JOIN run ON true
-                         LEFT JOIN existing ON true"
+                     SELECT run.*, existing.*, assistant.unchanged AS assistant_unchanged
+                     FROM assistant LEFT JOIN run ON true LEFT JOIN existing ON true"
                 ),
                 &[
                     &new.run_id,
@@ -321,7 +316,7 @@ impl RunsRepo for Db {
             .map(|_| threads::thread_at(&row, thread_at))
             .transpose()?;
         if existing.is_none() && !row.get::<_, bool>("assistant_unchanged") {
-            return Err(stale_assistant(new.assistant_id));
+            return Err(AssistantStamp::changed(new.assistant_id));
         }
         Ok(ThreadRunCreated::ThreadExists(existing))
     }

@@ -51,6 +51,14 @@ impl AssistantStamp {
             updated_at: assistant.updated_at,
         }
     }
+
+    /// The `Stale` error of a run whose assistant is no longer in the state it was
+    /// built from (or is gone).
+    pub fn changed(assistant_id: Uuid) -> StoreError {
+        StoreError::stale(format!(
+            "Assistant {assistant_id} changed since it was read"
+        ))
+    }
 }
 
 /// A thread's run listing: newest first, ties by run id descending.
