@@ -127,6 +127,7 @@ macro_rules! conformance_tests {
                 run_cancel_running_is_a_durable_request,
                 run_settle_cancel_wins_the_race,
                 run_settle_and_mirror_mirrors_only_the_planned_outcome,
+                run_settle_and_mirror_claims_the_next_run,
                 run_settle_writes_status_error_and_delivery_in_one_step,
                 run_settle_of_never_started_run_writes_no_delivery,
                 run_settle_reports_interrupted_webhook_status,

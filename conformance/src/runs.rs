@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use serde_json::json;
 use service_store::{
-    ActiveRunsQuery, CancelOutcome, Claimed, ErrorKind, RunListQuery, SettledRun, Settlement,
-    ThreadMirror, WebhookRequest,
+    ActiveRunsQuery, CancelOutcome, ClaimNext, Claimed, ErrorKind, RunListQuery, SettledRun,
+    Settlement, ThreadMirror, WebhookRequest,
 };
 use service_types::{DeliveryStatus, RunError, RunStatus, ThreadStatus};
 use uuid::Uuid;
@@ -484,7 +484,7 @@ pub async fn run_settle_and_mirror_mirrors_only_the_planned_outcome(factory: Fac
         let outcome = h
             .store
             .runs()
-            .settle_and_mirror(first, failed(webhook), planned(1))
+            .settle_and_mirror(first, failed(webhook), planned(1), None)
             .await
             .expect("settle and mirror");
         assert!(outcome.settled.changed);
@@ -516,7 +516,7 @@ pub async fn run_settle_and_mirror_mirrors_only_the_planned_outcome(factory: Fac
         let outcome = h
             .store
             .runs()
-            .settle_and_mirror(second, failed(webhook), planned(2))
+            .settle_and_mirror(second, failed(webhook), planned(2), None)
             .await
             .expect("settle and mirror");
         assert_eq!(outcome.others_wait, Some(false), "no run waits");
@@ -530,7 +530,7 @@ pub async fn run_settle_and_mirror_mirrors_only_the_planned_outcome(factory: Fac
         let again = h
             .store
             .runs()
-            .settle_and_mirror(second, settlement(RunStatus::Success), planned(3))
+            .settle_and_mirror(second, settlement(RunStatus::Success), planned(3), None)
             .await
             .expect("settle and mirror");
         assert!(!again.settled.changed);
@@ -547,7 +547,7 @@ pub async fn run_settle_and_mirror_mirrors_only_the_planned_outcome(factory: Fac
         let outcome = h
             .store
             .runs()
-            .settle_and_mirror(third, failed(webhook), planned(4))
+            .settle_and_mirror(third, failed(webhook), planned(4), None)
             .await
             .expect("settle and mirror");
         assert!(outcome.settled.changed);
@@ -564,10 +564,157 @@ pub async fn run_settle_and_mirror_mirrors_only_the_planned_outcome(factory: Fac
     assert_kind(
         h.store
             .runs()
-            .settle_and_mirror(Uuid::now_v7(), settlement(RunStatus::Success), planned(5))
+            .settle_and_mirror(
+                Uuid::now_v7(),
+                settlement(RunStatus::Success),
+                planned(5),
+                None,
+            )
             .await,
         ErrorKind::NotFound,
     );
+}
+
+/// A settle claims the next run in its own step when asked: a claimable run of
+/// another thread is claimed as `claim` would (running, stamped, started: its own
+/// settle with a webhook writes a delivery); a run of the settled run's own thread, of
+/// a busy thread, a delayed, a cancelled or an unknown run is not, nor is anything
+/// when the run had settled already. With or without a webhook on the settle.
+pub async fn run_settle_and_mirror_claims_the_next_run(factory: Factory) {
+    let h = Harness::new(&factory).await;
+    let idle = ThreadMirror {
+        status: ThreadStatus::Idle,
+        values: Some(json!({"done": true})),
+        interrupts: Default::default(),
+        error: None,
+    };
+    let status_of = |run_id| {
+        let h = &h;
+        async move {
+            h.store
+                .runs()
+                .get(run_id)
+                .await
+                .expect("get")
+                .expect("run")
+                .status
+        }
+    };
+    for webhook in [false, true] {
+        let outcome_of = |status| {
+            if webhook {
+                with_webhook(status)
+            } else {
+                settlement(status)
+            }
+        };
+        let settle = |run_id, next: Option<Uuid>| {
+            let (h, idle) = (&h, idle.clone());
+            async move {
+                h.store
+                    .runs()
+                    .settle_and_mirror(
+                        run_id,
+                        outcome_of(RunStatus::Success),
+                        idle,
+                        next.map(|run_id| ClaimNext {
+                            run_id,
+                            now: h.now(),
+                        }),
+                    )
+                    .await
+                    .expect("settle and mirror")
+            }
+        };
+        // Every running run is started before any other is queued, as `started_run`
+        // claims the oldest pending run.
+        let shared = h.thread().await.thread_id;
+        let busy = h.thread().await.thread_id;
+        let mut running = Vec::new();
+        for thread_id in [h.thread().await.thread_id, shared, busy] {
+            running.push(h.started_run(thread_id).await.run_id);
+        }
+        for _ in 0..4 {
+            running.push(h.started_run(h.thread().await.thread_id).await.run_id);
+        }
+        let other = h.run_on(h.thread().await.thread_id).await.run_id;
+        let same = h.run_on(shared).await.run_id;
+        let behind_busy = h.run_on(busy).await.run_id;
+        let delayed = service_store::NewRun {
+            available_at: h.now().plus_minutes(1.0),
+            ..h.new_run(h.thread().await.thread_id)
+        };
+        let delayed = h.store.runs().create(delayed).await.expect("create").run_id;
+        let cancelled = h.run_on(h.thread().await.thread_id).await.run_id;
+        h.store
+            .runs()
+            .request_cancel(cancelled)
+            .await
+            .expect("cancel");
+        h.advance_minutes(0.5);
+
+        let outcome = settle(running[0], Some(other)).await;
+        assert!(outcome.settled.changed);
+        assert_eq!(outcome.others_wait, Some(false), "mirrored as before");
+        let claimed = outcome.next.expect("the next run is claimed");
+        assert_eq!(
+            (claimed.run_id, claimed.status, claimed.updated_at),
+            (other, RunStatus::Running, h.now())
+        );
+        assert_eq!(status_of(other).await, RunStatus::Running);
+        let settled = h
+            .store
+            .runs()
+            .settle(other, with_webhook(RunStatus::Success))
+            .await
+            .expect("settle");
+        assert_eq!(
+            settled.delivery.is_some(),
+            h.store.deliveries().is_some(),
+            "the claimed run started"
+        );
+
+        // Its own thread was busy until this settle: left for a claim by id.
+        let outcome = settle(running[1], Some(same)).await;
+        assert!(outcome.settled.changed);
+        assert_eq!(outcome.next, None, "a run of the settled run's thread");
+        assert_eq!(status_of(same).await, RunStatus::Pending);
+        let by_id = h.store.runs().claim(same, h.now()).await.expect("claim");
+        assert_eq!(by_id.map(|run| run.run_id), Some(same));
+
+        for (settled, next, why) in [
+            (running[3], behind_busy, "its thread is busy"),
+            (running[4], delayed, "not yet due"),
+            (running[5], cancelled, "cancelled"),
+            (running[6], Uuid::now_v7(), "unknown"),
+        ] {
+            let outcome = settle(settled, Some(next)).await;
+            assert!(outcome.settled.changed);
+            assert_eq!(outcome.next, None, "{why}");
+        }
+        assert_eq!(status_of(behind_busy).await, RunStatus::Pending);
+        assert_eq!(status_of(delayed).await, RunStatus::Pending);
+        assert_eq!(status_of(cancelled).await, RunStatus::Cancelled);
+
+        // Settled already: nothing is claimed.
+        let later = h.run_on(h.thread().await.thread_id).await.run_id;
+        let again = settle(running[0], Some(later)).await;
+        assert!(!again.settled.changed);
+        assert_eq!(again.next, None);
+        assert_eq!(status_of(later).await, RunStatus::Pending);
+
+        // Clear the queue for the next round's `started_run`.
+        for run_id in [running[2], same] {
+            settle(run_id, None).await;
+        }
+        for run_id in [behind_busy, later] {
+            h.store.runs().delete(run_id).await.expect("delete");
+        }
+        h.advance_minutes(1.0);
+        let due = h.store.runs().claim(delayed, h.now()).await.expect("claim");
+        assert_eq!(due.map(|run| run.run_id), Some(delayed));
+        settle(delayed, None).await;
+    }
 }
 
 /// Settle writes terminal status, error and (run started + webhook) the pending

@@ -15,7 +15,7 @@ use service_graph::{
     AgentGraph, Chunk, FinalState, GraphError, NodeSelection, RunContext, RunInput, RunnableConfig,
     StateOptions, StateSnapshot, StreamOptions,
 };
-use service_store::{Settlement, ThreadMirror};
+use service_store::{ClaimNext, Settlement, ThreadMirror};
 use service_types::{
     Config, Metadata, OnCompletion, Run, RunError, RunStatus, StreamMode, ThreadStatus,
 };
@@ -44,6 +44,14 @@ struct RunPlan {
     checkpoint_ns: Option<String>,
     temporary: bool,
     on_completion: OnCompletion,
+}
+
+/// A run this instance queued that a worker takes next: registered, and claimed
+/// already when its predecessor's settle could claim it.
+struct NextRun {
+    run_id: uuid::Uuid,
+    handles: ActiveRun,
+    claimed: Option<Run>,
 }
 
 /// How driving the graph ended.
@@ -185,35 +193,8 @@ impl Engine {
             if self.inner.shutdown.is_cancelled() {
                 return;
             }
-            let queued_here = {
-                let mut queued = self.queued_here();
-                let next = queued.pop_front();
-                // Wakes coalesce: while more wait, let another idle worker take one.
-                if !queued.is_empty() {
-                    self.inner.wake.notify_one();
-                }
-                next
-            };
-            if let Some(run_id) = queued_here {
-                let handles = self.register_active(run_id);
-                // Read now, not before the pop: a clock read before the run was queued
-                // would find it not yet due.
-                match self.store().runs().claim(run_id, self.now()).await {
-                    Ok(Some(run)) => self.execute(run, handles, true).await,
-                    // Taken by another instance, cancelled, or waiting for its thread
-                    // (which wakes the workers when it frees up). Whatever else kept it,
-                    // the queue search and the delayed-run timer look again.
-                    Ok(None) => {
-                        self.active().remove(&run_id);
-                        self.inner.delays_changed.notify_one();
-                        self.queue_changed();
-                    }
-                    Err(error) => {
-                        self.active().remove(&run_id);
-                        tracing::error!(%error, %run_id, "claiming a run failed");
-                        self.queue_changed();
-                    }
-                }
+            if let Some(next) = self.pop_queued_here() {
+                self.execute_queued(next).await;
                 continue;
             }
             if self.inner.search_queue.swap(false, Ordering::SeqCst) {
@@ -227,7 +208,9 @@ impl Engine {
                             self.inner.wake.notify_one();
                         }
                         let handles = self.register_active(claimed.run.run_id);
-                        self.execute(claimed.run, handles, false).await;
+                        if let Some(next) = self.execute(claimed.run, handles, false).await {
+                            self.execute_queued(next).await;
+                        }
                         continue;
                     }
                     Ok(None) => {}
@@ -259,9 +242,72 @@ impl Engine {
         handles
     }
 
+    /// The oldest run this instance queued, registered (so a cancel reaches it from
+    /// before its claim); `None` when there is none or the engine is shutting down.
+    fn pop_queued_here(&self) -> Option<NextRun> {
+        if self.inner.shutdown.is_cancelled() {
+            return None;
+        }
+        let run_id = {
+            let mut queued = self.queued_here();
+            let next = queued.pop_front()?;
+            // Wakes coalesce: while more wait, let another idle worker take one.
+            if !queued.is_empty() {
+                self.inner.wake.notify_one();
+            }
+            next
+        };
+        Some(NextRun {
+            run_id,
+            handles: self.register_active(run_id),
+            claimed: None,
+        })
+    }
+
+    /// Runs `next` and then each run claimed with its predecessor's settle, claiming
+    /// by id the ones that were not.
+    async fn execute_queued(&self, mut next: NextRun) {
+        loop {
+            let run = match next.claimed {
+                Some(run) => run,
+                // Read now, not before the pop: a clock read before the run was queued
+                // would find it not yet due.
+                None => match self.store().runs().claim(next.run_id, self.now()).await {
+                    Ok(Some(run)) => run,
+                    // Taken by another instance, cancelled, or waiting for its thread
+                    // (which wakes the workers when it frees up). Whatever else kept
+                    // it, the queue search and the delayed-run timer look again.
+                    Ok(None) => {
+                        self.active().remove(&next.run_id);
+                        self.inner.delays_changed.notify_one();
+                        self.queue_changed();
+                        return;
+                    }
+                    Err(error) => {
+                        self.active().remove(&next.run_id);
+                        tracing::error!(%error, run_id = %next.run_id, "claiming a run failed");
+                        self.queue_changed();
+                        return;
+                    }
+                },
+            };
+            match self.execute(run, next.handles, true).await {
+                Some(following) => next = following,
+                None => return,
+            }
+        }
+    }
+
     /// Runs a claimed run registered with `handles`; `registered_before_claim` says no
     /// cancel can have been recorded unseen between its claim and its registration.
-    async fn execute(&self, run: Run, handles: ActiveRun, registered_before_claim: bool) {
+    /// Returns the run this worker takes next, when it took one from its instance's
+    /// queue as this one settled.
+    async fn execute(
+        &self,
+        run: Run,
+        handles: ActiveRun,
+        registered_before_claim: bool,
+    ) -> Option<NextRun> {
         let started = Instant::now();
         let ActiveRun { cancel, rollback } = handles;
         let plan: RunPlan = RunPlan::deserialize(&run.kwargs).unwrap_or_else(|error| {
@@ -291,7 +337,7 @@ impl Engine {
         let (ending, graph, _claim) = self
             .drive_claimed(&run, &plan, &graph_id, cancel, final_state.clone())
             .await;
-        let others_wait = self
+        let (others_wait, next) = self
             .finish(
                 &run,
                 &plan,
@@ -309,6 +355,7 @@ impl Engine {
         if others_wait {
             self.wake_workers();
         }
+        next
     }
 
     /// Drives the run, taking its thread's execution claim if it outlives the
@@ -500,8 +547,10 @@ impl Engine {
         self.publish_thread_bytes(run.thread_id, event, bytes).await;
     }
 
-    /// Settles the run, mirrors it onto its thread and publishes its outcome; true when
-    /// other runs wait on the thread.
+    /// Settles the run, mirrors it onto its thread and publishes its outcome; tells
+    /// whether other runs wait on the thread, and returns the run this worker takes
+    /// next: one its instance queued, claimed in the settle's own step when the store
+    /// could.
     #[allow(clippy::too_many_arguments)]
     async fn finish(
         &self,
@@ -513,7 +562,7 @@ impl Engine {
         final_state: FinalState,
         rollback: bool,
         started: Instant,
-    ) -> bool {
+    ) -> (bool, Option<NextRun>) {
         let thread_id = run.thread_id;
         let (status, error) = match &ending {
             Ending::Completed => (RunStatus::Success, None),
@@ -575,6 +624,7 @@ impl Engine {
         };
         // A thread deleted right after the run is not worth mirroring onto.
         let discard_thread = plan.temporary && plan.on_completion == OnCompletion::Delete;
+        let mut next = None;
         // The outcome is mirrored in the settle's own step when the run settles as
         // planned; `mirrored` then says whether other runs wait on the thread.
         let (final_status, mirrored) = if discard_thread {
@@ -587,13 +637,23 @@ impl Engine {
             }
         } else {
             let mirror = thread_mirror(snapshot.as_ref(), status, error.as_ref());
+            next = self.pop_queued_here();
+            let claim_next = next.as_ref().map(|next| ClaimNext {
+                run_id: next.run_id,
+                now: self.now(),
+            });
             match self
                 .store()
                 .runs()
-                .settle_and_mirror(run.run_id, settlement, mirror)
+                .settle_and_mirror(run.run_id, settlement, mirror, claim_next)
                 .await
             {
-                Ok(outcome) => (outcome.settled.run.status, outcome.others_wait),
+                Ok(outcome) => {
+                    if let Some(next) = &mut next {
+                        next.claimed = outcome.next;
+                    }
+                    (outcome.settled.run.status, outcome.others_wait)
+                }
                 Err(error) => {
                     tracing::error!(run_id = %run.run_id, %error, "settling the run failed");
                     (status, None)
@@ -659,7 +719,7 @@ impl Engine {
                 tracing::warn!(%thread_id, %error, "deleting the stateless run's checkpoints failed");
             }
         }
-        others_wait
+        (others_wait, next)
     }
 
     /// The thread's state now, or `None` (logged) when it cannot be read.

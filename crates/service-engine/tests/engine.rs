@@ -376,31 +376,46 @@ async fn a_queued_run_its_claim_by_id_missed_still_starts_when_due() {
     assert_eq!(settled(&engine, &run).await.status, RunStatus::Success);
 }
 
-/// The runs of a store shared with another instance that, just before this one
-/// inserts a thread made for its run, creates that thread itself, too late for the
-/// insert to read it back.
-struct ThreadMadeElsewhere(service_store::Store);
+/// The runs of a store, counting how runs are claimed; with `threads_made_elsewhere`,
+/// as shared with another instance that, just before this one inserts a thread made
+/// for its run, creates that thread itself, too late for the insert to read it back.
+#[derive(Default)]
+struct ObservedRuns {
+    store: Option<service_store::Store>,
+    threads_made_elsewhere: bool,
+    claimed_by_id: AtomicUsize,
+    claimed_in_settle: AtomicUsize,
+}
+
+impl ObservedRuns {
+    fn of(&self) -> &service_store::Store {
+        self.store.as_ref().expect("a store")
+    }
+}
 
 #[async_trait::async_trait]
-impl service_store::RunsRepo for ThreadMadeElsewhere {
+impl service_store::RunsRepo for ObservedRuns {
     async fn create(&self, new: service_store::NewRun) -> service_store::StoreResult<Run> {
-        self.0.runs().create(new).await
+        self.of().runs().create(new).await
     }
     async fn create_with_thread(
         &self,
         thread: service_store::NewThread,
         run: service_store::NewRun,
     ) -> service_store::StoreResult<service_store::ThreadRunCreated> {
+        if !self.threads_made_elsewhere {
+            return self.of().runs().create_with_thread(thread, run).await;
+        }
         let elsewhere = service_store::NewThread {
             metadata: json!({"made": "elsewhere"}).as_object().cloned().unwrap(),
             status: ThreadStatus::Idle,
             ..thread.clone()
         };
-        self.0
+        self.of()
             .threads()
             .create(elsewhere, service_types::IfExists::Raise)
             .await?;
-        match self.0.runs().create_with_thread(thread, run).await? {
+        match self.of().runs().create_with_thread(thread, run).await? {
             service_store::ThreadRunCreated::ThreadExists(_) => {
                 Ok(service_store::ThreadRunCreated::ThreadExists(None))
             }
@@ -408,69 +423,150 @@ impl service_store::RunsRepo for ThreadMadeElsewhere {
         }
     }
     async fn get(&self, run_id: Uuid) -> service_store::StoreResult<Option<Run>> {
-        self.0.runs().get(run_id).await
+        self.of().runs().get(run_id).await
     }
     async fn list(
         &self,
         thread_id: Uuid,
         query: &service_store::RunListQuery,
     ) -> service_store::StoreResult<Vec<Run>> {
-        self.0.runs().list(thread_id, query).await
+        self.of().runs().list(thread_id, query).await
     }
     async fn latest(&self, thread_id: Uuid) -> service_store::StoreResult<Option<Run>> {
-        self.0.runs().latest(thread_id).await
+        self.of().runs().latest(thread_id).await
     }
     async fn active(
         &self,
         query: &service_store::ActiveRunsQuery,
     ) -> service_store::StoreResult<Vec<Run>> {
-        self.0.runs().active(query).await
+        self.of().runs().active(query).await
     }
     async fn claim_next(
         &self,
         now: Timestamp,
     ) -> service_store::StoreResult<Option<service_store::Claimed>> {
-        self.0.runs().claim_next(now).await
+        self.of().runs().claim_next(now).await
     }
     async fn claim(&self, run_id: Uuid, now: Timestamp) -> service_store::StoreResult<Option<Run>> {
-        self.0.runs().claim(run_id, now).await
+        self.claimed_by_id.fetch_add(1, SeqCst);
+        self.of().runs().claim(run_id, now).await
     }
     async fn next_available_at(
         &self,
         now: Timestamp,
     ) -> service_store::StoreResult<Option<Timestamp>> {
-        self.0.runs().next_available_at(now).await
+        self.of().runs().next_available_at(now).await
     }
     async fn request_cancel(
         &self,
         run_id: Uuid,
     ) -> service_store::StoreResult<service_store::CancelOutcome> {
-        self.0.runs().request_cancel(run_id).await
+        self.of().runs().request_cancel(run_id).await
     }
     async fn cancel_requested(&self, run_id: Uuid) -> service_store::StoreResult<bool> {
-        self.0.runs().cancel_requested(run_id).await
+        self.of().runs().cancel_requested(run_id).await
     }
     async fn settle(
         &self,
         run_id: Uuid,
         settlement: service_store::Settlement,
     ) -> service_store::StoreResult<service_store::Settled> {
-        self.0.runs().settle(run_id, settlement).await
+        self.of().runs().settle(run_id, settlement).await
     }
     async fn settle_and_mirror(
         &self,
         run_id: Uuid,
         settlement: service_store::Settlement,
         mirror: service_store::ThreadMirror,
+        next: Option<service_store::ClaimNext>,
     ) -> service_store::StoreResult<service_store::SettledAndMirrored> {
-        self.0
+        let outcome = self
+            .of()
             .runs()
-            .settle_and_mirror(run_id, settlement, mirror)
-            .await
+            .settle_and_mirror(run_id, settlement, mirror, next)
+            .await?;
+        if outcome.next.is_some() {
+            self.claimed_in_settle.fetch_add(1, SeqCst);
+        }
+        Ok(outcome)
     }
     async fn delete(&self, run_id: Uuid) -> service_store::StoreResult<()> {
-        self.0.runs().delete(run_id).await
+        self.of().runs().delete(run_id).await
     }
+}
+
+/// A started engine on the in-memory store whose runs go through `runs` (its store is
+/// set here); returns the engine and `runs`.
+async fn engine_on_runs(
+    mut runs: ObservedRuns,
+    clock: Arc<dyn Clock>,
+    config: EngineConfig,
+) -> (Engine, Arc<ObservedRuns>) {
+    let shared = memory_store(MemoryOptions::new(clock.clone()));
+    runs.store = Some(shared.clone());
+    let runs = Arc::new(runs);
+    let store = service_store::Store::new(service_store::StoreParts {
+        runs: runs.clone(),
+        ..shared.parts()
+    });
+    let checkpointer: Arc<dyn Checkpointer> = Arc::new(InMemorySaver::new());
+    let engine = Engine::new(EngineParts {
+        store,
+        graphs: Arc::new(service_example_graphs::registry(checkpointer.clone()).unwrap()),
+        checkpointer,
+        bus: MemoryBus::new(config.bus),
+        clock,
+        config,
+    });
+    engine.ensure_system_assistants().await.unwrap();
+    engine.start();
+    (engine, runs)
+}
+
+/// A worker takes the next run its instance queued in the same step as the settle of
+/// the run it finishes: with one worker and three runs queued behind a running one,
+/// on threads of their own, only the first run is claimed by id.
+#[tokio::test]
+async fn a_worker_claims_its_next_queued_run_with_its_settle() {
+    let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(Timestamp::from_unix_micros(
+        1_800_000_000_000_000,
+    )));
+    let config = EngineConfig {
+        run_concurrency: 1,
+        ..EngineConfig::default()
+    };
+    let (engine, runs) = engine_on_runs(ObservedRuns::default(), clock, config).await;
+    let first = engine
+        .create_run(
+            RunTarget::Thread(new_thread(&engine).await),
+            run_body("slow", json!({"delay_ms": 300})),
+        )
+        .await
+        .unwrap();
+    let mut queued = Vec::new();
+    for n in 0..3 {
+        let input = json!({"messages": [{"type": "human", "content": format!("hi {n}")}]});
+        let thread = new_thread(&engine).await;
+        let run = engine
+            .create_run(RunTarget::Thread(thread), run_body("echo", input))
+            .await
+            .unwrap();
+        queued.push(run);
+    }
+    settled(&engine, &first).await;
+    for (n, run) in queued.iter().enumerate() {
+        assert_eq!(
+            engine.run_result(run.run_id).await["messages"][1]["content"],
+            format!("echo: hi {n}")
+        );
+    }
+    assert_eq!(
+        (
+            runs.claimed_by_id.load(SeqCst),
+            runs.claimed_in_settle.load(SeqCst)
+        ),
+        (1, 3)
+    );
 }
 
 /// A thread `if_not_exists: create` makes for its run gets the default thread ttl, as a
@@ -504,23 +600,15 @@ async fn a_run_whose_new_thread_another_instance_made_meanwhile_runs_on_that_thr
     let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(Timestamp::from_unix_micros(
         1_800_000_000_000_000,
     )));
-    let shared = memory_store(MemoryOptions::new(clock.clone()));
-    let store = service_store::Store::new(service_store::StoreParts {
-        runs: Arc::new(ThreadMadeElsewhere(shared.clone())),
-        ..shared.parts()
-    });
-    let checkpointer: Arc<dyn Checkpointer> = Arc::new(InMemorySaver::new());
-    let config = EngineConfig::default();
-    let engine = Engine::new(EngineParts {
-        store,
-        graphs: Arc::new(service_example_graphs::registry(checkpointer.clone()).unwrap()),
-        checkpointer,
-        bus: MemoryBus::new(config.bus),
+    let (engine, _) = engine_on_runs(
+        ObservedRuns {
+            threads_made_elsewhere: true,
+            ..ObservedRuns::default()
+        },
         clock,
-        config,
-    });
-    engine.ensure_system_assistants().await.unwrap();
-    engine.start();
+        EngineConfig::default(),
+    )
+    .await;
     let thread = Uuid::now_v7();
     let mut body = run_body(
         "echo",

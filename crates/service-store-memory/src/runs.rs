@@ -1,8 +1,8 @@
 use async_trait::async_trait;
 use service_store::page::paginate;
 use service_store::{
-    ActiveRunsQuery, AssistantStamp, CancelOutcome, Claimed, DeliveryRecord, ErrorKind, NewRun,
-    NewThread, RunListQuery, RunsRepo, Settled, SettledAndMirrored, SettledRun, Settlement,
+    ActiveRunsQuery, AssistantStamp, CancelOutcome, ClaimNext, Claimed, DeliveryRecord, ErrorKind,
+    NewRun, NewThread, RunListQuery, RunsRepo, Settled, SettledAndMirrored, SettledRun, Settlement,
     StoreError, StoreResult, ThreadMirror, ThreadRunCreated, final_status,
 };
 use service_types::{JsonText, Run, RunStatus, Timestamp};
@@ -25,6 +25,21 @@ impl Core {
                 row.available_at <= now && !self.busy_threads.contains_key(&row.run.thread_id)
             })
             .map(|row| row.run.run_id)
+    }
+
+    /// Claims one run (see [`RunsRepo::claim`]).
+    fn claim(&mut self, run_id: Uuid, now: Timestamp) -> Option<Run> {
+        let claimable = self.runs.get(&run_id).is_some_and(|row| {
+            row.run.status == RunStatus::Pending
+                && row.available_at <= now
+                && !self.busy_threads.contains_key(&row.run.thread_id)
+        });
+        if !claimable {
+            return None;
+        }
+        let row = self.set_run_status(run_id, RunStatus::Running, now)?;
+        row.started = true;
+        Some(row.to_run())
     }
 
     /// Settles a run (see [`RunsRepo::settle`]).
@@ -200,20 +215,7 @@ impl RunsRepo for MemoryCore {
     }
 
     async fn claim(&self, run_id: Uuid, now: Timestamp) -> StoreResult<Option<Run>> {
-        let mut core = self.state.lock();
-        let claimable = core.runs.get(&run_id).is_some_and(|row| {
-            row.run.status == RunStatus::Pending
-                && row.available_at <= now
-                && !core.busy_threads.contains_key(&row.run.thread_id)
-        });
-        if !claimable {
-            return Ok(None);
-        }
-        let row = core
-            .set_run_status(run_id, RunStatus::Running, now)
-            .ok_or_else(run_not_found)?;
-        row.started = true;
-        Ok(Some(row.to_run()))
+        Ok(self.state.lock().claim(run_id, now))
     }
 
     async fn next_available_at(&self, now: Timestamp) -> StoreResult<Option<Timestamp>> {
@@ -269,6 +271,7 @@ impl RunsRepo for MemoryCore {
         run_id: Uuid,
         settlement: Settlement,
         mirror: ThreadMirror,
+        next: Option<ClaimNext>,
     ) -> StoreResult<SettledAndMirrored> {
         let now = self.env.clock.now();
         let requested = settlement.status;
@@ -285,9 +288,19 @@ impl RunsRepo for MemoryCore {
         } else {
             None
         };
+        let next = next
+            .filter(|next| {
+                settled.changed
+                    && core
+                        .runs
+                        .get(&next.run_id)
+                        .is_some_and(|row| row.run.thread_id != settled.run.thread_id)
+            })
+            .and_then(|next| core.claim(next.run_id, next.now));
         Ok(SettledAndMirrored {
             settled,
             others_wait,
+            next,
         })
     }
 

@@ -7,8 +7,8 @@
 use async_trait::async_trait;
 use serde_json::Value;
 use service_store::{
-    ActiveRunsQuery, AssistantStamp, CancelOutcome, Claimed, DeliveryRecord, ErrorKind, NewRun,
-    NewThread, RunListQuery, RunsRepo, Settled, SettledAndMirrored, SettledRun, Settlement,
+    ActiveRunsQuery, AssistantStamp, CancelOutcome, ClaimNext, Claimed, DeliveryRecord, ErrorKind,
+    NewRun, NewThread, RunListQuery, RunsRepo, Settled, SettledAndMirrored, SettledRun, Settlement,
     StoreError, StoreResult, ThreadMirror, ThreadRunCreated, final_status,
 };
 use service_types::{Run, RunStatus, Timestamp};
@@ -56,20 +56,27 @@ fn run_not_found() -> StoreError {
 }
 
 pub(crate) fn run(row: &Row) -> StoreResult<Run> {
-    let strategy: Option<String> = row.get("multitask_strategy");
-    let error: Option<Value> = row.get("error");
+    run_at(row, 0)
+}
+
+/// The run whose [`COLUMNS`] start at column `first` of `row` (by position, so a
+/// statement may return them after another relation's columns of the same names).
+fn run_at(row: &Row, first: usize) -> StoreResult<Run> {
+    let column = |offset: usize| first + offset;
+    let strategy: Option<String> = row.get(column(7));
+    let error: Option<Value> = row.get(column(9));
     Ok(Run {
-        run_id: row.get("run_id"),
-        thread_id: row.get("thread_id"),
-        assistant_id: row.get("assistant_id"),
-        created_at: ts(row.get("created_at")),
-        updated_at: ts(row.get("updated_at")),
-        status: enum_from(row.get("status"), "status")?,
-        metadata: object(row.get("metadata"), "metadata")?,
+        run_id: row.get(column(0)),
+        thread_id: row.get(column(1)),
+        assistant_id: row.get(column(2)),
+        created_at: ts(row.get(column(3))),
+        updated_at: ts(row.get(column(4))),
+        status: enum_from(row.get(column(5)), "status")?,
+        metadata: object(row.get(column(6)), "metadata")?,
         multitask_strategy: strategy
             .map(|text| enum_from(text, "multitask_strategy"))
             .transpose()?,
-        kwargs: row.get("kwargs"),
+        kwargs: row.get(column(8)),
         error: error.map(|value| decode(value, "error")).transpose()?,
     })
 }
@@ -130,7 +137,81 @@ pub(crate) const LATEST_SQL: &str =
     status, metadata, multitask_strategy, kwargs, error FROM runs WHERE thread_id = $1
     ORDER BY created_at DESC, run_id DESC LIMIT 1";
 
+/// Settles a run, mirrors it onto its thread and claims the next run, in one
+/// statement and so one (synchronous) commit. `$1` is the run; `$2` to `$7` the
+/// mirror (`MirrorParams`, `$6` now); `$8` the status it settles as, `$9` the status
+/// when a cancel won, `$10` its error; `$11` the run to claim (or NULL) and `$12` the
+/// instant it is claimed at. The thread's `runs_wait` and the claim's busy check read
+/// the snapshot from before the settle: this run is still active there, so it is left
+/// out of the first, and a next run of its own thread is not claimed.
+fn settle_and_mirror_sql() -> &'static str {
+    static_sql!(
+        "WITH settled AS (
+         UPDATE runs SET
+             status = CASE WHEN cancel_requested THEN $9 ELSE $8 END,
+             error = CASE WHEN cancel_requested THEN NULL ELSE $10::jsonb END,
+             updated_at = $6
+         WHERE run_id = $1 AND status IN ('pending', 'running')
+         RETURNING {SETTLED_COLUMNS}),
+     waiting AS (
+         SELECT EXISTS (
+             SELECT 1 FROM runs, settled
+             WHERE runs.thread_id = settled.thread_id
+               AND runs.status IN ('pending', 'running')
+               AND runs.run_id <> $1) AS runs_wait),
+     mirrored AS (
+         UPDATE threads SET {MIRROR_SET}
+         FROM waiting, settled
+         WHERE threads.thread_id = settled.thread_id AND settled.status = $8
+         RETURNING waiting.runs_wait),
+     claimed AS (
+         UPDATE runs SET status = 'running', updated_at = $12, started = true
+         WHERE run_id = $11 AND status = 'pending' AND available_at <= $12
+           AND thread_id <> (SELECT thread_id FROM settled)
+           AND NOT EXISTS (
+               SELECT 1 FROM runs busy
+               WHERE busy.thread_id = runs.thread_id AND busy.status = 'running')
+         RETURNING {COLUMNS})
+     SELECT settled.*, (SELECT runs_wait FROM mirrored) AS others_wait, claimed.*
+     FROM settled LEFT JOIN claimed ON true"
+    )
+}
+
 impl Db {
+    /// Claims one run (see [`RunsRepo::claim`]) unless it runs on `not_on_thread`.
+    async fn claim_off(
+        &self,
+        run_id: Uuid,
+        now: Timestamp,
+        not_on_thread: Option<Uuid>,
+    ) -> StoreResult<Option<Run>> {
+        let client = self.client().await?;
+        // A key lookup: the queue's index is not read. A claimer of the same row
+        // waits for its lock and then sees the run no longer pending. Committed
+        // asynchronously, as the run's settle makes it durable (`ASYNC_COMMIT`).
+        let claimed = client
+            .query_opt_cached(
+                static_sql!(
+                    "UPDATE runs SET status = 'running', updated_at = $2, started = true
+                     FROM {ASYNC_COMMIT}
+                     WHERE run_id = $1 AND status = 'pending' AND available_at <= $2
+                       AND thread_id IS DISTINCT FROM $3
+                       AND NOT EXISTS (
+                           SELECT 1 FROM runs busy
+                           WHERE busy.thread_id = runs.thread_id AND busy.status = 'running')
+                     RETURNING {COLUMNS}"
+                ),
+                &[&run_id, &at(now), &not_on_thread],
+            )
+            .await;
+        match claimed {
+            Ok(row) => row.map(|row| run(&row)).transpose(),
+            // Another run of the thread started first.
+            Err(error) if is_unique_violation(&error) => Ok(None),
+            Err(error) => Err(store_error(error)),
+        }
+    }
+
     /// A run that was already settled (or is unknown), as a settle reports it.
     async fn settled_as_stored(&self, run_id: Uuid) -> StoreResult<SettledRun> {
         let client = self.client().await?;
@@ -418,30 +499,7 @@ impl RunsRepo for Db {
     }
 
     async fn claim(&self, run_id: Uuid, now: Timestamp) -> StoreResult<Option<Run>> {
-        let client = self.client().await?;
-        // A key lookup: the queue's index is not read. A claimer of the same row
-        // waits for its lock and then sees the run no longer pending. Committed
-        // asynchronously, as the run's settle makes it durable (`ASYNC_COMMIT`).
-        let claimed = client
-            .query_opt_cached(
-                static_sql!(
-                    "UPDATE runs SET status = 'running', updated_at = $2, started = true
-                     FROM {ASYNC_COMMIT}
-                     WHERE run_id = $1 AND status = 'pending' AND available_at <= $2
-                       AND NOT EXISTS (
-                           SELECT 1 FROM runs busy
-                           WHERE busy.thread_id = runs.thread_id AND busy.status = 'running')
-                     RETURNING {COLUMNS}"
-                ),
-                &[&run_id, &at(now)],
-            )
-            .await;
-        match claimed {
-            Ok(row) => row.map(|row| run(&row)).transpose(),
-            // Another run of the thread started first.
-            Err(error) if is_unique_violation(&error) => Ok(None),
-            Err(error) => Err(store_error(error)),
-        }
+        self.claim_off(run_id, now, None).await
     }
 
     async fn next_available_at(&self, now: Timestamp) -> StoreResult<Option<Timestamp>> {
@@ -517,10 +575,12 @@ impl RunsRepo for Db {
         run_id: Uuid,
         settlement: Settlement,
         mirror: ThreadMirror,
+        next: Option<ClaimNext>,
     ) -> StoreResult<SettledAndMirrored> {
         let requested = settlement.status;
         if settlement.webhook.is_some() {
-            // The delivery row needs the transactional settle; the mirror follows it.
+            // The delivery row needs the transactional settle; the mirror and the
+            // claim follow it.
             let settled = self.settle(run_id, settlement).await?;
             let others_wait = if settled.changed && settled.run.status == requested {
                 match self.write_mirror(settled.run.thread_id, mirror, true).await {
@@ -531,9 +591,17 @@ impl RunsRepo for Db {
             } else {
                 None
             };
+            let next = match next {
+                Some(next) if settled.changed => {
+                    self.claim_off(next.run_id, next.now, Some(settled.run.thread_id))
+                        .await?
+                }
+                _ => None,
+            };
             return Ok(SettledAndMirrored {
                 settled,
                 others_wait,
+                next,
             });
         }
         let status = enum_text(&final_status(&settlement, false)?)?;
@@ -541,41 +609,32 @@ impl RunsRepo for Db {
         let error = settlement.error.as_ref().map(encode).transpose()?;
         let mirror = threads::MirrorParams::new(mirror, self.now())?;
         let client = self.client().await?;
-        // One statement, so one commit: the thread's `runs_wait` reads the snapshot
-        // from before the settle, where this run is still active, so it is left out.
-        let row = client
-            .query_opt_cached(
-                static_sql!(
-                    "WITH settled AS (
-                         UPDATE runs SET
-                             status = CASE WHEN cancel_requested THEN $9 ELSE $8 END,
-                             error = CASE WHEN cancel_requested THEN NULL ELSE $10::jsonb END,
-                             updated_at = $6
-                         WHERE run_id = $1 AND status IN ('pending', 'running')
-                         RETURNING {SETTLED_COLUMNS}),
-                     waiting AS (
-                         SELECT EXISTS (
-                             SELECT 1 FROM runs, settled
-                             WHERE runs.thread_id = settled.thread_id
-                               AND runs.status IN ('pending', 'running')
-                               AND runs.run_id <> $1) AS runs_wait),
-                     mirrored AS (
-                         UPDATE threads SET {MIRROR_SET}
-                         FROM waiting, settled
-                         WHERE threads.thread_id = settled.thread_id AND settled.status = $8
-                         RETURNING waiting.runs_wait)
-                     SELECT settled.*, (SELECT runs_wait FROM mirrored) AS others_wait
-                     FROM settled"
-                ),
-                &[
-                    &[&run_id as &(dyn ToSql + Sync)][..],
-                    &mirror.params(),
-                    &[&status, &cancelled, &error],
-                ]
-                .concat(),
-            )
-            .await
-            .map_err(store_error)?;
+        let settle = |next: Option<ClaimNext>| {
+            let (next_run, next_at) = (next.map(|next| next.run_id), next.map(|next| at(next.now)));
+            let client = &client;
+            let mirror = &mirror;
+            let (status, cancelled, error) = (&status, &cancelled, &error);
+            async move {
+                client
+                    .query_opt_cached(
+                        settle_and_mirror_sql(),
+                        &[
+                            &[&run_id as &(dyn ToSql + Sync)][..],
+                            &mirror.params(),
+                            &[status, cancelled, error, &next_run, &next_at],
+                        ]
+                        .concat(),
+                    )
+                    .await
+            }
+        };
+        let row = match settle(next).await {
+            // Another instance started a run of the next run's thread after this
+            // statement's snapshot: settle alone, and leave that run to a claim by id.
+            Err(error) if next.is_some() && is_unique_violation(&error) => settle(None).await,
+            other => other,
+        }
+        .map_err(store_error)?;
         let Some(row) = row else {
             // Already terminal, or unknown.
             return Ok(SettledAndMirrored {
@@ -585,12 +644,18 @@ impl RunsRepo for Db {
                     delivery: None,
                 },
                 others_wait: None,
+                next: None,
             });
         };
         let run = settled_run(&row)?;
         // A thread gone meanwhile has nothing waiting on it.
         let others_wait = (run.status == requested)
             .then(|| row.get::<_, Option<bool>>("others_wait").unwrap_or(false));
+        let next_at = SETTLED_COLUMNS.split(',').count() + 1;
+        let next = row
+            .get::<_, Option<Uuid>>(next_at)
+            .map(|_| run_at(&row, next_at))
+            .transpose()?;
         Ok(SettledAndMirrored {
             settled: Settled {
                 run,
@@ -598,6 +663,7 @@ impl RunsRepo for Db {
                 delivery: None,
             },
             others_wait,
+            next,
         })
     }
 

@@ -8,7 +8,8 @@ use std::sync::Arc;
 
 use serde_json::json;
 use service_store::{ManualClock, NewRun, NewThread, Store};
-use service_types::{IfExists, ThreadStatus, Timestamp};
+use service_types::{IfExists, RunStatus, ThreadStatus, Timestamp};
+use tokio_postgres::NoTls;
 use uuid::Uuid;
 
 const CLAIMERS: usize = 8;
@@ -108,4 +109,110 @@ async fn concurrent_claimers_claim_each_queued_run_exactly_once() {
     let unique: HashSet<Uuid> = claimed.iter().copied().collect();
     assert_eq!(unique.len(), claimed.len(), "a run was claimed twice");
     assert_eq!(unique, queued, "every queued run was claimed");
+}
+
+/// A settle that claims the next run in the same statement loses that claim, not the
+/// settle, when another claimer starts a run of the next run's thread after the
+/// statement's snapshot: the unique index refuses the claim, and the run settles alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_settle_whose_next_claim_loses_a_race_still_settles() {
+    let clock = Arc::new(ManualClock::new(
+        Timestamp::parse("2025-01-15T12:00:00Z").unwrap(),
+    ));
+    let backend = support::fresh_store(clock.clone(), 1000).await;
+    let store = backend.store();
+    let now = service_store::Clock::now(clock.as_ref());
+    let thread = |store: Store| async move {
+        let thread_id = Uuid::new_v4();
+        store
+            .threads()
+            .create(
+                NewThread {
+                    thread_id,
+                    metadata: Default::default(),
+                    status: ThreadStatus::Busy,
+                    ttl: None,
+                },
+                IfExists::Raise,
+            )
+            .await
+            .unwrap();
+        thread_id
+    };
+    let run_on = |store: Store, thread_id| async move {
+        store
+            .runs()
+            .create(NewRun {
+                run_id: Uuid::now_v7(),
+                thread_id,
+                assistant_id: Uuid::nil(),
+                metadata: Default::default(),
+                multitask_strategy: None,
+                kwargs: json!({}),
+                available_at: now,
+                assistant_as_read: None,
+            })
+            .await
+            .unwrap()
+            .run_id
+    };
+    let settling = run_on(store.clone(), thread(store.clone()).await).await;
+    let claimed = store.runs().claim_next(now).await.unwrap().unwrap();
+    assert_eq!(claimed.run.run_id, settling);
+    let contested = thread(store.clone()).await;
+    let first = run_on(store.clone(), contested).await;
+    let next = run_on(store.clone(), contested).await;
+
+    // Another claimer starts the contested thread's first run and has not committed.
+    let schema = backend.options().schema.clone().unwrap();
+    let (other, connection) = tokio_postgres::connect(&support::database_url(), NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    other
+        .batch_execute(&format!(
+            "SET search_path = {schema}; BEGIN;
+             UPDATE runs SET status = 'running', started = true WHERE run_id = '{first}';"
+        ))
+        .await
+        .unwrap();
+    let settle = tokio::spawn({
+        let store = store.clone();
+        async move {
+            store
+                .runs()
+                .settle_and_mirror(
+                    settling,
+                    service_store::Settlement {
+                        status: RunStatus::Success,
+                        error: None,
+                        interrupted: false,
+                        webhook: None,
+                    },
+                    service_store::ThreadMirror {
+                        status: ThreadStatus::Idle,
+                        values: None,
+                        interrupts: Default::default(),
+                        error: None,
+                    },
+                    Some(service_store::ClaimNext { run_id: next, now }),
+                )
+                .await
+        }
+    });
+    // The settle's claim now waits on the other claimer's index entry.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    other.batch_execute("COMMIT").await.unwrap();
+
+    let outcome = settle.await.unwrap().expect("the settle lands");
+    assert!(outcome.settled.changed);
+    assert_eq!(outcome.settled.run.status, RunStatus::Success);
+    assert_eq!(outcome.next, None, "the claim lost the race");
+    let status = |run_id| {
+        let store = store.clone();
+        async move { store.runs().get(run_id).await.unwrap().unwrap().status }
+    };
+    assert_eq!(status(settling).await, RunStatus::Success);
+    assert_eq!(status(first).await, RunStatus::Running);
+    assert_eq!(status(next).await, RunStatus::Pending);
 }

@@ -38,9 +38,9 @@ pub use items::{ItemSearch, ItemsRepo, PutItem, compare_items, validate_item_ttl
 pub use namespace::NamespaceQuery;
 pub use page::PageLimits;
 pub use runs::{
-    ActiveRunsQuery, AssistantStamp, CancelOutcome, Claimed, NewRun, RunListQuery, RunsRepo,
-    Settled, SettledAndMirrored, SettledRun, Settlement, ThreadRunCreated, WebhookRequest,
-    final_status, webhook_status,
+    ActiveRunsQuery, AssistantStamp, CancelOutcome, ClaimNext, Claimed, NewRun, RunListQuery,
+    RunsRepo, Settled, SettledAndMirrored, SettledRun, Settlement, ThreadRunCreated,
+    WebhookRequest, final_status, webhook_status,
 };
 pub use store::{Capabilities, Store, StoreParts};
 pub use threads::{

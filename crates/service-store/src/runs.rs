@@ -195,6 +195,17 @@ pub struct Settled {
     pub delivery: Option<DeliveryRecord>,
 }
 
+/// A run to claim in the same step as a settle ([`RunsRepo::settle_and_mirror`]), so a
+/// worker that finishes one run and starts the next its instance queued makes one
+/// round trip of the two.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClaimNext {
+    /// The run to claim.
+    pub run_id: Uuid,
+    /// The instant it is claimed at, as [`RunsRepo::claim`] takes it.
+    pub now: Timestamp,
+}
+
 /// What [`RunsRepo::settle_and_mirror`] did.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SettledAndMirrored {
@@ -203,6 +214,9 @@ pub struct SettledAndMirrored {
     /// Whether other runs wait on the thread, when the mirror was written; `None` when
     /// the run did not settle with the settlement's status and nothing was mirrored.
     pub others_wait: Option<bool>,
+    /// The [`ClaimNext`] run, now running, when it was claimed in this step; `None`
+    /// when it was not (it may still be claimable by id).
+    pub next: Option<Run>,
 }
 
 /// The status a webhook body reports for a run that settled as `status`.
@@ -292,12 +306,18 @@ pub trait RunsRepo: Send + Sync {
     /// cancel won the race): the mirror was computed for that outcome. `others_wait`
     /// is `None` when nothing was mirrored, so the caller mirrors what really happened.
     ///
+    /// With `next`, also claims that run as [`RunsRepo::claim`] would, when this call
+    /// settled the run (`settled.changed`) and `next` runs on another thread: a run of
+    /// the settled run's own thread is left to a claim by id afterwards, as that thread
+    /// was busy until this settle.
+    ///
     /// [`ThreadsRepo::mirror_after_run`]: crate::ThreadsRepo::mirror_after_run
     async fn settle_and_mirror(
         &self,
         run_id: Uuid,
         settlement: Settlement,
         mirror: ThreadMirror,
+        next: Option<ClaimNext>,
     ) -> StoreResult<SettledAndMirrored>;
 
     /// Deletes the run (its deliveries stay). Unknown: `NotFound` ("Run not found").
