@@ -25,7 +25,8 @@ pub trait Coordinator: Send + Sync {
     async fn announce_work(&self);
 
     /// The least time between two announcements (requests made meanwhile are answered
-    /// by the next one); `None` when announcing costs nothing (one process).
+    /// by the next one; zero when announcing costs nothing); `None` when there is no
+    /// other instance to tell (one process), so nothing is announced at all.
     fn announce_spacing(&self) -> Option<Duration>;
 
     /// Resolves when another instance announced work, or after a slow fallback period

@@ -191,7 +191,16 @@ impl Engine {
     /// burst drains on every idle worker) and tells the other instances.
     pub(crate) fn wake_workers(&self) {
         self.queue_changed();
-        self.inner.announce.notify_one();
+        self.announce();
+    }
+
+    /// Asks the announcer to tell other instances about queued work, when there are
+    /// any: in one process nothing is woken (a wake-up per run costs more than the
+    /// run's own hand-overs at low concurrency).
+    pub(crate) fn announce(&self) {
+        if self.inner.coordinator.announce_spacing().is_some() {
+            self.inner.announce.notify_one();
+        }
     }
 
     /// Marks the queue as worth a search and wakes an idle worker to do it.
@@ -205,7 +214,7 @@ impl Engine {
     pub(crate) fn queue_here(&self, run_id: Uuid) {
         self.queued_here().push_back(run_id);
         self.inner.wake.notify_one();
-        self.inner.announce.notify_one();
+        self.announce();
     }
 
     pub(crate) fn queued_here(&self) -> MutexGuard<'_, VecDeque<Uuid>> {

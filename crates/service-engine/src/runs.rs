@@ -291,7 +291,7 @@ impl Engine {
             .await;
         if available_at > self.now() {
             self.inner.delays_changed.notify_one();
-            self.inner.announce.notify_one();
+            self.announce();
         } else {
             self.queue_here(run_id);
         }

@@ -73,7 +73,11 @@ impl Engine {
         self.spawn_task(|engine| async move { engine.recovery_loop().await });
         self.spawn_task(|engine| async move { engine.relay_other_work().await });
         self.spawn_task(|engine| async move { engine.time_delayed_runs().await });
-        self.spawn_task(|engine| async move { engine.announce_queued_work().await });
+        if let Some(spacing) = self.inner.coordinator.announce_spacing() {
+            self.spawn_task(
+                move |engine| async move { engine.announce_queued_work(spacing).await },
+            );
+        }
     }
 
     /// Spawns a task on a clone of the engine, tracked so shutdown waits for it.
@@ -135,13 +139,12 @@ impl Engine {
     /// the next, which follows the request's commit, so a burst of runs costs a few
     /// announcements, not one each. Others need them only once this instance's own
     /// workers are busy, so the spacing delays little work.
-    async fn announce_queued_work(&self) {
-        let spacing = self.inner.coordinator.announce_spacing();
+    async fn announce_queued_work(&self, spacing: Duration) {
         loop {
             tokio::select! {
                 () = self.inner.announce.notified() => {
                     self.inner.coordinator.announce_work().await;
-                    if let Some(spacing) = spacing {
+                    if !spacing.is_zero() {
                         tokio::select! {
                             () = tokio::time::sleep(spacing) => {}
                             () = self.inner.shutdown.cancelled() => {}

@@ -729,7 +729,7 @@ struct TestCoordinator {
     release_first_announcement: tokio::sync::Semaphore,
     claims_freed: AtomicBool,
     /// The spacing of announcements the engine is told.
-    announce_spacing: Option<Duration>,
+    announce_spacing: Duration,
     /// The claim delay the engine is told; `None` asks for no claims.
     claim_delay: Option<Duration>,
     /// How long a claim takes to answer once taken, like a lock's round trip.
@@ -760,7 +760,7 @@ impl Default for TestCoordinator {
             announced: Default::default(),
             release_first_announcement: tokio::sync::Semaphore::new(0),
             claims_freed: Default::default(),
-            announce_spacing: None,
+            announce_spacing: Duration::ZERO,
             claim_delay: None,
             claim_answer: Duration::ZERO,
             refuse_claims: Default::default(),
@@ -777,7 +777,7 @@ impl service_engine::coordination::Coordinator for TestCoordinator {
         }
     }
     fn announce_spacing(&self) -> Option<Duration> {
-        self.announce_spacing
+        Some(self.announce_spacing)
     }
     async fn other_work(&self) {
         std::future::pending::<()>().await;
@@ -925,7 +925,7 @@ async fn runs_queued_during_an_announcement_are_announced_once_after_it() {
 #[tokio::test]
 async fn runs_queued_within_the_announcement_spacing_are_announced_once_after_it() {
     let coordinator = Arc::new(TestCoordinator {
-        announce_spacing: Some(Duration::from_millis(500)),
+        announce_spacing: Duration::from_millis(500),
         ..TestCoordinator::default()
     });
     coordinator.release_first_announcement.add_permits(1);
