@@ -142,6 +142,7 @@ impl Harness {
             kwargs: json!({}),
             available_at: self.now(),
             assistant_as_read: None,
+            claimed: false,
         }
     }
 

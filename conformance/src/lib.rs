@@ -121,6 +121,7 @@ macro_rules! conformance_tests {
                 run_claim_tells_whether_more_runs_wait,
                 run_claim_waits_for_available_at,
                 run_create_with_thread_writes_both_or_neither,
+                run_create_with_thread_claimed_is_running_and_started,
                 run_create_requires_its_assistant_unchanged_when_asked,
                 run_claim_by_id_takes_only_a_claimable_run,
                 run_cancel_pending_is_immediate_and_sends_no_webhook,

@@ -136,6 +136,74 @@ pub async fn run_create_with_thread_writes_both_or_neither(factory: Factory) {
     );
 }
 
+/// A run created claimed with its thread is running and started at once: no claim
+/// takes it, its thread's next run waits behind it, and its settle with a webhook
+/// writes a delivery. `create` refuses a claimed run.
+pub async fn run_create_with_thread_claimed_is_running_and_started(factory: Factory) {
+    let h = Harness::new(&factory).await;
+    let thread_id = Uuid::now_v7();
+    let new_thread = service_store::NewThread {
+        thread_id,
+        metadata: obj(json!({"graph_id": "echo"})),
+        status: service_types::ThreadStatus::Busy,
+        ttl: None,
+    };
+    let claimed = service_store::NewRun {
+        claimed: true,
+        ..h.new_run(thread_id)
+    };
+    let service_store::ThreadRunCreated::Created(run) = h
+        .store
+        .runs()
+        .create_with_thread(new_thread, claimed)
+        .await
+        .expect("create")
+    else {
+        panic!("a fresh thread id is created");
+    };
+    assert_eq!(
+        (run.status, run.created_at, run.updated_at),
+        (RunStatus::Running, h.now(), h.now())
+    );
+    assert_eq!(
+        h.store.runs().get(run.run_id).await.expect("get"),
+        Some(run.clone())
+    );
+    let next = h.run_on(thread_id).await.run_id;
+    assert!(
+        h.store
+            .runs()
+            .claim_next(h.now())
+            .await
+            .expect("claim")
+            .is_none(),
+        "nothing to claim: the run is taken and its thread busy"
+    );
+    assert_eq!(
+        h.store.runs().claim(next, h.now()).await.expect("claim"),
+        None
+    );
+    let settled = h
+        .store
+        .runs()
+        .settle(run.run_id, with_webhook(RunStatus::Success))
+        .await
+        .expect("settle");
+    assert_eq!(
+        settled.delivery.is_some(),
+        h.store.deliveries().is_some(),
+        "a claimed run started"
+    );
+    let by_id = h.store.runs().claim(next, h.now()).await.expect("claim");
+    assert_eq!(by_id.map(|run| run.run_id), Some(next));
+
+    let on_existing = service_store::NewRun {
+        claimed: true,
+        ..h.new_run(thread_id)
+    };
+    assert_kind(h.store.runs().create(on_existing).await, ErrorKind::Invalid);
+}
+
 /// A run built from its assistant as read earlier is queued only while the assistant
 /// is still in that state: once it changed (or went), nothing is written (`Stale`).
 pub async fn run_create_requires_its_assistant_unchanged_when_asked(factory: Factory) {
@@ -160,6 +228,7 @@ pub async fn run_create_requires_its_assistant_unchanged_when_asked(factory: Fac
     let as_read = |thread_id| service_store::NewRun {
         assistant_id: assistant.assistant_id,
         assistant_as_read: Some(service_store::AssistantStamp::of(&assistant)),
+        claimed: false,
         ..h.new_run(thread_id)
     };
     let thread = h.thread().await.thread_id;
@@ -200,6 +269,7 @@ pub async fn run_create_requires_its_assistant_unchanged_when_asked(factory: Fac
 
     let current = service_store::NewRun {
         assistant_as_read: Some(service_store::AssistantStamp::of(&changed)),
+        claimed: false,
         ..as_read(fresh)
     };
     let created = h
@@ -220,6 +290,7 @@ pub async fn run_create_requires_its_assistant_unchanged_when_asked(factory: Fac
         .expect("delete");
     let gone = service_store::NewRun {
         assistant_as_read: Some(service_store::AssistantStamp::of(&changed)),
+        claimed: false,
         ..as_read(thread)
     };
     assert_kind(h.store.runs().create(gone).await, ErrorKind::Stale);

@@ -14,6 +14,7 @@ use uuid::Uuid;
 
 use crate::bus::StreamBus;
 use crate::coordination::{Coordinator, LocalCoordinator};
+use crate::worker::Workers;
 use crate::{EngineConfig, EngineError, ErrorKind};
 
 /// What an embedder hands the engine.
@@ -67,6 +68,8 @@ pub(crate) struct Inner {
     /// Runs this instance queued and may start at once, oldest first: a worker claims
     /// them by id, without searching the queue.
     pub(crate) queued_here: Mutex<VecDeque<Uuid>>,
+    /// Idle workers and the runs claimed at their creation for them.
+    pub(crate) workers: Mutex<Workers>,
     /// Set when the queue may hold a claimable run that `queued_here` does not name
     /// (another instance's, a delayed one now due, one that waited for its thread); a
     /// worker then searches the queue.
@@ -124,6 +127,7 @@ impl Engine {
                 expose_stacks,
                 wake: Notify::new(),
                 queued_here: Mutex::new(VecDeque::new()),
+                workers: Mutex::new(Workers::default()),
                 // What was queued before this instance started is found by a search.
                 search_queue: AtomicBool::new(true),
                 delays_changed: Notify::new(),

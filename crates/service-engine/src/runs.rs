@@ -46,7 +46,9 @@ impl Engine {
 
     /// Like [`create_run`](Self::create_run), also subscribed to the run's frames from
     /// before the run can be claimed: a caller that streams or waits cannot miss a run
-    /// that ends, and drops out of the bus's retention, before it subscribes.
+    /// that ends, and drops out of the bus's retention, before it subscribes. Such a
+    /// run on a thread made for it may be created claimed, for an idle worker, so the
+    /// returned run's status is not the pending one clients are shown on creation.
     pub async fn create_run_watched(
         &self,
         target: RunTarget,
@@ -245,6 +247,15 @@ impl Engine {
                 .await?;
         }
 
+        // A watched run (its answer shows no status) on a thread made for it, due now,
+        // is created claimed when an idle worker can take it: no claim follows.
+        let claimed = watch
+            && matches!(thread, RunThread::New(_))
+            && available_at <= self.now()
+            && self.reserve_idle_worker();
+        // Registered before its row exists, so a cancel reaches it from the start.
+        let handles = claimed.then(|| self.register_active(run_id));
+
         let topic = Topic::Run(run_id);
         self.inner.bus.open(topic).await;
         let subscription = if watch {
@@ -261,6 +272,7 @@ impl Engine {
             kwargs,
             available_at,
             assistant_as_read: Some(service_store::AssistantStamp::of(assistant)),
+            claimed,
         };
         let run = match thread {
             RunThread::Existing(_) => self.store().runs().create(new).await,
@@ -268,6 +280,7 @@ impl Engine {
                 match self.store().runs().create_with_thread(thread, new).await {
                     Ok(ThreadRunCreated::Created(run)) => Ok(run),
                     Ok(ThreadRunCreated::ThreadExists(existing)) => {
+                        self.withdraw_claim(run_id, claimed);
                         self.inner.bus.discard(topic).await;
                         return Ok(Queued::ThreadExists(existing));
                     }
@@ -278,6 +291,7 @@ impl Engine {
         let run = match run {
             Ok(run) => run,
             Err(error) => {
+                self.withdraw_claim(run_id, claimed);
                 self.inner.bus.discard(topic).await;
                 if error.kind == StoreErrorKind::Stale {
                     return Ok(Queued::AssistantChanged);
@@ -289,13 +303,23 @@ impl Engine {
         // run at once, also while the run waits for a worker or its thread.
         self.publish_run_frame(&run, "metadata", &json!({"run_id": run_id, "attempt": 1}))
             .await;
-        if available_at > self.now() {
+        if let Some(handles) = handles {
+            self.hand_to_reserved_worker(run.clone(), handles);
+        } else if available_at > self.now() {
             self.inner.delays_changed.notify_one();
             self.announce();
         } else {
             self.queue_here(run_id);
         }
         Ok(Queued::Run(run, subscription))
+    }
+
+    /// Undoes the claim a run was to be created with, when it was not created.
+    fn withdraw_claim(&self, run_id: Uuid, claimed: bool) {
+        if claimed {
+            self.active().remove(&run_id);
+            self.release_idle_worker();
+        }
     }
 
     /// Reads a run of a thread.

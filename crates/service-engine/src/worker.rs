@@ -3,8 +3,9 @@
 //! instance queued by id, and search the queue only when it may hold other work
 //! (another instance's run, a delayed run now due, a run that waited for its thread).
 
-use std::sync::Arc;
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, MutexGuard};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -47,11 +48,23 @@ struct RunPlan {
 }
 
 /// A run this instance queued that a worker takes next: registered, and claimed
-/// already when its predecessor's settle could claim it.
-struct NextRun {
-    run_id: uuid::Uuid,
-    handles: ActiveRun,
-    claimed: Option<Run>,
+/// already when its creator or its predecessor's settle could claim it.
+pub(crate) struct NextRun {
+    pub(crate) run_id: uuid::Uuid,
+    pub(crate) handles: ActiveRun,
+    pub(crate) claimed: Option<Run>,
+}
+
+/// The workers waiting for work, and the runs their creators claimed for them.
+#[derive(Default)]
+pub(crate) struct Workers {
+    /// Workers waiting for work.
+    idle: usize,
+    /// Idle workers promised to a run being created claimed; each such run is handed
+    /// over through `claimed` (or its promise withdrawn).
+    reserved: usize,
+    /// Runs claimed at their creation, oldest first, for the reserved workers.
+    claimed: VecDeque<NextRun>,
 }
 
 /// How driving the graph ended.
@@ -193,6 +206,17 @@ impl Engine {
             // Registered before looking for work, so work queued in between still
             // wakes this worker.
             notified.as_mut().enable();
+            // Before the shutdown check: a run claimed for this worker must run.
+            let claimed_for_me = {
+                let mut workers = self.workers();
+                let next = workers.claimed.pop_front();
+                workers.reserved -= usize::from(next.is_some());
+                next
+            };
+            if let Some(next) = claimed_for_me {
+                self.execute_queued(next).await;
+                continue;
+            }
             if self.inner.shutdown.is_cancelled() {
                 return;
             }
@@ -228,15 +252,56 @@ impl Engine {
                     }
                 }
             }
+            self.workers().idle += 1;
             tokio::select! {
                 () = &mut notified => {}
-                () = self.inner.shutdown.cancelled() => return,
+                () = self.inner.shutdown.cancelled() => {}
             }
+            self.workers().idle -= 1;
         }
     }
 
+    fn workers(&self) -> MutexGuard<'_, Workers> {
+        // Counts and a queue, each change complete under the lock.
+        self.inner
+            .workers
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Promises an idle worker to a run about to be created claimed; false when every
+    /// idle worker is promised already (or none is idle, or the engine stops).
+    pub(crate) fn reserve_idle_worker(&self) -> bool {
+        if self.inner.shutdown.is_cancelled() {
+            return false;
+        }
+        let mut workers = self.workers();
+        if workers.idle > workers.reserved {
+            workers.reserved += 1;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Withdraws a promise of [`Engine::reserve_idle_worker`] whose run was not created
+    /// claimed.
+    pub(crate) fn release_idle_worker(&self) {
+        self.workers().reserved -= 1;
+    }
+
+    /// Hands a run created claimed to the worker promised to it.
+    pub(crate) fn hand_to_reserved_worker(&self, run: Run, handles: ActiveRun) {
+        self.workers().claimed.push_back(NextRun {
+            run_id: run.run_id,
+            handles,
+            claimed: Some(run),
+        });
+        self.inner.wake.notify_one();
+    }
+
     /// Registers a run's stop handles, so a cancel from now on reaches it.
-    fn register_active(&self, run_id: uuid::Uuid) -> ActiveRun {
+    pub(crate) fn register_active(&self, run_id: uuid::Uuid) -> ActiveRun {
         let handles = ActiveRun {
             cancel: CancellationToken::new(),
             rollback: Arc::new(AtomicBool::new(false)),

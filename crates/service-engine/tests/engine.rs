@@ -569,6 +569,77 @@ async fn a_worker_claims_its_next_queued_run_with_its_settle() {
     );
 }
 
+/// A run that is waited on, on a thread made for it, is created claimed when a worker
+/// is idle: it starts with no claim. One that is not watched, or that finds every
+/// worker busy, is queued pending and claimed as before.
+#[tokio::test]
+async fn a_watched_run_on_a_new_thread_is_created_claimed_for_an_idle_worker() {
+    let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(Timestamp::from_unix_micros(
+        1_800_000_000_000_000,
+    )));
+    let config = EngineConfig {
+        run_concurrency: 1,
+        ..EngineConfig::default()
+    };
+    let (engine, runs) = engine_on_runs(ObservedRuns::default(), clock, config).await;
+    let claims = || {
+        (
+            runs.claimed_by_id.load(SeqCst),
+            runs.claimed_in_settle.load(SeqCst),
+        )
+    };
+    let echo_on_new_thread = |text: &str| {
+        let mut body = run_body(
+            "echo",
+            json!({"messages": [{"type": "human", "content": text}]}),
+        );
+        body.if_not_exists = Some(IfNotExists::Create);
+        (RunTarget::Thread(Uuid::now_v7()), body)
+    };
+    // The worker is waiting for work by now.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+
+    let (target, body) = echo_on_new_thread("watched");
+    let (run, _frames) = engine.create_run_watched(target, body).await.unwrap();
+    assert_eq!(
+        engine.run_result(run.run_id).await["messages"][1]["content"],
+        "echo: watched"
+    );
+    assert_eq!(claims(), (0, 0), "created claimed");
+
+    let (target, body) = echo_on_new_thread("background");
+    let run = engine.create_run(target, body).await.unwrap();
+    assert_eq!(run.status, RunStatus::Pending);
+    settled(&engine, &run).await;
+    assert_eq!(claims(), (1, 0), "queued, then claimed by id");
+
+    // The one worker is busy: a watched run waits, pending, for it.
+    let slow = engine
+        .create_run(
+            RunTarget::Thread(new_thread(&engine).await),
+            run_body("slow", json!({"delay_ms": 300})),
+        )
+        .await
+        .unwrap();
+    let slow = eventually(|| async {
+        let run = engine.get_run(None, slow.run_id).await.ok()?;
+        (run.status == RunStatus::Running).then_some(run)
+    })
+    .await;
+    let (target, body) = echo_on_new_thread("behind");
+    let (behind, _frames) = engine.create_run_watched(target, body).await.unwrap();
+    assert_eq!(
+        engine.get_run(None, behind.run_id).await.unwrap().status,
+        RunStatus::Pending
+    );
+    settled(&engine, &slow).await;
+    assert_eq!(
+        engine.run_result(behind.run_id).await["messages"][1]["content"],
+        "echo: behind"
+    );
+    assert_eq!(claims(), (2, 1), "claimed with the slow run's settle");
+}
+
 /// A thread `if_not_exists: create` makes for its run gets the default thread ttl, as a
 /// thread made by `POST /threads` does.
 #[tokio::test]

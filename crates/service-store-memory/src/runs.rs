@@ -91,10 +91,13 @@ impl Core {
 #[async_trait]
 impl RunsRepo for MemoryCore {
     async fn create(&self, new: NewRun) -> StoreResult<Run> {
+        if new.claimed {
+            return Err(NewRun::claimed_on_existing_thread());
+        }
         let now = self.env.clock.now();
         self.check_assistant(&new)?;
         // Serialised before taking the store's lock.
-        let (mut run, row, kwargs) = pending_run(new, now);
+        let (mut run, row, kwargs) = new_run(new, now);
         let mut core = self.state.lock();
         if !core.threads.contains_key(&run.thread_id) {
             return Err(StoreError::not_found(format!(
@@ -125,7 +128,7 @@ impl RunsRepo for MemoryCore {
             .transpose()?;
         let thread = new_thread(thread, ttl, now);
         let stale = self.check_assistant(&new);
-        let (mut run, row, kwargs) = pending_run(new, now);
+        let (mut run, row, kwargs) = new_run(new, now);
         let mut core = self.state.lock();
         if let Some(existing) = core.threads.get(&thread.thread_id) {
             return Ok(ThreadRunCreated::ThreadExists(Some(existing.to_thread())));
@@ -327,20 +330,26 @@ impl MemoryCore {
 }
 
 /// A run as queued now: the run (kwargs left out), its row, and the kwargs.
-fn pending_run(new: NewRun, now: Timestamp) -> (Run, RunRow, serde_json::Value) {
+/// The row of a new run: pending, or running and started when its creator claimed it.
+fn new_run(new: NewRun, now: Timestamp) -> (Run, RunRow, serde_json::Value) {
     let run = Run {
         run_id: new.run_id,
         thread_id: new.thread_id,
         assistant_id: new.assistant_id,
         created_at: now,
         updated_at: now,
-        status: RunStatus::Pending,
+        status: if new.claimed {
+            RunStatus::Running
+        } else {
+            RunStatus::Pending
+        },
         metadata: new.metadata,
         multitask_strategy: new.multitask_strategy,
         kwargs: serde_json::Value::Null,
         error: None,
     };
-    let row = RunRow::new(run.clone(), JsonText::new(&new.kwargs), new.available_at);
+    let mut row = RunRow::new(run.clone(), JsonText::new(&new.kwargs), new.available_at);
+    row.started = new.claimed;
     (run, row, new.kwargs)
 }
 

@@ -272,6 +272,9 @@ impl Db {
 #[async_trait]
 impl RunsRepo for Db {
     async fn create(&self, new: NewRun) -> StoreResult<Run> {
+        if new.claimed {
+            return Err(NewRun::claimed_on_existing_thread());
+        }
         let now = self.now();
         let strategy = new.multitask_strategy.as_ref().map(enum_text).transpose()?;
         let as_read = new.assistant_as_read;
@@ -350,8 +353,10 @@ impl RunsRepo for Db {
                            AND (SELECT unchanged FROM assistant)
                          ON CONFLICT (thread_id) DO NOTHING RETURNING thread_id),
                      run AS (
-                         INSERT INTO runs ({COLUMNS}, available_at)
-                         SELECT $1, thread.thread_id, $3, $4, $4, 'pending', $5, $6, $7, NULL, $8
+                         INSERT INTO runs ({COLUMNS}, available_at, started)
+                         SELECT $1, thread.thread_id, $3, $4, $4,
+                                CASE WHEN $16 THEN 'running' ELSE 'pending' END,
+                                $5, $6, $7, NULL, $8, $16
                          FROM thread
                          RETURNING {COLUMNS})
                      SELECT run.*, existing.*, assistant.unchanged AS assistant_unchanged
@@ -373,6 +378,7 @@ impl RunsRepo for Db {
                     &ttl_strategy,
                     &ttl_minutes,
                     &expires_at,
+                    &new.claimed,
                 ],
             )
             .await;

@@ -45,6 +45,7 @@ async fn queue(store: &Store, now: Timestamp) -> HashSet<Uuid> {
                     kwargs: json!({}),
                     available_at: now,
                     assistant_as_read: None,
+                    claimed: false,
                 })
                 .await
                 .unwrap();
@@ -151,6 +152,7 @@ async fn a_settle_whose_next_claim_loses_a_race_still_settles() {
                 kwargs: json!({}),
                 available_at: now,
                 assistant_as_read: None,
+                claimed: false,
             })
             .await
             .unwrap()

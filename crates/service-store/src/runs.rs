@@ -8,7 +8,7 @@ use uuid::Uuid;
 use crate::deliveries::DeliveryRecord;
 use crate::{NewThread, StoreError, StoreResult, ThreadMirror};
 
-/// A new pending run.
+/// A new run: pending, or claimed by its creator.
 #[derive(Clone, Debug, PartialEq)]
 pub struct NewRun {
     /// Identifier chosen by the caller.
@@ -30,6 +30,11 @@ pub struct NewRun {
     /// error is `Stale`), so a caller may build runs from an assistant it read
     /// earlier. `None` queues the run whatever the assistant's state.
     pub assistant_as_read: Option<AssistantStamp>,
+    /// Inserted running and started, as claimed by its creator, which runs it at once:
+    /// no claim follows. Only for a run made with its thread
+    /// ([`RunsRepo::create_with_thread`]; [`RunsRepo::create`] refuses it as
+    /// `Invalid`), due now; false queues the run pending.
+    pub claimed: bool,
 }
 
 /// Which state of an assistant something was built from: every change of an assistant
@@ -41,6 +46,13 @@ pub struct AssistantStamp {
     pub version: i64,
     /// When the assistant row last changed.
     pub updated_at: Timestamp,
+}
+
+impl NewRun {
+    /// The `Invalid` error of [`RunsRepo::create`] asked for a claimed run.
+    pub fn claimed_on_existing_thread() -> StoreError {
+        StoreError::invalid("only a run made with its thread can be created claimed")
+    }
 }
 
 impl AssistantStamp {
@@ -246,11 +258,13 @@ pub fn final_status(settlement: &Settlement, cancel_requested: bool) -> StoreRes
 #[async_trait]
 pub trait RunsRepo: Send + Sync {
     /// Inserts a pending run stamped now. Unknown thread: `NotFound` ("Thread with ID
-    /// <id> not found"); existing id: `Conflict`.
+    /// <id> not found"); existing id: `Conflict`; a run `claimed` by its creator:
+    /// `Invalid`.
     async fn create(&self, new: NewRun) -> StoreResult<Run>;
 
-    /// Creates a thread and its first run, pending, in one step: a run queued on a
-    /// thread made for it (stateless, or `if_not_exists: create`). `run.thread_id` must
+    /// Creates a thread and its first run, pending (or running when `claimed`), in one
+    /// step: a run queued on a thread made for it (stateless, or `if_not_exists:
+    /// create`). `run.thread_id` must
     /// be `thread.thread_id`. The thread exists already: nothing is written and that
     /// thread is returned, so a caller that would queue the run on it anyway needs no
     /// other read; existing run id: `Conflict`.
