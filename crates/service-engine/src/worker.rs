@@ -311,9 +311,12 @@ impl Engine {
     }
 
     /// The oldest run this instance queued, registered (so a cancel reaches it from
-    /// before its claim); `None` when there is none or the engine is shutting down.
+    /// before its claim); `None` when there is none, when a run created claimed waits
+    /// for a worker (it goes first, or a worker going from one queued run to the next
+    /// could keep it waiting for as long as runs are queued), or when the engine is
+    /// shutting down.
     fn pop_queued_here(&self) -> Option<NextRun> {
-        if self.inner.shutdown.is_cancelled() {
+        if self.inner.shutdown.is_cancelled() || !self.workers().claimed.is_empty() {
             return None;
         }
         let run_id = {

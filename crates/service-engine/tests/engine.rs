@@ -383,8 +383,12 @@ async fn a_queued_run_its_claim_by_id_missed_still_starts_when_due() {
 struct ObservedRuns {
     store: Option<service_store::Store>,
     threads_made_elsewhere: bool,
+    /// How long the creation of a claimed run takes.
+    claimed_creation: Duration,
     claimed_by_id: AtomicUsize,
     claimed_in_settle: AtomicUsize,
+    /// Runs in the order they were settled (and mirrored).
+    settled: std::sync::Mutex<Vec<Uuid>>,
 }
 
 impl ObservedRuns {
@@ -404,6 +408,9 @@ impl service_store::RunsRepo for ObservedRuns {
         run: service_store::NewRun,
     ) -> service_store::StoreResult<service_store::ThreadRunCreated> {
         if !self.threads_made_elsewhere {
+            if run.claimed {
+                tokio::time::sleep(self.claimed_creation).await;
+            }
             return self.of().runs().create_with_thread(thread, run).await;
         }
         let elsewhere = service_store::NewThread {
@@ -488,6 +495,7 @@ impl service_store::RunsRepo for ObservedRuns {
         if outcome.next.is_some() {
             self.claimed_in_settle.fetch_add(1, SeqCst);
         }
+        self.settled.lock().unwrap().push(run_id);
         Ok(outcome)
     }
     async fn delete(&self, run_id: Uuid) -> service_store::StoreResult<()> {
@@ -638,6 +646,74 @@ async fn a_watched_run_on_a_new_thread_is_created_claimed_for_an_idle_worker() {
         "echo: behind"
     );
     assert_eq!(claims(), (2, 1), "claimed with the slow run's settle");
+}
+
+/// A run created claimed for a worker that meanwhile took other work runs as soon as
+/// that work ends, before the runs queued behind it: a worker going from one queued run
+/// to the next would otherwise keep it waiting for as long as runs are queued.
+#[tokio::test]
+async fn a_run_created_claimed_goes_before_runs_queued_meanwhile() {
+    let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(Timestamp::from_unix_micros(
+        1_800_000_000_000_000,
+    )));
+    let config = EngineConfig {
+        run_concurrency: 1,
+        ..EngineConfig::default()
+    };
+    let observed = ObservedRuns {
+        claimed_creation: Duration::from_millis(400),
+        ..ObservedRuns::default()
+    };
+    let (engine, runs) = engine_on_runs(observed, clock, config).await;
+    let threads = [
+        new_thread(&engine).await,
+        new_thread(&engine).await,
+        new_thread(&engine).await,
+    ];
+    tokio::time::sleep(Duration::from_millis(50)).await;
+
+    // Promised the idle worker, and slow to be created.
+    let watched = tokio::spawn({
+        let engine = engine.clone();
+        async move {
+            let mut body = run_body("echo", json!({"messages": []}));
+            body.if_not_exists = Some(IfNotExists::Create);
+            let (run, _frames) = engine
+                .create_run_watched(RunTarget::Thread(Uuid::now_v7()), body)
+                .await
+                .unwrap();
+            engine.run_result(run.run_id).await;
+            run.run_id
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    // Meanwhile the worker takes a slow run, and two more queue behind it.
+    let slow = engine
+        .create_run(
+            RunTarget::Thread(threads[0]),
+            run_body("slow", json!({"delay_ms": 600})),
+        )
+        .await
+        .unwrap();
+    let mut queued = Vec::new();
+    for thread in &threads[1..] {
+        let run = engine
+            .create_run(
+                RunTarget::Thread(*thread),
+                run_body("echo", json!({"messages": []})),
+            )
+            .await
+            .unwrap();
+        queued.push(run);
+    }
+    let watched = watched.await.unwrap();
+    for run in &queued {
+        settled(&engine, run).await;
+    }
+    assert_eq!(
+        runs.settled.lock().unwrap().clone(),
+        vec![slow.run_id, watched, queued[0].run_id, queued[1].run_id]
+    );
 }
 
 /// A thread `if_not_exists: create` makes for its run gets the default thread ttl, as a
