@@ -25,6 +25,22 @@ pub fn with_webhook(status: RunStatus) -> Settlement {
     }
 }
 
+/// Settles `run_id` with a webhook and checks that it had started: its settle writes
+/// a delivery row exactly when the store records deliveries.
+async fn settles_as_started(h: &Harness, run_id: Uuid) {
+    let settled = h
+        .store
+        .runs()
+        .settle(run_id, with_webhook(RunStatus::Success))
+        .await
+        .expect("settle");
+    assert_eq!(
+        settled.delivery.is_some(),
+        h.store.deliveries().is_some(),
+        "a started run's settle writes a delivery row when the store records them"
+    );
+}
+
 /// A new run is pending; its thread must exist and its id must be new.
 pub async fn run_create_is_pending_on_an_existing_thread(factory: Factory) {
     let h = Harness::new(&factory).await;
@@ -183,17 +199,7 @@ pub async fn run_create_with_thread_claimed_is_running_and_started(factory: Fact
         h.store.runs().claim(next, h.now()).await.expect("claim"),
         None
     );
-    let settled = h
-        .store
-        .runs()
-        .settle(run.run_id, with_webhook(RunStatus::Success))
-        .await
-        .expect("settle");
-    assert_eq!(
-        settled.delivery.is_some(),
-        h.store.deliveries().is_some(),
-        "a claimed run started"
-    );
+    settles_as_started(&h, run.run_id).await;
     let by_id = h.store.runs().claim(next, h.now()).await.expect("claim");
     assert_eq!(by_id.map(|run| run.run_id), Some(next));
 
@@ -391,17 +397,7 @@ pub async fn run_claim_by_id_takes_only_a_claimable_run(factory: Factory) {
     assert_eq!(claim(cancelled).await, None, "cancelled before it started");
     assert_eq!(claim(delayed).await, Some((delayed, RunStatus::Running)));
     // A run claimed by id was started: its settle with a webhook writes a delivery.
-    let settled = h
-        .store
-        .runs()
-        .settle(delayed, with_webhook(RunStatus::Success))
-        .await
-        .expect("settle");
-    assert_eq!(
-        settled.delivery.is_some(),
-        h.store.deliveries().is_some(),
-        "a delivery row exactly when the store records deliveries"
-    );
+    settles_as_started(&h, delayed).await;
 }
 
 /// A delayed run is not claimed before available_at, and the worker learns when.
@@ -733,17 +729,7 @@ pub async fn run_settle_and_mirror_claims_the_next_run(factory: Factory) {
             (other, RunStatus::Running, h.now())
         );
         assert_eq!(status_of(other).await, RunStatus::Running);
-        let settled = h
-            .store
-            .runs()
-            .settle(other, with_webhook(RunStatus::Success))
-            .await
-            .expect("settle");
-        assert_eq!(
-            settled.delivery.is_some(),
-            h.store.deliveries().is_some(),
-            "the claimed run started"
-        );
+        settles_as_started(&h, other).await;
 
         // Its own thread was busy until this settle: left for a claim by id.
         let outcome = settle(running[1], Some(same)).await;

@@ -531,11 +531,8 @@ async fn engine_on_runs(
     (engine, runs)
 }
 
-/// A worker takes the next run its instance queued in the same step as the settle of
-/// the run it finishes: with one worker and three runs queued behind a running one,
-/// on threads of their own, only the first run is claimed by id.
-#[tokio::test]
-async fn a_worker_claims_its_next_queued_run_with_its_settle() {
+/// [`engine_on_runs`] with one worker, so runs queue behind each other.
+async fn one_worker_on_runs(runs: ObservedRuns) -> (Engine, Arc<ObservedRuns>) {
     let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(Timestamp::from_unix_micros(
         1_800_000_000_000_000,
     )));
@@ -543,7 +540,15 @@ async fn a_worker_claims_its_next_queued_run_with_its_settle() {
         run_concurrency: 1,
         ..EngineConfig::default()
     };
-    let (engine, runs) = engine_on_runs(ObservedRuns::default(), clock, config).await;
+    engine_on_runs(runs, clock, config).await
+}
+
+/// A worker takes the next run its instance queued in the same step as the settle of
+/// the run it finishes: with one worker and three runs queued behind a running one,
+/// on threads of their own, only the first run is claimed by id.
+#[tokio::test]
+async fn a_worker_claims_its_next_queued_run_with_its_settle() {
+    let (engine, runs) = one_worker_on_runs(ObservedRuns::default()).await;
     let first = engine
         .create_run(
             RunTarget::Thread(new_thread(&engine).await),
@@ -582,14 +587,7 @@ async fn a_worker_claims_its_next_queued_run_with_its_settle() {
 /// worker busy, is queued pending and claimed as before.
 #[tokio::test]
 async fn a_watched_run_on_a_new_thread_is_created_claimed_for_an_idle_worker() {
-    let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(Timestamp::from_unix_micros(
-        1_800_000_000_000_000,
-    )));
-    let config = EngineConfig {
-        run_concurrency: 1,
-        ..EngineConfig::default()
-    };
-    let (engine, runs) = engine_on_runs(ObservedRuns::default(), clock, config).await;
+    let (engine, runs) = one_worker_on_runs(ObservedRuns::default()).await;
     let claims = || {
         (
             runs.claimed_by_id.load(SeqCst),
@@ -653,18 +651,11 @@ async fn a_watched_run_on_a_new_thread_is_created_claimed_for_an_idle_worker() {
 /// to the next would otherwise keep it waiting for as long as runs are queued.
 #[tokio::test]
 async fn a_run_created_claimed_goes_before_runs_queued_meanwhile() {
-    let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(Timestamp::from_unix_micros(
-        1_800_000_000_000_000,
-    )));
-    let config = EngineConfig {
-        run_concurrency: 1,
-        ..EngineConfig::default()
-    };
-    let observed = ObservedRuns {
+    let (engine, runs) = one_worker_on_runs(ObservedRuns {
         claimed_creation: Duration::from_millis(400),
         ..ObservedRuns::default()
-    };
-    let (engine, runs) = engine_on_runs(observed, clock, config).await;
+    })
+    .await;
     let threads = [
         new_thread(&engine).await,
         new_thread(&engine).await,

@@ -16,40 +16,51 @@ const CLAIMERS: usize = 8;
 const THREADS: usize = 12;
 const RUNS_PER_THREAD: usize = 4;
 
+/// A new thread's id.
+async fn thread(store: &Store) -> Uuid {
+    let thread_id = Uuid::new_v4();
+    store
+        .threads()
+        .create(
+            NewThread {
+                thread_id,
+                metadata: Default::default(),
+                status: ThreadStatus::Idle,
+                ttl: None,
+            },
+            IfExists::Raise,
+        )
+        .await
+        .unwrap();
+    thread_id
+}
+
+/// A new pending run's id on `thread_id`, due at `now`.
+async fn run_on(store: &Store, thread_id: Uuid, now: Timestamp) -> Uuid {
+    store
+        .runs()
+        .create(NewRun {
+            run_id: Uuid::now_v7(),
+            thread_id,
+            assistant_id: Uuid::nil(),
+            metadata: Default::default(),
+            multitask_strategy: None,
+            kwargs: json!({}),
+            available_at: now,
+            assistant_as_read: None,
+            claimed: false,
+        })
+        .await
+        .unwrap()
+        .run_id
+}
+
 async fn queue(store: &Store, now: Timestamp) -> HashSet<Uuid> {
     let mut queued = HashSet::new();
     for _ in 0..THREADS {
-        let thread_id = Uuid::new_v4();
-        store
-            .threads()
-            .create(
-                NewThread {
-                    thread_id,
-                    metadata: Default::default(),
-                    status: ThreadStatus::Idle,
-                    ttl: None,
-                },
-                IfExists::Raise,
-            )
-            .await
-            .unwrap();
+        let thread_id = thread(store).await;
         for _ in 0..RUNS_PER_THREAD {
-            let run = store
-                .runs()
-                .create(NewRun {
-                    run_id: Uuid::now_v7(),
-                    thread_id,
-                    assistant_id: Uuid::nil(),
-                    metadata: Default::default(),
-                    multitask_strategy: None,
-                    kwargs: json!({}),
-                    available_at: now,
-                    assistant_as_read: None,
-                    claimed: false,
-                })
-                .await
-                .unwrap();
-            queued.insert(run.run_id);
+            queued.insert(run_on(store, thread_id, now).await);
         }
     }
     queued
@@ -123,47 +134,12 @@ async fn a_settle_whose_next_claim_loses_a_race_still_settles() {
     let backend = support::fresh_store(clock.clone(), 1000).await;
     let store = backend.store();
     let now = service_store::Clock::now(clock.as_ref());
-    let thread = |store: Store| async move {
-        let thread_id = Uuid::new_v4();
-        store
-            .threads()
-            .create(
-                NewThread {
-                    thread_id,
-                    metadata: Default::default(),
-                    status: ThreadStatus::Busy,
-                    ttl: None,
-                },
-                IfExists::Raise,
-            )
-            .await
-            .unwrap();
-        thread_id
-    };
-    let run_on = |store: Store, thread_id| async move {
-        store
-            .runs()
-            .create(NewRun {
-                run_id: Uuid::now_v7(),
-                thread_id,
-                assistant_id: Uuid::nil(),
-                metadata: Default::default(),
-                multitask_strategy: None,
-                kwargs: json!({}),
-                available_at: now,
-                assistant_as_read: None,
-                claimed: false,
-            })
-            .await
-            .unwrap()
-            .run_id
-    };
-    let settling = run_on(store.clone(), thread(store.clone()).await).await;
+    let settling = run_on(&store, thread(&store).await, now).await;
     let claimed = store.runs().claim_next(now).await.unwrap().unwrap();
     assert_eq!(claimed.run.run_id, settling);
-    let contested = thread(store.clone()).await;
-    let first = run_on(store.clone(), contested).await;
-    let next = run_on(store.clone(), contested).await;
+    let contested = thread(&store).await;
+    let first = run_on(&store, contested, now).await;
+    let next = run_on(&store, contested, now).await;
 
     // Another claimer starts the contested thread's first run and has not committed.
     let schema = backend.options().schema.clone().unwrap();
