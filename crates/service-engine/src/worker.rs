@@ -695,6 +695,8 @@ impl Engine {
         };
         // A thread deleted right after the run is not worth mirroring onto.
         let discard_thread = plan.temporary && plan.on_completion == OnCompletion::Delete;
+        // The next queued run is claimed in the settle's own step below; a stateless
+        // run's plain settle leaves it to a claim by id.
         let mut next = None;
         // The outcome is mirrored in the settle's own step when the run settles as
         // planned; `mirrored` then says whether other runs wait on the thread.

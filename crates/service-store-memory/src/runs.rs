@@ -329,8 +329,8 @@ impl MemoryCore {
     }
 }
 
-/// A run as queued now: the run (kwargs left out), its row, and the kwargs.
-/// The row of a new run: pending, or running and started when its creator claimed it.
+/// A run as inserted now (pending, or running and started when its creator claimed
+/// it): the run (kwargs left out), its row, and the kwargs.
 fn new_run(new: NewRun, now: Timestamp) -> (Run, RunRow, serde_json::Value) {
     let run = Run {
         run_id: new.run_id,

@@ -147,33 +147,33 @@ pub(crate) const LATEST_SQL: &str =
 fn settle_and_mirror_sql() -> &'static str {
     static_sql!(
         "WITH settled AS (
-         UPDATE runs SET
-             status = CASE WHEN cancel_requested THEN $9 ELSE $8 END,
-             error = CASE WHEN cancel_requested THEN NULL ELSE $10::jsonb END,
-             updated_at = $6
-         WHERE run_id = $1 AND status IN ('pending', 'running')
-         RETURNING {SETTLED_COLUMNS}),
-     waiting AS (
-         SELECT EXISTS (
-             SELECT 1 FROM runs, settled
-             WHERE runs.thread_id = settled.thread_id
-               AND runs.status IN ('pending', 'running')
-               AND runs.run_id <> $1) AS runs_wait),
-     mirrored AS (
-         UPDATE threads SET {MIRROR_SET}
-         FROM waiting, settled
-         WHERE threads.thread_id = settled.thread_id AND settled.status = $8
-         RETURNING waiting.runs_wait),
-     claimed AS (
-         UPDATE runs SET status = 'running', updated_at = $12, started = true
-         WHERE run_id = $11 AND status = 'pending' AND available_at <= $12
-           AND thread_id <> (SELECT thread_id FROM settled)
-           AND NOT EXISTS (
-               SELECT 1 FROM runs busy
-               WHERE busy.thread_id = runs.thread_id AND busy.status = 'running')
-         RETURNING {COLUMNS})
-     SELECT settled.*, (SELECT runs_wait FROM mirrored) AS others_wait, claimed.*
-     FROM settled LEFT JOIN claimed ON true"
+             UPDATE runs SET
+                 status = CASE WHEN cancel_requested THEN $9 ELSE $8 END,
+                 error = CASE WHEN cancel_requested THEN NULL ELSE $10::jsonb END,
+                 updated_at = $6
+             WHERE run_id = $1 AND status IN ('pending', 'running')
+             RETURNING {SETTLED_COLUMNS}),
+         waiting AS (
+             SELECT EXISTS (
+                 SELECT 1 FROM runs, settled
+                 WHERE runs.thread_id = settled.thread_id
+                   AND runs.status IN ('pending', 'running')
+                   AND runs.run_id <> $1) AS runs_wait),
+         mirrored AS (
+             UPDATE threads SET {MIRROR_SET}
+             FROM waiting, settled
+             WHERE threads.thread_id = settled.thread_id AND settled.status = $8
+             RETURNING waiting.runs_wait),
+         claimed AS (
+             UPDATE runs SET status = 'running', updated_at = $12, started = true
+             WHERE run_id = $11 AND status = 'pending' AND available_at <= $12
+               AND thread_id <> (SELECT thread_id FROM settled)
+               AND NOT EXISTS (
+                   SELECT 1 FROM runs busy
+                   WHERE busy.thread_id = runs.thread_id AND busy.status = 'running')
+             RETURNING {COLUMNS})
+         SELECT settled.*, (SELECT runs_wait FROM mirrored) AS others_wait, claimed.*
+         FROM settled LEFT JOIN claimed ON true"
     )
 }
 
