@@ -646,6 +646,28 @@ async fn a_watched_run_on_a_new_thread_is_created_claimed_for_an_idle_worker() {
     assert_eq!(claims(), (2, 1), "claimed with the slow run's settle");
 }
 
+/// A run created claimed is registered before its row exists, so a cancel sent the
+/// moment its creation answers stops it, as it stops any running run.
+#[tokio::test]
+async fn a_run_created_claimed_is_cancelled_at_once() {
+    let (engine, runs) = one_worker_on_runs(ObservedRuns::default()).await;
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let thread = Uuid::now_v7();
+    let mut body = run_body("slow", json!({"delay_ms": 60_000}));
+    body.if_not_exists = Some(IfNotExists::Create);
+    let (run, _frames) = engine
+        .create_run_watched(RunTarget::Thread(thread), body)
+        .await
+        .unwrap();
+    engine
+        .cancel_run(thread, run.run_id, CancelAction::Interrupt)
+        .await
+        .unwrap();
+    // Settles long before the node's 60 s sleep would end.
+    assert_eq!(settled(&engine, &run).await.status, RunStatus::Cancelled);
+    assert_eq!(runs.claimed_by_id.load(SeqCst), 0, "created claimed");
+}
+
 /// A run created claimed for a worker that meanwhile took other work runs as soon as
 /// that work ends, before the runs queued behind it: a worker going from one queued run
 /// to the next would otherwise keep it waiting for as long as runs are queued.
