@@ -51,15 +51,9 @@ pub(crate) async fn idempotency(
         }
     };
     let fingerprint = fingerprint(&parts.method, &parts.uri, &bytes);
-    let now = engine.store_now();
-    let expires_at = now.plus_millis(engine.config().idempotency_ttl.as_millis() as i64);
-    let claim = engine
-        .store()
-        .idempotency()
-        .begin(&key, &fingerprint, now, expires_at)
-        .await;
+    let claim = engine.begin_idempotent(&key, &fingerprint).await;
     match claim {
-        Err(error) => ApiError(error.into()).into_response(),
+        Err(error) => ApiError(error).into_response(),
         Ok(Begin::FingerprintMismatch) => ApiError(EngineError::unprocessable(
             "This Idempotency-Key was already used with a different request; use a new key for a new request",
         ))
@@ -101,10 +95,9 @@ fn is_streamed(headers: &HeaderMap) -> bool {
 }
 
 async fn record(engine: &Engine, key: &str, response: Response) -> Response {
-    let repo = engine.store().idempotency();
     if response.status().is_server_error() {
         // A failure that did not act may be retried for real.
-        if let Err(error) = repo.abandon(key).await {
+        if let Err(error) = engine.abandon_idempotent(key).await {
             tracing::warn!(%error, "releasing an idempotency key failed");
         }
         return response;
@@ -126,7 +119,7 @@ async fn record(engine: &Engine, key: &str, response: Response) -> Response {
             headers: recorded_headers,
             body: Vec::new(),
         };
-        if let Err(error) = repo.complete(key, recorded).await {
+        if let Err(error) = engine.complete_idempotent(key, recorded).await {
             tracing::warn!(%error, "recording an idempotent response failed");
         }
         return response;
@@ -135,7 +128,7 @@ async fn record(engine: &Engine, key: &str, response: Response) -> Response {
     let bytes = match axum::body::to_bytes(body, usize::MAX).await {
         Ok(bytes) => bytes,
         Err(error) => {
-            let _ = repo.abandon(key).await;
+            let _ = engine.abandon_idempotent(key).await;
             return ApiError(EngineError::internal(error)).into_response();
         }
     };
@@ -144,7 +137,7 @@ async fn record(engine: &Engine, key: &str, response: Response) -> Response {
         headers,
         body: bytes.to_vec(),
     };
-    if let Err(error) = repo.complete(key, recorded).await {
+    if let Err(error) = engine.complete_idempotent(key, recorded).await {
         tracing::warn!(%error, "recording an idempotent response failed");
     }
     Response::from_parts(parts, Body::from(bytes))

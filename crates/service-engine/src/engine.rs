@@ -1,9 +1,9 @@
 //! The engine value an embedder builds once and shares: store, graphs, checkpointer,
 //! stream bus, workers.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use service_graph::{AgentGraph, Checkpointer, GraphError, GraphResolver};
 use service_store::{Clock, Store, StoreError};
@@ -12,9 +12,10 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use uuid::Uuid;
 
+use crate::active::ActiveRuns;
 use crate::bus::StreamBus;
 use crate::coordination::{Coordinator, LocalCoordinator};
-use crate::worker::Workers;
+use crate::scheduler::Scheduler;
 use crate::{EngineConfig, EngineError, ErrorKind};
 
 /// What an embedder hands the engine.
@@ -63,46 +64,20 @@ pub(crate) struct Inner {
     pub(crate) config: EngineConfig,
     pub(crate) coordinator: Arc<dyn Coordinator>,
     pub(crate) expose_stacks: AtomicBool,
-    /// Wakes idle workers when a run is queued or a thread frees up.
-    pub(crate) wake: Notify,
-    /// Runs this instance queued and may start at once, oldest first: a worker claims
-    /// them by id, without searching the queue.
-    pub(crate) queued_here: Mutex<VecDeque<Uuid>>,
-    /// Idle workers and the runs claimed at their creation for them.
-    pub(crate) workers: Mutex<Workers>,
-    /// Set when the queue may hold a claimable run that `queued_here` does not name
-    /// (another instance's, a delayed one now due, one that waited for its thread); a
-    /// worker then searches the queue.
-    pub(crate) search_queue: AtomicBool,
-    /// Tells the delayed-run timer that the earliest due time may have changed.
-    pub(crate) delays_changed: Notify,
-    /// Asks the announcer to tell other instances that work was queued; requests made
-    /// while one announcement is out are answered by the next one.
-    pub(crate) announce: Notify,
+    /// Who runs what next on this instance.
+    pub(crate) scheduler: Scheduler,
+    /// Runs executing on this instance.
+    pub(crate) active: ActiveRuns,
     /// Wakes the cron scheduler when a cron changes.
     pub(crate) wake_crons: Notify,
-    /// Runs executing on this instance.
-    pub(crate) active: Mutex<HashMap<Uuid, ActiveRun>>,
     /// Assistants as last read for a run, by id. A run built from one is queued only
     /// while the stored assistant is unchanged (`NewRun::assistant_as_read`), so an
     /// entry another instance made stale costs one retry, never a run built from an
     /// old version; this instance's own changes drop their entry.
     pub(crate) run_assistants: Mutex<HashMap<Uuid, service_types::Assistant>>,
-    /// Serializes run creation per thread so the multitask check and the insert of
-    /// two concurrent requests cannot interleave.
-    pub(crate) thread_gates: Vec<tokio::sync::Mutex<()>>,
     pub(crate) shutdown: CancellationToken,
     pub(crate) tasks: TaskTracker,
 }
-
-/// A run executing on this instance: how to stop it and what its stop means.
-#[derive(Clone)]
-pub(crate) struct ActiveRun {
-    pub(crate) cancel: CancellationToken,
-    pub(crate) rollback: Arc<AtomicBool>,
-}
-
-const THREAD_GATES: usize = 64;
 
 impl Engine {
     /// Builds a single-instance engine; call [`Engine::start`] to run workers and
@@ -125,19 +100,10 @@ impl Engine {
                 config: parts.config,
                 coordinator,
                 expose_stacks,
-                wake: Notify::new(),
-                queued_here: Mutex::new(VecDeque::new()),
-                workers: Mutex::new(Workers::default()),
-                // What was queued before this instance started is found by a search.
-                search_queue: AtomicBool::new(true),
-                delays_changed: Notify::new(),
-                announce: Notify::new(),
+                scheduler: Scheduler::default(),
+                active: ActiveRuns::default(),
                 wake_crons: Notify::new(),
-                active: Mutex::new(HashMap::new()),
                 run_assistants: Mutex::new(HashMap::new()),
-                thread_gates: (0..THREAD_GATES)
-                    .map(|_| tokio::sync::Mutex::new(()))
-                    .collect(),
                 shutdown: CancellationToken::new(),
                 tasks: TaskTracker::new(),
             }),
@@ -152,11 +118,6 @@ impl Engine {
     /// The settings.
     pub fn config(&self) -> &EngineConfig {
         &self.inner.config
-    }
-
-    /// The stream bus.
-    pub fn bus(&self) -> &Arc<dyn StreamBus> {
-        &self.inner.bus
     }
 
     /// Whether error stacks and graph-load reasons reach clients.
@@ -183,18 +144,16 @@ impl Engine {
         self.inner.clock.now()
     }
 
-    pub(crate) fn active(&self) -> MutexGuard<'_, HashMap<Uuid, ActiveRun>> {
-        // The map only holds handles; a panic elsewhere cannot corrupt it.
-        self.inner
-            .active
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    /// How many workers wait for work now: an engine with every worker idle has
+    /// nothing to execute (health reports and tests read it).
+    pub fn idle_workers(&self) -> usize {
+        self.inner.scheduler.idle_workers()
     }
 
     /// Has a worker search the queue (a worker that claims a run wakes the next, so a
     /// burst drains on every idle worker) and tells the other instances.
     pub(crate) fn wake_workers(&self) {
-        self.queue_changed();
+        self.inner.scheduler.queue_changed();
         self.announce();
     }
 
@@ -203,35 +162,8 @@ impl Engine {
     /// run's own hand-overs at low concurrency).
     pub(crate) fn announce(&self) {
         if self.inner.coordinator.announce_spacing().is_some() {
-            self.inner.announce.notify_one();
+            self.inner.scheduler.request_announcement();
         }
-    }
-
-    /// Marks the queue as worth a search and wakes an idle worker to do it.
-    pub(crate) fn queue_changed(&self) {
-        self.inner.search_queue.store(true, Ordering::SeqCst);
-        self.inner.wake.notify_one();
-    }
-
-    /// Hands a run this instance just queued, due now, to its own workers, and tells
-    /// the other instances (one of theirs may be idle when all of these are busy).
-    pub(crate) fn queue_here(&self, run_id: Uuid) {
-        self.queued_here().push_back(run_id);
-        self.inner.wake.notify_one();
-        self.announce();
-    }
-
-    pub(crate) fn queued_here(&self) -> MutexGuard<'_, VecDeque<Uuid>> {
-        // Holds only ids; a panic elsewhere cannot corrupt it.
-        self.inner
-            .queued_here
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
-    pub(crate) fn thread_gate(&self, thread_id: Uuid) -> &tokio::sync::Mutex<()> {
-        let index = (thread_id.as_u128() % THREAD_GATES as u128) as usize;
-        &self.inner.thread_gates[index]
     }
 
     /// Loads a graph for a surface that answers HTTP directly: a load failure is

@@ -2,18 +2,27 @@
 //! with replay, the long-term store bridge, TTL sweepers, and typed errors. No HTTP
 //! here; the axum adapter maps these calls and errors onto routes.
 
+mod active;
 mod assistants;
 pub mod bus;
 mod config;
 pub mod coordination;
 mod crons;
+mod drive;
 mod engine;
 mod error;
+mod frames;
+mod idempotency;
 mod invoke;
 mod items;
+mod join;
+mod lifecycle;
 pub mod limits;
 mod recovery;
+mod run_options;
 mod runs;
+mod scheduler;
+mod settle;
 mod sweep;
 mod threads;
 mod worker;
@@ -23,5 +32,7 @@ pub use config::EngineConfig;
 pub use engine::{Engine, EngineParts};
 pub use error::{EngineError, EngineResult, ErrorDetail, ErrorKind};
 pub use items::validate_namespace;
+pub use join::{RunStream, RunToJoin, run_not_found};
+pub use run_options::{RunOptions, RunOptionsError};
 pub use runs::RunTarget;
 pub use threads::ThreadSearchPage;

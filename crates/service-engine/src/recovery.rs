@@ -48,7 +48,7 @@ impl Engine {
         let grace_start = self.now().plus_millis(-(CLAIM_GRACE.as_millis() as i64));
         let mut recovered = 0;
         for run in running {
-            if self.active().contains_key(&run.run_id) || run.updated_at > grace_start {
+            if self.inner.active.contains(run.run_id) || run.updated_at > grace_start {
                 continue;
             }
             match self.inner.coordinator.thread_unclaimed(run.thread_id).await {

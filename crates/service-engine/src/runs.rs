@@ -1,21 +1,23 @@
 //! Run creation (validation, thread handling, multitask strategies), cancellation,
 //! listing, and the wait/join result body.
 
-use bytes::Bytes;
 use futures::StreamExt;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use service_store::{
     ActiveRunsQuery, CancelOutcome, ErrorKind as StoreErrorKind, NewRun, NewThread, RunListQuery,
     ThreadRunCreated,
 };
 use service_types::{
-    Assistant, BulkCancel, BulkCancelStatus, CancelAction, Config, IfNotExists, Metadata,
+    Assistant, BulkCancel, BulkCancelStatus, CancelAction, IfNotExists, Metadata,
     MultitaskStrategy, Run, RunCreate, RunStatus, Thread, ThreadStatus,
 };
 use uuid::Uuid;
 
-use crate::bus::{Delivery, Replay, Subscription, Topic};
+use crate::active::ActiveRun;
+use crate::bus::{Replay, Subscription, Topic};
 use crate::limits::{clamped_limit, offset};
+use crate::run_options::{RunIds, RunOptions};
+use crate::scheduler::{NextRun, Promise};
 use crate::{Engine, EngineError, EngineResult};
 
 /// Where a run executes.
@@ -26,9 +28,6 @@ pub enum RunTarget {
     /// On a temporary thread the service makes and, by default, deletes afterwards.
     Stateless,
 }
-
-/// Event name of the internal record holding a run's wait/join result.
-pub(crate) const OUTCOME_EVENT: &str = "__outcome__";
 
 /// Metadata keys the server owns; clients cannot set them on a run.
 const RESERVED_METADATA: [&str; 4] = ["thread_id", "assistant_id", "run_id", "cron_id"];
@@ -107,7 +106,7 @@ impl Engine {
                 }
             }
             RunTarget::Thread(thread_id) => {
-                let _gate = self.thread_gate(thread_id).lock().await;
+                let _gate = self.inner.scheduler.thread_gate(thread_id).lock().await;
                 let not_found = || EngineError::not_found("Thread or assistant not found.");
                 if body.if_not_exists != Some(IfNotExists::Create) {
                     let thread = self
@@ -228,7 +227,15 @@ impl Engine {
                     .filter(|(key, _)| !RESERVED_METADATA.contains(&key.as_str())),
             );
         }
-        let kwargs = run_kwargs(body, assistant, thread_id, run_id, stateless);
+        let options = RunOptions::new(
+            body,
+            RunIds {
+                run_id,
+                thread_id,
+                assistant,
+                stateless,
+            },
+        );
         let after = body.after_seconds.unwrap_or(0.0).max(0.0);
         let available_at = self.now().plus_millis((after * 1000.0) as i64);
 
@@ -249,12 +256,11 @@ impl Engine {
 
         // A watched run (its answer shows no status) on a thread made for it, due now,
         // is created claimed when an idle worker can take it: no claim follows.
-        let claimed = watch
-            && matches!(thread, RunThread::New(_))
-            && available_at <= self.now()
-            && self.reserve_idle_worker();
+        let promise = (watch && matches!(thread, RunThread::New(_)) && available_at <= self.now())
+            .then(|| self.promise_idle_worker())
+            .flatten();
         // Registered before its row exists, so a cancel reaches it from the start.
-        let handles = claimed.then(|| self.register_active(run_id));
+        let claimed = promise.map(|promise| (promise, self.inner.active.register(run_id)));
 
         let topic = Topic::Run(run_id);
         self.inner.bus.open(topic).await;
@@ -269,10 +275,10 @@ impl Engine {
             assistant_id: assistant.assistant_id,
             metadata,
             multitask_strategy: Some(body.multitask_strategy.unwrap_or_default()),
-            kwargs,
+            kwargs: options.to_kwargs(),
             available_at,
             assistant_as_read: Some(service_store::AssistantStamp::of(assistant)),
-            claimed,
+            claimed: claimed.is_some(),
         };
         let run = match thread {
             RunThread::Existing(_) => self.store().runs().create(new).await,
@@ -301,24 +307,32 @@ impl Engine {
         };
         // Every run stream starts with this frame; published now, a stream learns its
         // run at once, also while the run waits for a worker or its thread.
-        self.publish_run_frame(&run, "metadata", &json!({"run_id": run_id, "attempt": 1}))
-            .await;
-        if let Some(handles) = handles {
-            self.hand_to_reserved_worker(run.clone(), handles);
+        let metadata = json!({"run_id": run_id, "attempt": 1});
+        if let Err(error) = self.publish_run_frame(&run, "metadata", &metadata).await {
+            tracing::error!(%run_id, %error, "publishing the run's metadata frame failed");
+        }
+        if let Some((promise, handles)) = claimed {
+            let next = NextRun {
+                run_id,
+                handles,
+                claimed: Some(run.clone()),
+            };
+            self.inner.scheduler.hand_over(promise, next);
         } else if available_at > self.now() {
-            self.inner.delays_changed.notify_one();
+            self.inner.scheduler.delays_changed();
             self.announce();
         } else {
-            self.queue_here(run_id);
+            self.inner.scheduler.queue_here(run_id);
+            self.announce();
         }
         Ok(Queued::Run(run, subscription))
     }
 
     /// Undoes the claim a run was to be created with, when it was not created.
-    fn withdraw_claim(&self, run_id: Uuid, claimed: bool) {
-        if claimed {
-            self.active().remove(&run_id);
-            self.release_idle_worker();
+    fn withdraw_claim(&self, run_id: Uuid, claimed: Option<(Promise, ActiveRun)>) {
+        if let Some((promise, _)) = claimed {
+            self.inner.active.remove(run_id);
+            self.inner.scheduler.withdraw(promise);
         }
     }
 
@@ -442,14 +456,9 @@ impl Engine {
                 Ok(run)
             }
             CancelOutcome::Requested(run) => {
-                if let Some(active) = self.active().get(&run.run_id) {
-                    if action == CancelAction::Rollback {
-                        active
-                            .rollback
-                            .store(true, std::sync::atomic::Ordering::Relaxed);
-                    }
-                    active.cancel.cancel();
-                }
+                self.inner
+                    .active
+                    .stop(run.run_id, action == CancelAction::Rollback);
                 Ok(run)
             }
             CancelOutcome::AlreadyTerminal(_) => Err(no_runs_to_cancel()),
@@ -508,9 +517,7 @@ impl Engine {
         for run in self.store().runs().active(&query).await? {
             match self.store().runs().request_cancel(run.run_id).await? {
                 CancelOutcome::Requested(run) => {
-                    if let Some(active) = self.active().get(&run.run_id) {
-                        active.cancel.cancel();
-                    }
+                    self.inner.active.stop(run.run_id, false);
                 }
                 CancelOutcome::Cancelled(run) | CancelOutcome::AlreadyTerminal(run) => {
                     self.inner.bus.close(Topic::Run(run.run_id)).await;
@@ -518,75 +525,6 @@ impl Engine {
             }
         }
         Ok(())
-    }
-
-    pub(crate) async fn publish_outcome(&self, run_id: Uuid, body: &Value) {
-        let data = Bytes::from(serde_json::to_vec(body).unwrap_or_default());
-        self.inner
-            .bus
-            .publish(Topic::Run(run_id), OUTCOME_EVENT, data)
-            .await;
-    }
-
-    /// Waits until the run ends and returns its wait/join body: the final values (with
-    /// `__interrupt__` when it paused), `{"__error__": RunError}` when it failed, or the
-    /// thread's current values when it was cancelled.
-    pub async fn run_result(&self, run_id: Uuid) -> Value {
-        self.run_result_from(run_id, None).await
-    }
-
-    /// [`run_result`](Self::run_result), reading `subscription` (taken at the run's
-    /// creation, see [`create_run_watched`](Self::create_run_watched)) first.
-    pub async fn run_result_from(&self, run_id: Uuid, subscription: Option<Subscription>) -> Value {
-        let topic = Topic::Run(run_id);
-        let mut last_seen = None;
-        let mut taken = subscription;
-        'subscribe: loop {
-            let replay = last_seen.map_or(Replay::All, Replay::After);
-            let subscription = match taken.take() {
-                Some(subscription) => Some(subscription),
-                None => self.inner.bus.subscribe(topic, replay).await,
-            };
-            let Some(mut subscription) = subscription else {
-                break;
-            };
-            let mut outcome = None;
-            while let Some(delivery) = subscription.next().await {
-                match delivery {
-                    Delivery::Frame(frame) => {
-                        last_seen = Some(frame.id);
-                        if frame.event == OUTCOME_EVENT {
-                            outcome = serde_json::from_slice(&frame.data).ok();
-                        }
-                    }
-                    Delivery::Lagged => continue 'subscribe,
-                }
-            }
-            if let Some(outcome) = outcome {
-                return outcome;
-            }
-            break;
-        }
-        self.stored_result(run_id).await
-    }
-
-    /// The wait body rebuilt from the store, when the bus no longer has the run.
-    async fn stored_result(&self, run_id: Uuid) -> Value {
-        let Ok(Some(run)) = self.store().runs().get(run_id).await else {
-            return json!({"__error__": {"error": "HTTPException", "name": "HTTPException", "message": "404: Run not found"}});
-        };
-        if let Some(error) = run.error {
-            let error = if self.exposes_stacks() {
-                error
-            } else {
-                error.without_stacks()
-            };
-            return json!({ "__error__": error });
-        }
-        match self.store().threads().get(run.thread_id).await {
-            Ok(Some(thread)) => result_body(thread.values, &thread.interrupts),
-            _ => json!({}),
-        }
     }
 }
 
@@ -618,23 +556,6 @@ fn latest_run_metadata(assistant: &Assistant) -> Metadata {
         Value::String(assistant.assistant_id.to_string()),
     );
     metadata
-}
-
-/// The wait body of values and pending interrupts.
-pub(crate) fn result_body(
-    values: Option<Value>,
-    interrupts: &service_types::PendingInterrupts,
-) -> Value {
-    let mut body = match values {
-        Some(Value::Object(map)) => map,
-        Some(other) if !other.is_null() => return other,
-        _ => Map::new(),
-    };
-    let pending: Vec<&service_types::Interrupt> = interrupts.values().flatten().collect();
-    if !pending.is_empty() {
-        body.insert("__interrupt__".into(), json!(pending));
-    }
-    Value::Object(body)
 }
 
 fn validate_run_body(body: &RunCreate, target: RunTarget) -> EngineResult<()> {
@@ -706,59 +627,6 @@ pub(crate) fn validate_webhook(url: &str) -> EngineResult<()> {
     Ok(())
 }
 
-/// The run options as stored on the row: everything a worker needs to execute it.
-fn run_kwargs(
-    body: &RunCreate,
-    assistant: &Assistant,
-    thread_id: Uuid,
-    run_id: Uuid,
-    stateless: bool,
-) -> Value {
-    let mut config: Config = assistant.config.clone();
-    if let Some(request) = &body.config {
-        if let Some(tags) = &request.tags {
-            config.tags = Some(tags.clone());
-        }
-        if request.recursion_limit.is_some() {
-            config.recursion_limit = request.recursion_limit;
-        }
-        let mut configurable = config.configurable.take().unwrap_or_default();
-        configurable.extend(request.configurable.clone().unwrap_or_default());
-        config.configurable = Some(configurable);
-        config.extra.extend(request.extra.clone());
-    }
-    let configurable = config.configurable.get_or_insert_with(Metadata::new);
-    configurable.insert("run_id".into(), json!(run_id));
-    configurable.insert("thread_id".into(), json!(thread_id));
-    configurable.insert("graph_id".into(), json!(assistant.graph_id));
-    configurable.insert("assistant_id".into(), json!(assistant.assistant_id));
-    let mut context = assistant.context.clone();
-    context.extend(body.context.clone().unwrap_or_default());
-    let stream_mode: Vec<&str> = body
-        .stream_modes()
-        .iter()
-        .map(|mode| mode.as_str())
-        .collect();
-    json!({
-        "input": body.input,
-        "command": body.command,
-        "config": config,
-        "context": context,
-        "stream_mode": stream_mode,
-        "interrupt_before": body.interrupt_before,
-        "interrupt_after": body.interrupt_after,
-        "webhook": body.webhook,
-        "feedback_keys": body.feedback_keys,
-        "subgraphs": body.stream_subgraphs.unwrap_or(false),
-        "resumable": body.stream_resumable.unwrap_or(false),
-        "checkpoint_id": body.checkpoint_id.clone().or_else(|| body.checkpoint.as_ref().and_then(|c| c.checkpoint_id.clone())),
-        "checkpoint_ns": body.checkpoint.as_ref().map(|c| c.checkpoint_ns.clone()),
-        "temporary": stateless,
-        "on_completion": body.on_completion.unwrap_or_default(),
-        "durability": body.durability,
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -770,23 +638,5 @@ mod tests {
         assert!(validate_webhook("/relative").is_err());
         assert!(validate_webhook("ftp://example.com").is_err());
         assert!(validate_webhook("http:///nohost").is_err());
-    }
-
-    #[test]
-    fn result_body_adds_pending_interrupts() {
-        let mut interrupts = service_types::PendingInterrupts::new();
-        interrupts.insert(
-            "task".into(),
-            vec![service_types::Interrupt {
-                id: "i1".into(),
-                value: json!({"q": 1}),
-            }],
-        );
-        let body = result_body(Some(json!({"a": 1})), &interrupts);
-        assert_eq!(
-            body,
-            json!({"a": 1, "__interrupt__": [{"id": "i1", "value": {"q": 1}}]})
-        );
-        assert_eq!(result_body(None, &Default::default()), json!({}));
     }
 }

@@ -397,8 +397,12 @@ impl Engine {
 
     async fn publish_state_update(&self, thread_id: Uuid, state: &StateSnapshot) {
         let data = json!({"state": state.to_thread_state(), "thread_id": thread_id});
-        self.publish_thread_event(thread_id, "state_update", &data)
-            .await;
+        if let Err(error) = self
+            .publish_thread_event(thread_id, "state_update", &data)
+            .await
+        {
+            tracing::error!(%thread_id, %error, "publishing a state update failed");
+        }
     }
 }
 

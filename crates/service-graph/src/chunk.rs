@@ -56,13 +56,17 @@ impl Chunk {
         }
     }
 
-    /// A root-graph frame of `mode` whose payload `value` is written as JSON text now.
-    pub fn encoded(mode: impl Into<String>, value: &impl serde::Serialize) -> Self {
-        Self::Encoded {
+    /// A root-graph frame of `mode` whose payload `value` is written as JSON text now;
+    /// a value that cannot be written is an error, never an empty frame.
+    pub fn encoded(
+        mode: impl Into<String>,
+        value: &impl serde::Serialize,
+    ) -> Result<Self, serde_json::Error> {
+        Ok(Self::Encoded {
             mode: mode.into(),
-            json: serde_json::to_string(value).unwrap_or_else(|_| "null".to_owned()),
+            json: serde_json::to_string(value)?,
             namespace: Vec::new(),
-        }
+        })
     }
 
     /// Applies SPEC's chunk rules to a raw chunk: a two-element array whose first
@@ -195,7 +199,9 @@ mod tests {
     #[test]
     fn an_encoded_chunk_reads_as_the_value_it_was_written_from() {
         let value = json!({"log": ["a", "b"], "n": 1.5});
-        let chunk = Chunk::encoded("values", &value).with_namespace(vec!["child:1".into()]);
+        let chunk = Chunk::encoded("values", &value)
+            .unwrap()
+            .with_namespace(vec!["child:1".into()]);
         assert_eq!(chunk.event_name(), "values|child:1");
         assert_eq!(chunk.encoded_json(), Some(r#"{"log":["a","b"],"n":1.5}"#));
         assert_eq!(*chunk.data(), value);

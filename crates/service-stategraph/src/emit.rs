@@ -71,14 +71,9 @@ impl Emitter {
     }
 
     fn send(&self, mode: StreamMode, data: Value) {
-        self.send_chunk(mode, |mode| Chunk::new(mode, data));
-    }
-
-    /// Sends the chunk `chunk` builds from the mode's name, when the mode was requested.
-    fn send_chunk(&self, mode: StreamMode, chunk: impl FnOnce(&str) -> Chunk) {
         if self.wants(mode) {
             // The receiver lives as long as the run (`DrivenRun` holds both).
-            let _ = self.inner.tx.send(Ok(chunk(mode.as_str())));
+            let _ = self.inner.tx.send(Ok(Chunk::new(mode.as_str(), data)));
         }
     }
 
@@ -90,7 +85,19 @@ impl Emitter {
     /// The state after a superstep, written as JSON text at once: a copy of a large
     /// state, serialised later and then dropped, cost more than the text.
     pub(crate) fn values(&self, values: &Map<String, Value>) {
-        self.send_chunk(StreamMode::Values, |mode| Chunk::encoded(mode, values));
+        if !self.wants(StreamMode::Values) {
+            return;
+        }
+        match Chunk::encoded(StreamMode::Values.as_str(), values) {
+            // The receiver lives as long as the run (`DrivenRun` holds both).
+            Ok(chunk) => {
+                let _ = self.inner.tx.send(Ok(chunk));
+            }
+            Err(error) => self.fail(GraphError::Other(Box::new(RunError::from_error(
+                "SerializationError",
+                &error,
+            )))),
+        }
     }
 
     /// The pause frames: `updates` with `__interrupt__`, then the values carrying it.

@@ -74,16 +74,22 @@ impl RunError {
     /// itself is cut where it repeats.
     pub fn from_error(name: impl Into<String>, error: &(dyn StdError + 'static)) -> Self {
         let mut top = Self::new(name, error.to_string());
-        let mut seen: Vec<*const ()> = vec![error as *const dyn StdError as *const ()];
+        // A link is known by its address and its message: an error whose source is its
+        // own first field shares its address, so the address alone would end the
+        // chain at the first wrapper.
+        let mut seen: Vec<(*const (), String)> = vec![(
+            error as *const dyn StdError as *const (),
+            top.message.clone(),
+        )];
         let mut links = Vec::new();
         let mut next = error.source();
         while let Some(cause) = next {
-            let address = cause as *const dyn StdError as *const ();
-            if links.len() >= Self::MAX_CAUSE_DEPTH || seen.contains(&address) {
+            let link = (cause as *const dyn StdError as *const (), cause.to_string());
+            if links.len() >= Self::MAX_CAUSE_DEPTH || seen.contains(&link) {
                 break;
             }
-            seen.push(address);
-            links.push(Self::new(debug_name(cause), cause.to_string()));
+            links.push(Self::new(debug_name(cause), link.1.clone()));
+            seen.push(link);
             next = cause.source();
         }
         top.cause = chain(links);
@@ -311,6 +317,31 @@ mod tests {
     fn self_referential_source_does_not_loop() {
         let error = RunError::from_error("Ouroboros", &Ouroboros);
         assert_eq!(error.chain().count(), 1);
+    }
+
+    /// An error whose source is its own first field lives at the field's address.
+    #[derive(Debug)]
+    struct Wrapper(std::io::Error);
+
+    impl std::fmt::Display for Wrapper {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("wrapper")
+        }
+    }
+
+    impl StdError for Wrapper {
+        fn source(&self) -> Option<&(dyn StdError + 'static)> {
+            Some(&self.0)
+        }
+    }
+
+    #[test]
+    fn a_source_at_its_wrappers_address_is_kept() {
+        let error = RunError::from_error("Top", &Wrapper(std::io::Error::other("inner")));
+        assert_eq!(
+            error.chain_summary(),
+            "Top: wrapper; caused by Custom: inner"
+        );
     }
 
     #[test]

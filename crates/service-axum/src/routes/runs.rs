@@ -8,8 +8,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use bytes::Bytes;
 use serde_json::{Value, json};
-use service_engine::bus::{Replay, Subscription, Topic};
-use service_engine::{Engine, RunTarget};
+use service_engine::bus::{Replay, Subscription};
+use service_engine::{Engine, RunStream, RunTarget, RunToJoin, run_not_found};
 use service_types::{BulkCancel, CancelAction, OnDisconnect, Run, RunCreate, RunStatus};
 use uuid::Uuid;
 
@@ -331,20 +331,13 @@ async fn join(
 ) -> ApiResult<Response> {
     let (thread_id, run_id) = (uuid("thread", &thread_id)?, uuid("run", &run_id)?);
     let cancel = query.bool("cancel_on_disconnect")?.unwrap_or(false);
-    match engine.get_run(Some(thread_id), run_id).await {
-        Ok(run) => {
+    match engine.run_to_join(Some(thread_id), run_id).await {
+        RunToJoin::Run(run) => {
             let on_drop = cancel_on_drop(&engine, &run, cancel && !run.status.is_terminal());
             Ok(result_response(&engine, &prefix, &run, None, on_drop).await)
         }
-        // A stateless run's row goes with its thread; its result stays on the bus.
-        Err(_) if engine.bus().is_open(Topic::Run(run_id)).await => {
-            let body = engine.run_result(run_id).await;
-            Ok(Json(body).into_response())
-        }
-        Err(_) => {
-            let body = json!({"__error__": {"error": "HTTPException", "name": "HTTPException", "message": "404: Run not found"}});
-            Ok(Json(body).into_response())
-        }
+        RunToJoin::Forgotten => Ok(Json(engine.run_result(run_id).await).into_response()),
+        RunToJoin::Unknown => Ok(Json(json!({ "__error__": run_not_found() })).into_response()),
     }
 }
 
@@ -401,12 +394,13 @@ async fn join_stream(
         .and_then(|value| value.to_str().ok());
     let replay = Replay::from_last_event_id(last_event_id)
         .ok_or_else(|| unprocessable("Invalid last-event-id"))?;
-    let topic = Topic::Run(run_id);
-    let run = engine.get_run(thread_id, run_id).await.ok();
-    // A stateless run's row goes with its thread; its frames stay on the bus.
-    if run.is_none() && !engine.bus().is_open(topic).await {
-        let error = json!({"error": "HTTPException", "name": "HTTPException", "message": "404: Run not found"});
-        let frame = encode("error", error.to_string().as_bytes(), None);
+    let Some(RunStream {
+        run,
+        subscription,
+        resumable,
+    }) = engine.join_run_stream(thread_id, run_id, replay).await
+    else {
+        let frame = encode("error", run_not_found().to_string().as_bytes(), None);
         let body = SseBody {
             prelude: vec![frame],
             subscription: None,
@@ -415,19 +409,8 @@ async fn join_stream(
             on_drop: None,
         };
         return Ok(sse_response(body, HeaderMap::new()));
-    }
+    };
     let active = run.as_ref().is_some_and(|run| !run.status.is_terminal());
-    let mut subscription = engine.bus().subscribe(topic, replay).await;
-    if subscription.is_none() && active {
-        engine.bus().open(topic).await;
-        subscription = engine.bus().subscribe(topic, replay).await;
-    }
-    let resumable = run.as_ref().is_some_and(|run| {
-        run.kwargs
-            .get("resumable")
-            .and_then(Value::as_bool)
-            .unwrap_or(false)
-    });
     let cancel = query.bool("cancel_on_disconnect")?.unwrap_or(false) && active;
     let path = match thread_id {
         Some(thread_id) => format!("{}/threads/{thread_id}/runs/{run_id}", prefix.0),

@@ -7,7 +7,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde_json::json;
 use service_engine::Engine;
-use service_engine::bus::{Replay, Topic};
+use service_engine::bus::Replay;
 use service_types::{
     Checkpoint, HistoryBefore, HistoryQuery, PruneStrategy, Thread, ThreadCreate, ThreadPatch,
     ThreadPrune, ThreadSearch, ThreadStateAtCheckpoint, ThreadStatePatch, ThreadStateUpdate,
@@ -266,7 +266,6 @@ async fn join_stream(
     request_headers: HeaderMap,
 ) -> ApiResult<Response> {
     let thread_id = thread_id(&id)?;
-    engine.get_thread(thread_id).await?;
     let mut modes = query.list("stream_mode");
     modes.extend(query.list("stream_modes"));
     let mut events = Vec::new();
@@ -290,9 +289,7 @@ async fn join_stream(
         .and_then(|value| value.to_str().ok());
     let replay = Replay::from_last_event_id(last_event_id)
         .ok_or_else(|| unprocessable("Invalid last-event-id"))?;
-    let topic = Topic::Thread(thread_id);
-    engine.bus().open(topic).await;
-    let subscription = engine.bus().subscribe(topic, replay).await;
+    let subscription = engine.join_thread_stream(thread_id, replay).await?;
     let body = SseBody {
         prelude: Vec::new(),
         subscription,

@@ -1,0 +1,200 @@
+//! Driving a claimed run's graph: load it, stream its chunks into frames, stop it on
+//! a cancel (here or on another instance) or the run timeout, and take its thread's
+//! execution claim once it outlives the coordinator's claim delay.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use service_graph::{AgentGraph, FinalState, GraphError, RunContext, RunInput};
+use service_types::{Run, RunError, StreamMode};
+use tokio_util::sync::CancellationToken;
+
+use crate::Engine;
+use crate::coordination::ThreadClaim;
+use crate::frames::MessageAccumulator;
+use crate::run_options::RunOptions;
+
+/// How driving the graph ended.
+#[derive(Debug)]
+pub(crate) enum Ending {
+    Completed,
+    Failed(RunError),
+    Cancelled,
+    TimedOut,
+}
+
+/// What driving a run left: how it ended, the graph (to read the state it ended in),
+/// and the thread's execution claim, held until the run is settled.
+pub(crate) struct Driven {
+    pub(crate) ending: Ending,
+    pub(crate) graph: Option<Arc<dyn AgentGraph>>,
+    pub(crate) claim: Option<Box<dyn ThreadClaim>>,
+}
+
+impl std::fmt::Debug for Driven {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Driven")
+            .field("ending", &self.ending)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Engine {
+    /// Drives the run, taking its thread's execution claim if it outlives the
+    /// coordinator's claim delay, so a crash from then on frees the claim; a claim
+    /// that cannot be taken stops the run.
+    pub(crate) async fn drive_claimed(
+        &self,
+        run: &Run,
+        options: &RunOptions,
+        cancel: CancellationToken,
+        final_state: FinalState,
+    ) -> Driven {
+        let coordinator = &self.inner.coordinator;
+        let driving = self.drive(run, options, cancel.clone(), final_state);
+        let Some(delay) = coordinator.claim_delay() else {
+            let (ending, graph) = driving.await;
+            return Driven {
+                ending,
+                graph,
+                claim: None,
+            };
+        };
+        tokio::pin!(driving);
+        tokio::select! {
+            (ending, graph) = &mut driving => return Driven { ending, graph, claim: None },
+            () = tokio::time::sleep(delay) => {}
+        }
+        let claiming = coordinator.claim_thread(run.thread_id);
+        tokio::pin!(claiming);
+        let claimed = tokio::select! {
+            claimed = &mut claiming => claimed,
+            (ending, graph) = &mut driving => {
+                // A claim started is finished, never dropped mid-statement (its lock
+                // could stay behind on a pooled connection), and held like any other.
+                return Driven { ending, graph, claim: claiming.await.ok() };
+            }
+        };
+        match claimed {
+            Ok(claim) => {
+                let (ending, graph) = driving.await;
+                Driven {
+                    ending,
+                    graph,
+                    claim: Some(claim),
+                }
+            }
+            Err(error) => {
+                cancel.cancel();
+                let (_, graph) = driving.await;
+                let error = RunError::new("ExecutionClaimError", error.chain());
+                Driven {
+                    ending: Ending::Failed(error),
+                    graph,
+                    claim: None,
+                }
+            }
+        }
+    }
+
+    async fn drive(
+        &self,
+        run: &Run,
+        options: &RunOptions,
+        cancel: CancellationToken,
+        final_state: FinalState,
+    ) -> (Ending, Option<Arc<dyn AgentGraph>>) {
+        let graph_id = options.graph_id().unwrap_or_default();
+        let graph = match self.inner.graphs.load(graph_id).await {
+            Ok(graph) => graph,
+            Err(error) => return (Ending::Failed(error.to_run_error()), None),
+        };
+        let stream_options = options.stream_options();
+        let input = RunInput::from_request(options.input.clone(), options.command.clone());
+        let mut ctx = RunContext::new(cancel.clone()).with_store(self.long_term_store());
+        ctx.final_state = final_state;
+        let started = if options.stream_mode.contains(&StreamMode::Events) {
+            match graph
+                .stream_events(input.clone(), stream_options.clone(), ctx.clone())
+                .await
+            {
+                Err(GraphError::CapabilityMissing { .. }) => {
+                    graph.stream(input, stream_options, ctx).await
+                }
+                other => other,
+            }
+        } else {
+            graph.stream(input, stream_options, ctx).await
+        };
+        let mut chunks = match started {
+            Ok(chunks) => chunks,
+            Err(error) => return (ending_of(error, &cancel), Some(graph)),
+        };
+        let mut messages = MessageAccumulator::default();
+        let consume = async {
+            while let Some(item) = chunks.next().await {
+                let chunk = item.map_err(|error| ending_of(error, &cancel))?;
+                self.publish_chunk(run, options, &chunk, &mut messages)
+                    .await
+                    .map_err(|error| Ending::Failed(error.to_run_error()))?;
+            }
+            Ok(())
+        };
+        let deadline = sleep_or_forever(self.config().run_timeout);
+        let ending = tokio::select! {
+            result = consume => match result {
+                Ok(()) if cancel.is_cancelled() => Ending::Cancelled,
+                Ok(()) => Ending::Completed,
+                Err(ending) => ending,
+            },
+            () = cancel.cancelled() => Ending::Cancelled,
+            () = self.cancelled_elsewhere(run.run_id) => {
+                cancel.cancel();
+                Ending::Cancelled
+            }
+            () = deadline => {
+                cancel.cancel();
+                Ending::TimedOut
+            }
+        };
+        (ending, Some(graph))
+    }
+
+    /// Resolves when a cancel for this run was recorded by another instance; never
+    /// in-process, where cancels reach the run's token directly.
+    async fn cancelled_elsewhere(&self, run_id: uuid::Uuid) {
+        let Some(interval) = self.inner.coordinator.check_interval() else {
+            return std::future::pending().await;
+        };
+        loop {
+            tokio::time::sleep(interval).await;
+            if self
+                .store()
+                .runs()
+                .cancel_requested(run_id)
+                .await
+                .unwrap_or(false)
+            {
+                return;
+            }
+        }
+    }
+}
+
+/// A graph error as the run's ending: a cancel, however the graph reports it, is one.
+fn ending_of(error: GraphError, cancel: &CancellationToken) -> Ending {
+    if matches!(error, GraphError::Cancelled) || cancel.is_cancelled() {
+        Ending::Cancelled
+    } else {
+        Ending::Failed(error.to_run_error())
+    }
+}
+
+/// Sleeps for `duration`, or forever when there is none.
+pub(crate) async fn sleep_or_forever(duration: Option<Duration>) {
+    match duration {
+        Some(duration) => tokio::time::sleep(duration).await,
+        None => std::future::pending().await,
+    }
+}

@@ -1,0 +1,251 @@
+//! Turning a run's chunks into frames on its stream topic (and on its thread's, when
+//! a thread stream listens), and the run's outcome record that waits and joins read.
+
+use bytes::Bytes;
+use serde::Serialize;
+use serde_json::{Value, json};
+use service_graph::Chunk;
+use service_types::{Run, RunError, StreamMode};
+use uuid::Uuid;
+
+use crate::Engine;
+use crate::bus::Topic;
+use crate::run_options::RunOptions;
+
+/// Event name of the internal record holding a run's wait/join result.
+pub(crate) const OUTCOME_EVENT: &str = "__outcome__";
+
+/// A frame whose data could not be written as JSON: never published as an empty one.
+#[derive(Debug, thiserror::Error)]
+#[error("the {event} frame's data cannot be written as JSON")]
+pub(crate) struct FrameError {
+    event: String,
+    #[source]
+    source: serde_json::Error,
+}
+
+impl FrameError {
+    /// The error a run fails with when one of its frames cannot be written.
+    pub(crate) fn to_run_error(&self) -> RunError {
+        RunError::from_error("SerializationError", self)
+    }
+}
+
+fn encode(event: &str, data: &impl Serialize) -> Result<Bytes, FrameError> {
+    serde_json::to_vec(data)
+        .map(Bytes::from)
+        .map_err(|source| FrameError {
+            event: event.to_owned(),
+            source,
+        })
+}
+
+impl Engine {
+    /// Publishes one chunk of a run as the frames its requested modes ask for.
+    pub(crate) async fn publish_chunk(
+        &self,
+        run: &Run,
+        options: &RunOptions,
+        chunk: &Chunk,
+        messages: &mut MessageAccumulator,
+    ) -> Result<(), FrameError> {
+        let namespace = chunk.namespace();
+        if !namespace.is_empty() && !options.subgraphs {
+            return Ok(());
+        }
+        let mode = chunk.mode();
+        let requested = |wanted: StreamMode| options.stream_mode.contains(&wanted);
+        let suffix = if namespace.is_empty() {
+            String::new()
+        } else {
+            format!("|{}", namespace.join("|"))
+        };
+        if mode == "messages" {
+            if requested(StreamMode::MessagesTuple) {
+                self.publish_run_frame(run, &format!("messages{suffix}"), &chunk.data())
+                    .await?;
+            }
+            if requested(StreamMode::Messages) {
+                for (event, data) in messages.accept(&chunk.data()) {
+                    self.publish_run_frame(run, &format!("{event}{suffix}"), &data)
+                        .await?;
+                }
+            }
+            return Ok(());
+        }
+        let Some(mode) = StreamMode::parse(mode) else {
+            return Ok(());
+        };
+        if !requested(mode) {
+            return Ok(());
+        }
+        let event = if mode == StreamMode::Events {
+            "events".to_owned()
+        } else {
+            format!("{}{suffix}", mode.as_str())
+        };
+        match chunk.encoded_json() {
+            Some(json) => {
+                self.publish_run_bytes(run, &event, Bytes::from(json.to_owned()))
+                    .await;
+                Ok(())
+            }
+            None => self.publish_run_frame(run, &event, &chunk.data()).await,
+        }
+    }
+
+    /// Publishes a frame on the run's topic and, when a thread stream listens, on the
+    /// thread's.
+    pub(crate) async fn publish_run_frame(
+        &self,
+        run: &Run,
+        event: &str,
+        data: &impl Serialize,
+    ) -> Result<(), FrameError> {
+        let bytes = encode(event, data)?;
+        self.publish_run_bytes(run, event, bytes).await;
+        Ok(())
+    }
+
+    async fn publish_run_bytes(&self, run: &Run, event: &str, bytes: Bytes) {
+        self.inner
+            .bus
+            .publish(Topic::Run(run.run_id), event, bytes.clone())
+            .await;
+        self.publish_thread_bytes(run.thread_id, event, bytes).await;
+    }
+
+    /// Publishes an event on a thread's stream, if anyone listens to it.
+    pub(crate) async fn publish_thread_event(
+        &self,
+        thread_id: Uuid,
+        event: &str,
+        data: &impl Serialize,
+    ) -> Result<(), FrameError> {
+        let bytes = encode(event, data)?;
+        self.publish_thread_bytes(thread_id, event, bytes).await;
+        Ok(())
+    }
+
+    async fn publish_thread_bytes(&self, thread_id: Uuid, event: &str, data: Bytes) {
+        let topic = Topic::Thread(thread_id);
+        if self.inner.bus.is_open(topic).await {
+            self.inner.bus.publish(topic, event, data).await;
+        }
+    }
+
+    /// Records the run's wait/join result on its topic. A body that cannot be written
+    /// is recorded as the error saying so, so a waiter never reads an empty result.
+    pub(crate) async fn publish_outcome(&self, run_id: Uuid, body: &Value) {
+        let data = encode(OUTCOME_EVENT, body).unwrap_or_else(|error| {
+            tracing::error!(%run_id, %error, cause = %error.source, "the run's result cannot be written");
+            let error = self.client_error(&error.to_run_error());
+            Bytes::from(json!({ "__error__": error }).to_string())
+        });
+        self.inner
+            .bus
+            .publish(Topic::Run(run_id), OUTCOME_EVENT, data)
+            .await;
+    }
+
+    /// The error as clients see it: without stacks unless they are exposed.
+    pub(crate) fn client_error(&self, error: &RunError) -> RunError {
+        if self.exposes_stacks() {
+            error.clone()
+        } else {
+            error.clone().without_stacks()
+        }
+    }
+}
+
+/// Turns `["messages", [chunk, metadata]]` chunks into the `messages` mode's events:
+/// `messages/metadata` once per message id, then `messages/partial` with the message
+/// accumulated so far.
+#[derive(Debug, Default)]
+pub(crate) struct MessageAccumulator {
+    messages: std::collections::HashMap<String, Value>,
+}
+
+impl MessageAccumulator {
+    fn accept(&mut self, data: &Value) -> Vec<(&'static str, Value)> {
+        let (chunk, metadata) = match data {
+            Value::Array(pair) if pair.len() == 2 => (&pair[0], &pair[1]),
+            other => (other, &Value::Null),
+        };
+        let id = chunk
+            .get("id")
+            .and_then(Value::as_str)
+            .unwrap_or("message")
+            .to_owned();
+        let mut events = Vec::new();
+        let accumulated = match self.messages.get_mut(&id) {
+            Some(existing) => {
+                let addition = chunk
+                    .get("content")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                if let Some(Value::String(content)) = existing.get_mut("content") {
+                    content.push_str(addition);
+                }
+                existing.clone()
+            }
+            None => {
+                events.push((
+                    "messages/metadata",
+                    json!({ id.clone(): {"metadata": metadata} }),
+                ));
+                let mut message = chunk.clone();
+                if let Some(kind) = message.get_mut("type")
+                    && kind == "AIMessageChunk"
+                {
+                    *kind = Value::String("ai".into());
+                }
+                self.messages.insert(id, message.clone());
+                message
+            }
+        };
+        events.push(("messages/partial", json!([accumulated])));
+        events
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    /// A map whose keys are not strings: serde_json refuses to write it.
+    fn unwritable() -> BTreeMap<Vec<u8>, u8> {
+        BTreeMap::from([(vec![1], 1)])
+    }
+
+    #[test]
+    fn data_that_cannot_be_written_is_an_error_naming_the_frame() {
+        let error = encode("custom", &unwritable()).unwrap_err();
+        assert!(error.to_string().contains("custom"), "{error}");
+        let run_error = error.to_run_error();
+        assert_eq!(run_error.error, "SerializationError");
+        assert!(
+            run_error.cause.is_some(),
+            "the serde error is kept as the cause"
+        );
+    }
+
+    #[test]
+    fn message_chunks_accumulate_per_message_id() {
+        let mut messages = MessageAccumulator::default();
+        let first = messages.accept(&json!([
+            {"id": "m1", "type": "AIMessageChunk", "content": "hel"},
+            {"langgraph_node": "chat"}
+        ]));
+        assert_eq!(first[0].0, "messages/metadata");
+        assert_eq!(
+            first[1].1,
+            json!([{"id": "m1", "type": "ai", "content": "hel"}])
+        );
+        let second = messages.accept(&json!([{"id": "m1", "content": "lo"}, {}]));
+        assert_eq!(second.len(), 1);
+        assert_eq!(second[0].1[0]["content"], json!("hello"));
+    }
+}

@@ -1,0 +1,204 @@
+//! Joining a run or a thread from outside: a run's wait/join result, a run's stream
+//! (replayed after `Last-Event-ID`), a thread's stream. The HTTP adapter calls these
+//! and never the bus or the store.
+
+use futures::StreamExt;
+use serde_json::{Map, Value, json};
+use service_types::Run;
+use uuid::Uuid;
+
+use crate::bus::{Delivery, Replay, Subscription, Topic};
+use crate::frames::OUTCOME_EVENT;
+use crate::run_options::RunOptions;
+use crate::{Engine, EngineResult};
+
+/// The error a join of an unknown run answers with, as the reference server words it:
+/// the `__error__` of a join body, or the data of a stream's one `error` frame.
+pub fn run_not_found() -> Value {
+    json!({"error": "HTTPException", "name": "HTTPException", "message": "404: Run not found"})
+}
+
+/// A run to join.
+#[derive(Debug)]
+pub enum RunToJoin {
+    /// The run's row.
+    Run(Box<Run>),
+    /// A stateless run whose row went with its thread; its result is still on the bus.
+    Forgotten,
+    /// No such run (or not on that thread).
+    Unknown,
+}
+
+/// A run's stream, joined.
+pub struct RunStream {
+    /// The run, while its row exists (a stateless run's goes with its thread).
+    pub run: Option<Run>,
+    /// The frames: replayed, then live; `None` when the bus has nothing of the run.
+    pub subscription: Option<Subscription>,
+    /// Frames carry their ids (the run was created resumable).
+    pub resumable: bool,
+}
+
+impl std::fmt::Debug for RunStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunStream")
+            .field("run", &self.run)
+            .field("subscribed", &self.subscription.is_some())
+            .field("resumable", &self.resumable)
+            .finish()
+    }
+}
+
+impl Engine {
+    /// Finds a run to join: `thread_id` narrows it to one thread.
+    pub async fn run_to_join(&self, thread_id: Option<Uuid>, run_id: Uuid) -> RunToJoin {
+        match self.get_run(thread_id, run_id).await {
+            Ok(run) => RunToJoin::Run(Box::new(run)),
+            Err(_) if self.inner.bus.is_open(Topic::Run(run_id)).await => RunToJoin::Forgotten,
+            Err(_) => RunToJoin::Unknown,
+        }
+    }
+
+    /// Joins a run's stream from `replay`; `None` for an unknown run. An active run's
+    /// topic is opened if it is not yet, so a join that comes before the run's first
+    /// frame still sees every frame.
+    pub async fn join_run_stream(
+        &self,
+        thread_id: Option<Uuid>,
+        run_id: Uuid,
+        replay: Replay,
+    ) -> Option<RunStream> {
+        let topic = Topic::Run(run_id);
+        let bus = &self.inner.bus;
+        let run = self.get_run(thread_id, run_id).await.ok();
+        if run.is_none() && !bus.is_open(topic).await {
+            return None;
+        }
+        let active = run.as_ref().is_some_and(|run| !run.status.is_terminal());
+        let mut subscription = bus.subscribe(topic, replay).await;
+        if subscription.is_none() && active {
+            bus.open(topic).await;
+            subscription = bus.subscribe(topic, replay).await;
+        }
+        // A run whose options do not decode fails when it executes; its frames are
+        // then sent without ids, as for any run not created resumable.
+        let resumable = run
+            .as_ref()
+            .and_then(|run| RunOptions::decode(run).ok())
+            .is_some_and(|options| options.resumable);
+        Some(RunStream {
+            run,
+            subscription,
+            resumable,
+        })
+    }
+
+    /// Joins a thread's stream from `replay`: the frames of every run on the thread,
+    /// run-done markers and state updates.
+    pub async fn join_thread_stream(
+        &self,
+        thread_id: Uuid,
+        replay: Replay,
+    ) -> EngineResult<Option<Subscription>> {
+        self.get_thread(thread_id).await?;
+        let topic = Topic::Thread(thread_id);
+        self.inner.bus.open(topic).await;
+        Ok(self.inner.bus.subscribe(topic, replay).await)
+    }
+
+    /// Waits until the run ends and returns its wait/join body: the final values (with
+    /// `__interrupt__` when it paused), `{"__error__": RunError}` when it failed, or the
+    /// thread's current values when it was cancelled.
+    pub async fn run_result(&self, run_id: Uuid) -> Value {
+        self.run_result_from(run_id, None).await
+    }
+
+    /// [`run_result`](Self::run_result), reading `subscription` (taken at the run's
+    /// creation, see [`create_run_watched`](Self::create_run_watched)) first.
+    pub async fn run_result_from(&self, run_id: Uuid, subscription: Option<Subscription>) -> Value {
+        let topic = Topic::Run(run_id);
+        let mut last_seen = None;
+        let mut taken = subscription;
+        'subscribe: loop {
+            let replay = last_seen.map_or(Replay::All, Replay::After);
+            let subscription = match taken.take() {
+                Some(subscription) => Some(subscription),
+                None => self.inner.bus.subscribe(topic, replay).await,
+            };
+            let Some(mut subscription) = subscription else {
+                break;
+            };
+            let mut outcome = None;
+            while let Some(delivery) = subscription.next().await {
+                match delivery {
+                    Delivery::Frame(frame) => {
+                        last_seen = Some(frame.id);
+                        if frame.event == OUTCOME_EVENT {
+                            outcome = serde_json::from_slice(&frame.data).ok();
+                        }
+                    }
+                    Delivery::Lagged => continue 'subscribe,
+                }
+            }
+            if let Some(outcome) = outcome {
+                return outcome;
+            }
+            break;
+        }
+        self.stored_result(run_id).await
+    }
+
+    /// The wait body rebuilt from the store, when the bus no longer has the run.
+    async fn stored_result(&self, run_id: Uuid) -> Value {
+        let Ok(Some(run)) = self.store().runs().get(run_id).await else {
+            return json!({ "__error__": run_not_found() });
+        };
+        if let Some(error) = run.error {
+            return json!({ "__error__": self.client_error(&error) });
+        }
+        match self.store().threads().get(run.thread_id).await {
+            Ok(Some(thread)) => result_body(thread.values, &thread.interrupts),
+            _ => json!({}),
+        }
+    }
+}
+
+/// The wait body of values and pending interrupts.
+pub(crate) fn result_body(
+    values: Option<Value>,
+    interrupts: &service_types::PendingInterrupts,
+) -> Value {
+    let mut body = match values {
+        Some(Value::Object(map)) => map,
+        Some(other) if !other.is_null() => return other,
+        _ => Map::new(),
+    };
+    let pending: Vec<&service_types::Interrupt> = interrupts.values().flatten().collect();
+    if !pending.is_empty() {
+        body.insert("__interrupt__".into(), json!(pending));
+    }
+    Value::Object(body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn result_body_adds_pending_interrupts() {
+        let mut interrupts = service_types::PendingInterrupts::new();
+        interrupts.insert(
+            "task".into(),
+            vec![service_types::Interrupt {
+                id: "i1".into(),
+                value: json!({"q": 1}),
+            }],
+        );
+        let body = result_body(Some(json!({"a": 1})), &interrupts);
+        assert_eq!(
+            body,
+            json!({"a": 1, "__interrupt__": [{"id": "i1", "value": {"q": 1}}]})
+        );
+        assert_eq!(result_body(None, &Default::default()), json!({}));
+    }
+}

@@ -1,0 +1,296 @@
+//! Settling a run that was driven: its terminal status, its outcome mirrored onto its
+//! thread, its result published to waiters, and the next run its worker takes.
+
+use std::time::Instant;
+
+use serde_json::json;
+use service_graph::{AgentGraph, FinalState, RunnableConfig, StateOptions, StateSnapshot};
+use service_store::{ClaimNext, Settlement, ThreadMirror};
+use service_types::{Run, RunError, RunStatus, ThreadStatus};
+use uuid::Uuid;
+
+use crate::Engine;
+use crate::bus::Topic;
+use crate::drive::{Driven, Ending};
+use crate::join::result_body;
+use crate::run_options::RunOptions;
+use crate::scheduler::NextRun;
+use crate::threads::{pending_interrupts, snapshot_mirror};
+
+/// A run whose graph was driven, ready to settle.
+#[derive(Debug)]
+pub(crate) struct Finished {
+    pub(crate) run: Run,
+    /// `None` when the run's stored options did not decode (it failed for that).
+    pub(crate) options: Option<RunOptions>,
+    pub(crate) driven: Driven,
+    /// The state the run ended in, when the graph handed it over.
+    pub(crate) final_state: FinalState,
+    /// The run was stopped as a rollback: what it wrote goes, and so does its row.
+    pub(crate) rolled_back: bool,
+    pub(crate) started: Instant,
+}
+
+/// What settling a run leaves its worker to do.
+#[derive(Debug)]
+pub(crate) struct Settled {
+    /// Other runs wait on the run's thread, which it freed.
+    pub(crate) others_wait: bool,
+    /// The run this worker takes next: one its instance queued, claimed in the
+    /// settle's own step when the store could.
+    pub(crate) next: Option<NextRun>,
+}
+
+impl Engine {
+    /// Settles the run, mirrors it onto its thread and publishes its outcome.
+    pub(crate) async fn settle(&self, finished: Finished) -> Settled {
+        let Finished {
+            run,
+            options,
+            driven,
+            final_state,
+            rolled_back,
+            started,
+        } = finished;
+        let Driven {
+            ending,
+            graph,
+            // Held until the run is settled and mirrored: a crash before then leaves
+            // a run that recovery must see as orphaned.
+            claim: _claim,
+        } = driven;
+        let thread_id = run.thread_id;
+        let graph_id = options
+            .as_ref()
+            .and_then(RunOptions::graph_id)
+            .unwrap_or_default();
+        let (status, error) = match &ending {
+            Ending::Completed => (RunStatus::Success, None),
+            Ending::Failed(error) => (RunStatus::Error, Some(error.clone())),
+            Ending::Cancelled => (RunStatus::Cancelled, None),
+            Ending::TimedOut => (
+                RunStatus::Timeout,
+                Some(RunError::new(
+                    "TimeoutError",
+                    format!(
+                        "Run exceeded the run timeout of {} ms",
+                        self.config().run_timeout.map_or(0, |t| t.as_millis())
+                    ),
+                )),
+            ),
+        };
+        // A rollback was asked for with a cancel already recorded, so the run settles as
+        // cancelled. Its checkpoints go first: once it is settled, the thread's next run
+        // may start, and must not read them. The state below is read after they are gone.
+        if rolled_back
+            && let Err(error) = self
+                .inner
+                .checkpointer
+                .delete_run(&thread_id.to_string(), &run.run_id.to_string())
+                .await
+        {
+            tracing::error!(run_id = %run.run_id, %error, "rollback failed");
+        }
+        let snapshot = match &graph {
+            Some(graph) => match final_state.take() {
+                Some(snapshot) if matches!(ending, Ending::Completed) && !rolled_back => {
+                    Some(snapshot)
+                }
+                _ => self.read_state(graph.as_ref(), &run).await,
+            },
+            None => None,
+        };
+        let paused = matches!(ending, Ending::Completed)
+            && snapshot
+                .as_ref()
+                .is_some_and(|snapshot| snapshot.is_paused());
+        if let Some(error) = &error {
+            tracing::error!(
+                run_id = %run.run_id,
+                thread_id = %thread_id,
+                graph_id,
+                error = %error.chain_summary(),
+                "run failed"
+            );
+            let client_error = self.client_error(error);
+            if let Err(frame_error) = self.publish_run_frame(&run, "error", &client_error).await {
+                tracing::error!(run_id = %run.run_id, error = %frame_error, "publishing the run's error failed");
+            }
+        }
+        let settlement = Settlement {
+            status,
+            error: error.clone(),
+            interrupted: paused,
+            webhook: None,
+        };
+        let discard_thread = options.as_ref().is_some_and(RunOptions::discards_thread);
+        let mut next = None;
+        // The outcome is mirrored in the settle's own step when the run settles as
+        // planned; `mirrored` then says whether other runs wait on the thread.
+        let (final_status, mirrored) = if discard_thread {
+            // A stateless run's thread is deleted next: nothing to mirror, and its
+            // plain settle leaves the next queued run to a claim by id.
+            match self.store().runs().settle(run.run_id, settlement).await {
+                Ok(settled) => (settled.run.status, None),
+                Err(error) => {
+                    tracing::error!(run_id = %run.run_id, %error, "settling the run failed");
+                    (status, None)
+                }
+            }
+        } else {
+            let mirror = thread_mirror(snapshot.as_ref(), status, error.as_ref());
+            next = self.next_queued_here();
+            let claim_next = next.as_ref().map(|next| ClaimNext {
+                run_id: next.run_id,
+                now: self.now(),
+            });
+            match self
+                .store()
+                .runs()
+                .settle_and_mirror(run.run_id, settlement, mirror, claim_next)
+                .await
+            {
+                Ok(outcome) => {
+                    if let Some(next) = &mut next {
+                        next.claimed = outcome.next;
+                    }
+                    (outcome.settled.run.status, outcome.others_wait)
+                }
+                Err(error) => {
+                    tracing::error!(run_id = %run.run_id, %error, "settling the run failed");
+                    (status, None)
+                }
+            }
+        };
+
+        if rolled_back && let Err(error) = self.store().runs().delete(run.run_id).await {
+            tracing::warn!(run_id = %run.run_id, %error, "deleting the rolled-back run failed");
+        }
+
+        // The state read before the settle is still current when the run settled as
+        // planned; anything else (a cancel that won the race) is read again.
+        let snapshot = match (final_status == status, &graph) {
+            (true, _) => snapshot,
+            (false, Some(graph)) => self.read_state(graph.as_ref(), &run).await,
+            (false, None) => None,
+        };
+        let others_wait = match mirrored {
+            Some(others_wait) => others_wait,
+            None if discard_thread => false,
+            None => {
+                let mirror = thread_mirror(snapshot.as_ref(), final_status, error.as_ref());
+                self.mirror_after_run(thread_id, mirror).await
+            }
+        };
+        let body = match (final_status, &error) {
+            (RunStatus::Error, Some(error)) => json!({ "__error__": self.client_error(error) }),
+            _ => match snapshot {
+                Some(snapshot) => {
+                    let interrupts = pending_interrupts(&snapshot);
+                    result_body(Some(snapshot.values), &interrupts)
+                }
+                None => json!({}),
+            },
+        };
+        self.publish_outcome(run.run_id, &body).await;
+        self.inner.bus.close(Topic::Run(run.run_id)).await;
+        self.publish_run_done(thread_id, run.run_id).await;
+        tracing::info!(
+            run_id = %run.run_id,
+            thread_id = %thread_id,
+            graph_id,
+            status = final_status.as_str(),
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "run finished"
+        );
+        if discard_thread {
+            self.discard_run_thread(thread_id).await;
+        }
+        Settled { others_wait, next }
+    }
+
+    /// Tells a thread stream that a run of the thread is done.
+    pub(crate) async fn publish_run_done(&self, thread_id: Uuid, run_id: Uuid) {
+        let done = json!({"status": "run_done", "run_id": run_id});
+        if let Err(error) = self
+            .publish_thread_event(thread_id, "metadata", &done)
+            .await
+        {
+            tracing::error!(%thread_id, %error, "publishing run_done failed");
+        }
+    }
+
+    /// Deletes a stateless run's thread and its checkpoints.
+    async fn discard_run_thread(&self, thread_id: Uuid) {
+        if let Err(error) = self.store().threads().delete(thread_id).await {
+            tracing::warn!(%thread_id, %error, "deleting the stateless run's thread failed");
+        }
+        if let Err(error) = self
+            .inner
+            .checkpointer
+            .delete_thread(&thread_id.to_string())
+            .await
+        {
+            tracing::warn!(%thread_id, %error, "deleting the stateless run's checkpoints failed");
+        }
+    }
+
+    /// The thread's state now, or `None` (logged) when it cannot be read.
+    async fn read_state(&self, graph: &dyn AgentGraph, run: &Run) -> Option<StateSnapshot> {
+        let config = RunnableConfig::for_thread(run.thread_id.to_string());
+        match graph.get_state(&config, StateOptions::default()).await {
+            Ok(snapshot) => Some(snapshot),
+            Err(error) => {
+                tracing::warn!(run_id = %run.run_id, %error, "reading the state after the run failed");
+                None
+            }
+        }
+    }
+
+    /// Mirrors a run's outcome onto its thread; returns whether other runs wait on it.
+    async fn mirror_after_run(&self, thread_id: Uuid, mirror: ThreadMirror) -> bool {
+        match self
+            .store()
+            .threads()
+            .mirror_after_run(thread_id, mirror)
+            .await
+        {
+            Ok(others_wait) => others_wait,
+            // Deleted while the run ran: nothing to mirror, nothing waits.
+            Err(error) if error.kind == service_store::ErrorKind::NotFound => false,
+            Err(error) => {
+                tracing::warn!(%thread_id, %error, "mirroring the run onto its thread failed");
+                // Unknown: wake workers rather than leave a run waiting.
+                true
+            }
+        }
+    }
+}
+
+/// What a run that ended as `status` leaves on its thread: the state (when it could
+/// be read) and, after a failure, the error status and message.
+fn thread_mirror(
+    snapshot: Option<&StateSnapshot>,
+    status: RunStatus,
+    error: Option<&RunError>,
+) -> ThreadMirror {
+    let failed = match status {
+        RunStatus::Error | RunStatus::Timeout => Some((
+            ThreadStatus::Error,
+            error.map(|error| error.message.clone()),
+        )),
+        _ => None,
+    };
+    match snapshot {
+        Some(snapshot) => snapshot_mirror(snapshot, failed),
+        None => {
+            let (status, error) = failed.unwrap_or((ThreadStatus::Idle, None));
+            ThreadMirror {
+                status,
+                values: None,
+                interrupts: Default::default(),
+                error,
+            }
+        }
+    }
+}
