@@ -1,0 +1,226 @@
+//! How runs end: cancelled, timed out, failed, rolled back.
+
+use crate::support::*;
+
+#[tokio::test]
+async fn cancel_stops_the_graph_mid_node() {
+    let Harness { engine, .. } = started(EngineConfig::default()).await;
+    let thread = new_thread(&engine).await;
+    let run = running_slow_run(&engine, thread).await;
+    engine
+        .cancel_run(thread, run.run_id, CancelAction::Interrupt)
+        .await
+        .unwrap();
+    // Settles long before the node's 60 s sleep would end.
+    let run = settled(&engine, &run).await;
+    assert_eq!(run.status, RunStatus::Cancelled);
+    assert_ne!(
+        engine.get_thread(thread).await.unwrap().status,
+        ThreadStatus::Busy
+    );
+}
+
+#[tokio::test]
+async fn a_run_longer_than_the_run_timeout_ends_as_timeout() {
+    let config = EngineConfig {
+        run_timeout: Some(Duration::from_millis(50)),
+        ..EngineConfig::default()
+    };
+    let Harness { engine, .. } = started(config).await;
+    let thread = new_thread(&engine).await;
+    let run = engine
+        .create_run(
+            RunTarget::Thread(thread),
+            run_body("slow", json!({"delay_ms": 60_000})),
+        )
+        .await
+        .unwrap();
+    let run = settled(&engine, &run).await;
+    assert_eq!(run.status, RunStatus::Timeout);
+    assert_eq!(
+        engine.get_thread(thread).await.unwrap().status,
+        ThreadStatus::Error
+    );
+}
+
+#[tokio::test]
+async fn a_failed_run_records_its_error_chain_on_the_run_and_the_thread() {
+    let Harness { engine, .. } = started(EngineConfig::default()).await;
+    let thread = new_thread(&engine).await;
+    let run = engine
+        .create_run(
+            RunTarget::Thread(thread),
+            run_body("fail", json!({"messages": []})),
+        )
+        .await
+        .unwrap();
+    let body = engine.run_result(run.run_id).await;
+    assert_eq!(body["__error__"]["message"], "boom");
+    assert_eq!(body["__error__"]["cause"]["message"], "root cause");
+    let run = settled(&engine, &run).await;
+    assert_eq!(run.status, RunStatus::Error);
+    assert_eq!(run.error.unwrap().message, "boom");
+    let thread = engine.get_thread(thread).await.unwrap();
+    assert_eq!(thread.status, ThreadStatus::Error);
+    assert_eq!(thread.error.as_deref(), Some("boom"));
+    assert_eq!(thread.metadata["error"], "boom");
+}
+
+/// An in-memory saver that notes, when a run's checkpoints are deleted, the status
+/// that run has in the store at that moment.
+struct RollbackWitness {
+    saver: InMemorySaver,
+    store: std::sync::OnceLock<service_store::Store>,
+    seen: std::sync::Mutex<Vec<RunStatus>>,
+}
+
+#[async_trait::async_trait]
+impl Checkpointer for RollbackWitness {
+    async fn get_tuple(
+        &self,
+        config: &service_graph::CheckpointConfig,
+    ) -> Result<Option<service_graph::CheckpointTuple>, service_graph::GraphError> {
+        self.saver.get_tuple(config).await
+    }
+    async fn list(
+        &self,
+        config: &service_graph::CheckpointConfig,
+        options: service_graph::CheckpointListOptions,
+    ) -> Result<Vec<service_graph::CheckpointTuple>, service_graph::GraphError> {
+        self.saver.list(config, options).await
+    }
+    async fn put(
+        &self,
+        config: &service_graph::CheckpointConfig,
+        checkpoint: JsonText,
+        metadata: service_types::Metadata,
+    ) -> Result<service_graph::CheckpointConfig, service_graph::GraphError> {
+        self.saver.put(config, checkpoint, metadata).await
+    }
+    async fn put_writes(
+        &self,
+        config: &service_graph::CheckpointConfig,
+        task_id: &str,
+        writes: Vec<(String, Value)>,
+    ) -> Result<(), service_graph::GraphError> {
+        self.saver.put_writes(config, task_id, writes).await
+    }
+    async fn merge_metadata(
+        &self,
+        config: &service_graph::CheckpointConfig,
+        metadata: service_types::Metadata,
+    ) -> Result<(), service_graph::GraphError> {
+        self.saver.merge_metadata(config, metadata).await
+    }
+    async fn delete_thread(&self, thread_id: &str) -> Result<(), service_graph::GraphError> {
+        self.saver.delete_thread(thread_id).await
+    }
+    async fn copy_thread(&self, from: &str, to: &str) -> Result<(), service_graph::GraphError> {
+        self.saver.copy_thread(from, to).await
+    }
+    async fn prune(
+        &self,
+        thread_id: &str,
+        strategy: service_types::PruneStrategy,
+    ) -> Result<(), service_graph::GraphError> {
+        self.saver.prune(thread_id, strategy).await
+    }
+    async fn delete_run(
+        &self,
+        thread_id: &str,
+        run_id: &str,
+    ) -> Result<(), service_graph::GraphError> {
+        let store = self.store.get().expect("the store is set");
+        let run = store
+            .runs()
+            .get(run_id.parse().expect("a run id"))
+            .await
+            .expect("read the run")
+            .expect("the run exists");
+        self.seen.lock().unwrap().push(run.status);
+        self.saver.delete_run(thread_id, run_id).await
+    }
+}
+
+/// A run cancelled with rollback loses its checkpoints while it is still running: once
+/// it is settled, the thread's next run may start, and must not read them.
+#[tokio::test]
+async fn a_rolled_back_run_loses_its_checkpoints_before_it_settles() {
+    let witness = Arc::new(RollbackWitness {
+        saver: InMemorySaver::new(),
+        store: std::sync::OnceLock::new(),
+        seen: std::sync::Mutex::new(Vec::new()),
+    });
+    let checkpointer: Arc<dyn Checkpointer> = witness.clone();
+    let harness = harness_with(EngineConfig::default(), checkpointer.clone());
+    witness.store.set(harness.engine.store().clone()).ok();
+    let Harness { engine, .. } = start(harness).await;
+
+    let thread = new_thread(&engine).await;
+    let run = running_slow_run(&engine, thread).await;
+    engine
+        .cancel_run(thread, run.run_id, CancelAction::Rollback)
+        .await
+        .unwrap();
+    eventually(|| async {
+        engine
+            .get_run(Some(thread), run.run_id)
+            .await
+            .is_err()
+            .then_some(())
+    })
+    .await;
+    assert_eq!(*witness.seen.lock().unwrap(), vec![RunStatus::Running]);
+    let history = checkpointer
+        .list(
+            &service_graph::CheckpointConfig::new(thread.to_string(), None),
+            service_graph::CheckpointListOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert!(history.is_empty(), "the run's checkpoints are gone");
+    assert_ne!(
+        engine.get_thread(thread).await.unwrap().status,
+        ThreadStatus::Busy
+    );
+}
+
+/// A run whose stored options do not decode (written by another version, or edited
+/// by hand) fails with an error naming what is wrong; it never runs with defaults.
+#[tokio::test]
+async fn a_run_whose_stored_options_do_not_decode_fails_naming_them() {
+    let harness = harness(EngineConfig::default());
+    let engine = &harness.engine;
+    engine.ensure_system_assistants().await.unwrap();
+    let assistant = engine.get_assistant("echo").await.unwrap();
+    let thread = new_thread(engine).await;
+    let run_id = Uuid::now_v7();
+    engine
+        .store()
+        .runs()
+        .create(service_store::NewRun {
+            run_id,
+            thread_id: thread,
+            assistant_id: assistant.assistant_id,
+            metadata: Default::default(),
+            multitask_strategy: None,
+            kwargs: json!({"input": {}, "stream_mode": "everything"}),
+            available_at: harness.clock.now(),
+            assistant_as_read: None,
+            claimed: false,
+        })
+        .await
+        .unwrap();
+    // A starting instance searches the queue for what was queued before it.
+    engine.start();
+    let run = engine.get_run(Some(thread), run_id).await.unwrap();
+    let run = settled(engine, &run).await;
+    assert_eq!(run.status, RunStatus::Error);
+    let error = run.error.unwrap();
+    assert_eq!(error.error, "RunOptionsError");
+    assert!(
+        error.chain_summary().contains("stream_mode"),
+        "names the field: {}",
+        error.chain_summary()
+    );
+}

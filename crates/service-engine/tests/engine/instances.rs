@@ -1,0 +1,352 @@
+//! Instances sharing a store: remembered assistants, thread execution claims,
+//! announcements, recovery of runs whose executor died.
+
+use crate::support::*;
+
+/// An engine (workers not started) sharing its store with other instances through
+/// `coordinator`.
+async fn coordinated(
+    coordinator: Arc<dyn service_engine::coordination::Coordinator>,
+) -> (Engine, service_store::Store, Arc<ManualClock>) {
+    let clock = Arc::new(ManualClock::new(Timestamp::from_unix_micros(
+        1_800_000_000_000_000,
+    )));
+    let dyn_clock: Arc<dyn Clock> = clock.clone();
+    let checkpointer: Arc<dyn Checkpointer> = Arc::new(InMemorySaver::new());
+    let graphs = Arc::new(service_example_graphs::registry(checkpointer.clone()).unwrap());
+    let config = EngineConfig::default();
+    let store = memory_store(MemoryOptions::new(dyn_clock.clone()));
+    let engine = Engine::with_coordinator(
+        EngineParts {
+            store: store.clone(),
+            graphs,
+            checkpointer,
+            bus: MemoryBus::new(config.bus),
+            clock: dyn_clock,
+            config,
+        },
+        coordinator,
+    );
+    engine.ensure_system_assistants().await.unwrap();
+    (engine, store, clock)
+}
+
+/// An instance remembers the assistants it built runs from; a change made through
+/// another instance still reaches its next run (one retry, never the old version).
+#[tokio::test]
+async fn a_run_follows_its_assistant_as_changed_through_another_instance() {
+    let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(Timestamp::from_unix_micros(
+        1_800_000_000_000_000,
+    )));
+    let store = memory_store(MemoryOptions::new(clock.clone()));
+    let instance = || {
+        let checkpointer: Arc<dyn Checkpointer> = Arc::new(InMemorySaver::new());
+        let config = EngineConfig::default();
+        Engine::new(EngineParts {
+            store: store.clone(),
+            graphs: Arc::new(service_example_graphs::registry(checkpointer.clone()).unwrap()),
+            checkpointer,
+            bus: MemoryBus::new(config.bus),
+            clock: clock.clone(),
+            config,
+        })
+    };
+    let (running, editing) = (instance(), instance());
+    let assistant = editing
+        .create_assistant(service_types::AssistantCreate {
+            graph_id: Some("echo".into()),
+            metadata: Some(json!({"edition": 1}).as_object().cloned().unwrap()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let id = assistant.assistant_id.to_string();
+    let queue = || async {
+        let thread = new_thread(&running).await;
+        running
+            .create_run(RunTarget::Thread(thread), run_body(&id, json!({})))
+            .await
+            .unwrap()
+    };
+    assert_eq!(queue().await.metadata["edition"], 1);
+    assert_eq!(queue().await.metadata["edition"], 1, "remembered");
+
+    // Edited elsewhere, at the same instant by the clock: the new version shows.
+    let patch = service_types::AssistantPatch {
+        metadata: Some(json!({"edition": 2}).as_object().cloned().unwrap()),
+        ..Default::default()
+    };
+    editing.update_assistant(&id, patch).await.unwrap();
+    assert_eq!(queue().await.metadata["edition"], 2);
+    editing.set_latest_assistant_version(&id, 1).await.unwrap();
+    assert_eq!(queue().await.metadata["edition"], 1);
+
+    editing.delete_assistant(&id, false).await.unwrap();
+    let thread = new_thread(&running).await;
+    let gone = running
+        .create_run(RunTarget::Thread(thread), run_body(&id, json!({})))
+        .await
+        .unwrap_err();
+    assert_eq!(gone.kind, service_engine::ErrorKind::NotFound);
+}
+
+/// A coordinator standing in for other instances: it counts announcements and holds
+/// the first one until released, says whether thread claims are free as the test
+/// decides, and counts the claims taken and released.
+struct TestCoordinator {
+    announced: AtomicUsize,
+    release_first_announcement: tokio::sync::Semaphore,
+    claims_freed: AtomicBool,
+    /// The spacing of announcements the engine is told.
+    announce_spacing: Duration,
+    /// The claim delay the engine is told; `None` asks for no claims.
+    claim_delay: Option<Duration>,
+    /// How long a claim takes to answer once taken, like a lock's round trip.
+    claim_answer: Duration,
+    refuse_claims: AtomicBool,
+    claims: Arc<ClaimCounts>,
+}
+
+#[derive(Default)]
+struct ClaimCounts {
+    taken: AtomicUsize,
+    released: AtomicUsize,
+}
+
+struct CountedClaim(Arc<ClaimCounts>);
+
+impl service_engine::coordination::ThreadClaim for CountedClaim {}
+
+impl Drop for CountedClaim {
+    fn drop(&mut self) {
+        self.0.released.fetch_add(1, SeqCst);
+    }
+}
+
+impl Default for TestCoordinator {
+    fn default() -> Self {
+        Self {
+            announced: Default::default(),
+            release_first_announcement: tokio::sync::Semaphore::new(0),
+            claims_freed: Default::default(),
+            announce_spacing: Duration::ZERO,
+            claim_delay: None,
+            claim_answer: Duration::ZERO,
+            refuse_claims: Default::default(),
+            claims: Default::default(),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl service_engine::coordination::Coordinator for TestCoordinator {
+    async fn announce_work(&self) {
+        if self.announced.fetch_add(1, SeqCst) == 0 {
+            drop(self.release_first_announcement.acquire().await);
+        }
+    }
+    fn announce_spacing(&self) -> Option<Duration> {
+        Some(self.announce_spacing)
+    }
+    async fn other_work(&self) {
+        std::future::pending::<()>().await;
+    }
+    async fn claim_thread(
+        &self,
+        _thread_id: Uuid,
+    ) -> service_engine::EngineResult<Box<dyn service_engine::coordination::ThreadClaim>> {
+        if self.refuse_claims.load(SeqCst) {
+            return Err(service_engine::EngineError::new(
+                service_engine::ErrorKind::Unavailable,
+                "no claim for you",
+            ));
+        }
+        // Taken before the answer arrives: a caller that stops listening now would
+        // leave it held, as a dropped lock statement would.
+        self.claims.taken.fetch_add(1, SeqCst);
+        tokio::time::sleep(self.claim_answer).await;
+        Ok(Box::new(CountedClaim(self.claims.clone())))
+    }
+    fn claim_delay(&self) -> Option<Duration> {
+        self.claim_delay
+    }
+    async fn thread_unclaimed(&self, _thread_id: Uuid) -> service_engine::EngineResult<bool> {
+        Ok(self.claims_freed.load(SeqCst))
+    }
+    fn check_interval(&self) -> Option<Duration> {
+        Some(Duration::from_secs(3600))
+    }
+}
+
+/// A run takes its thread's execution claim only once it outlives the claim delay,
+/// and holds it until it is settled.
+#[tokio::test]
+async fn only_a_run_outliving_the_claim_delay_takes_its_threads_claim() {
+    let coordinator = Arc::new(TestCoordinator {
+        claim_delay: Some(Duration::from_millis(100)),
+        ..TestCoordinator::default()
+    });
+    let claims = coordinator.claims.clone();
+    let (engine, _store, _clock) = coordinated(coordinator).await;
+    engine.start();
+    let thread = new_thread(&engine).await;
+    let quick = engine
+        .create_run(RunTarget::Thread(thread), run_body("echo", json!({})))
+        .await
+        .unwrap();
+    assert_eq!(settled(&engine, &quick).await.status, RunStatus::Success);
+    assert_eq!(claims.taken.load(SeqCst), 0, "a quick run takes no claim");
+
+    let slow = running_slow_run(&engine, thread).await;
+    eventually(|| async { (claims.taken.load(SeqCst) == 1).then_some(()) }).await;
+    assert_eq!(claims.released.load(SeqCst), 0, "held while the run runs");
+    engine
+        .cancel_run(thread, slow.run_id, CancelAction::Interrupt)
+        .await
+        .unwrap();
+    settled(&engine, &slow).await;
+    eventually(|| async { (claims.released.load(SeqCst) == 1).then_some(()) }).await;
+}
+
+/// A claim the run started taking is finished and released even when the run ends
+/// first, never abandoned half taken.
+#[tokio::test]
+async fn a_claim_taken_as_its_run_ends_is_still_released() {
+    let coordinator = Arc::new(TestCoordinator {
+        claim_delay: Some(Duration::from_millis(10)),
+        claim_answer: Duration::from_millis(300),
+        ..TestCoordinator::default()
+    });
+    let claims = coordinator.claims.clone();
+    let (engine, _store, _clock) = coordinated(coordinator).await;
+    engine.start();
+    let thread = new_thread(&engine).await;
+    // Ends while its claim is being answered.
+    let run = engine
+        .create_run(
+            RunTarget::Thread(thread),
+            run_body("slow", json!({"delay_ms": 50})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(settled(&engine, &run).await.status, RunStatus::Success);
+    assert_eq!(claims.taken.load(SeqCst), 1);
+    eventually(|| async { (claims.released.load(SeqCst) == 1).then_some(()) }).await;
+}
+
+#[tokio::test]
+async fn a_run_that_cannot_take_its_threads_claim_stops_with_an_error() {
+    let coordinator = Arc::new(TestCoordinator {
+        claim_delay: Some(Duration::from_millis(20)),
+        ..TestCoordinator::default()
+    });
+    coordinator.refuse_claims.store(true, SeqCst);
+    let (engine, _store, _clock) = coordinated(coordinator).await;
+    engine.start();
+    let thread = new_thread(&engine).await;
+    let run = running_slow_run(&engine, thread).await;
+    let run = settled(&engine, &run).await;
+    assert_eq!(run.status, RunStatus::Error);
+    let error = run.error.unwrap();
+    assert_eq!(error.error, "ExecutionClaimError");
+    assert!(
+        error.message.contains("no claim for you"),
+        "{}",
+        error.message
+    );
+}
+
+/// Runs queued while an announcement is out are announced once, after it: other
+/// instances learn of every run, without a round trip per run.
+#[tokio::test]
+async fn runs_queued_during_an_announcement_are_announced_once_after_it() {
+    let coordinator = Arc::new(TestCoordinator::default());
+    let (engine, _store, _clock) = coordinated(coordinator.clone()).await;
+    engine.start();
+    let made = || coordinator.announced.load(SeqCst);
+    let mut runs = Vec::new();
+    let queue = || async {
+        let thread = new_thread(&engine).await;
+        engine
+            .create_run(RunTarget::Thread(thread), run_body("echo", json!({})))
+            .await
+            .unwrap()
+    };
+    runs.push(queue().await);
+    eventually(|| async { (made() == 1).then_some(()) }).await;
+    for _ in 0..9 {
+        runs.push(queue().await);
+    }
+    coordinator.release_first_announcement.add_permits(1);
+    for run in &runs {
+        assert_eq!(settled(&engine, run).await.status, RunStatus::Success);
+    }
+    eventually(|| async { (made() == 2).then_some(()) }).await;
+    assert_eq!(
+        made(),
+        2,
+        "one announcement for the nine runs queued meanwhile"
+    );
+}
+
+/// Runs queued within the spacing after an announcement are announced once, when it
+/// has passed. Tokio's clock is paused: the spacing passes only when every task waits.
+#[tokio::test(start_paused = true)]
+async fn runs_queued_within_the_announcement_spacing_are_announced_once_after_it() {
+    let coordinator = Arc::new(TestCoordinator {
+        announce_spacing: Duration::from_millis(500),
+        ..TestCoordinator::default()
+    });
+    coordinator.release_first_announcement.add_permits(1);
+    let (engine, _store, _clock) = coordinated(coordinator.clone()).await;
+    engine.start();
+    let made = || coordinator.announced.load(SeqCst);
+    let queue = || async {
+        let thread = new_thread(&engine).await;
+        engine
+            .create_run(RunTarget::Thread(thread), run_body("echo", json!({})))
+            .await
+            .unwrap()
+    };
+    queue().await;
+    eventually(|| async { (made() == 1).then_some(()) }).await;
+    for _ in 0..5 {
+        queue().await;
+    }
+    assert_eq!(made(), 1, "not before the spacing passed");
+    eventually(|| async { (made() == 2).then_some(()) }).await;
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(made(), 2, "one announcement for the five runs");
+}
+
+#[tokio::test]
+async fn a_run_whose_executor_died_is_settled_as_an_error_once_its_claim_is_free() {
+    let coordinator = Arc::new(TestCoordinator::default());
+    let (engine, store, clock) = coordinated(coordinator.clone()).await;
+    let thread = new_thread(&engine).await;
+    // Workers are not started: the run is claimed as another instance would, then
+    // that instance "dies".
+    let run = engine
+        .create_run(RunTarget::Thread(thread), run_body("echo", json!({})))
+        .await
+        .unwrap();
+    let claimed = store.runs().claim_next(clock.now()).await.unwrap().unwrap();
+    assert_eq!(claimed.run.run_id, run.run_id);
+
+    clock.advance(Duration::from_secs(60));
+    assert_eq!(
+        engine.recover_orphaned_runs().await,
+        0,
+        "its claim is still held"
+    );
+    coordinator.claims_freed.store(true, SeqCst);
+    assert_eq!(engine.recover_orphaned_runs().await, 1);
+
+    let run = engine.get_run(Some(thread), run.run_id).await.unwrap();
+    assert_eq!(run.status, RunStatus::Error);
+    assert_eq!(run.error.unwrap().error, "ExecutorLost");
+    assert_eq!(
+        engine.get_thread(thread).await.unwrap().status,
+        ThreadStatus::Error
+    );
+}

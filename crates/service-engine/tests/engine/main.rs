@@ -1,0 +1,11 @@
+//! Engine behaviour with the in-memory store, the example graphs and an injected
+//! clock, by topic.
+
+mod claims;
+mod endings;
+mod instances;
+mod observed;
+mod queue;
+mod schedules;
+mod streams;
+mod support;

@@ -1,0 +1,73 @@
+//! Crons and time to live.
+
+use crate::support::*;
+
+#[tokio::test]
+async fn a_due_cron_fires_one_run_per_occurrence() {
+    let Harness { engine, clock } = harness(EngineConfig::default());
+    engine.ensure_system_assistants().await.unwrap();
+    let thread = new_thread(&engine).await;
+    let body = CronCreate {
+        schedule: "*/5 * * * *".into(),
+        run: run_body(
+            "echo",
+            json!({"messages": [{"type": "human", "content": "tick"}]}),
+        ),
+        ..CronCreate::default()
+    };
+    let cron = engine.create_cron(Some(thread), body).await.unwrap();
+    let next = cron.next_run_date.expect("next occurrence");
+    engine.fire_due_crons().await;
+    assert!(
+        engine
+            .list_runs(thread, None, None, None)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    clock.set(next);
+    engine.fire_due_crons().await;
+    engine.fire_due_crons().await;
+    let runs = engine.list_runs(thread, None, None, None).await.unwrap();
+    assert_eq!(runs.len(), 1, "one occurrence fires exactly one run");
+    let advanced = engine.get_cron(cron.cron_id).await.unwrap();
+    assert!(advanced.next_run_date.unwrap() > next);
+}
+
+#[tokio::test]
+async fn an_expired_thread_stays_readable_until_the_sweeper_collects_it() {
+    let Harness { engine, clock } = harness(EngineConfig::default());
+    let body = ThreadCreate {
+        ttl: Some(TtlSetting::Minutes(10.0)),
+        ..ThreadCreate::default()
+    };
+    let thread = engine.create_thread(body).await.unwrap().thread_id;
+    clock.advance(Duration::from_secs(11 * 60));
+    assert!(engine.get_thread(thread).await.is_ok());
+    engine.sweep_once().await;
+    assert!(engine.get_thread(thread).await.is_err());
+}
+
+/// A thread `if_not_exists: create` makes for its run gets the default thread ttl, as a
+/// thread made by `POST /threads` does.
+#[tokio::test]
+async fn a_thread_made_for_its_run_gets_the_default_ttl() {
+    let config = EngineConfig {
+        thread_default_ttl_minutes: Some(10.0),
+        ..EngineConfig::default()
+    };
+    let Harness { engine, clock } = started(config).await;
+    let thread = Uuid::now_v7();
+    let mut body = run_body("echo", json!({"messages": []}));
+    body.if_not_exists = Some(IfNotExists::Create);
+    engine
+        .create_run(RunTarget::Thread(thread), body)
+        .await
+        .unwrap();
+    let ttl = engine.get_thread(thread).await.unwrap().ttl.expect("ttl");
+    assert_eq!(
+        (ttl.ttl_minutes, ttl.expires_at),
+        (10.0, clock.now().plus_minutes(10.0))
+    );
+}
