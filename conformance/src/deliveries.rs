@@ -1,5 +1,6 @@
 //! The delivery state machine (pending → delivering → delivered | dead) and replay.
-//! Skipped (passing) for stores without a deliveries repository.
+//! A driver without a deliveries repository declares so, and these rules are reported
+//! as ignored (see `conformance_tests!`); undeclared, they fail on such a store.
 
 use service_store::{AttemptOutcome, DeliveriesRepo, DeliveryQuery, DeliveryRecord, ErrorKind};
 use service_types::{DeliveryStatus, RunStatus, Timestamp};
@@ -8,9 +9,13 @@ use uuid::Uuid;
 use crate::harness::{Factory, Harness, assert_kind};
 use crate::runs::with_webhook;
 
-/// A started, settled run's pending delivery row; `None` without deliveries.
-async fn settled_delivery(h: &Harness) -> Option<DeliveryRecord> {
-    h.store.deliveries()?;
+/// Why a delivery rule fails on a store without deliveries.
+const MISSING: &str = "the driver has no deliveries repository: run the suite with \
+    `conformance_tests!(factory, without: [deliveries])` so these rules are reported as skipped";
+
+/// A started, settled run's pending delivery row.
+async fn settled_delivery(h: &Harness) -> DeliveryRecord {
+    assert!(h.store.deliveries().is_some(), "{MISSING}");
     let thread = h.thread().await.thread_id;
     let run_id = h.started_run(thread).await.run_id;
     let settled = h
@@ -19,11 +24,11 @@ async fn settled_delivery(h: &Harness) -> Option<DeliveryRecord> {
         .settle(run_id, with_webhook(RunStatus::Success))
         .await
         .expect("settle");
-    Some(settled.delivery.expect("delivery row"))
+    settled.delivery.expect("delivery row")
 }
 
 fn repo(h: &Harness) -> &dyn DeliveriesRepo {
-    h.store.deliveries().expect("deliveries capability")
+    h.store.deliveries().expect(MISSING)
 }
 
 fn lease(h: &Harness) -> Timestamp {
@@ -41,9 +46,7 @@ async fn claim(h: &Harness, id: Uuid) -> DeliveryRecord {
 /// The first (inline) attempt counts as attempt 1 and marks the row delivering.
 pub async fn delivery_first_attempt_counts_one(factory: Factory) {
     let h = Harness::new(&factory).await;
-    let Some(row) = settled_delivery(&h).await else {
-        return;
-    };
+    let row = settled_delivery(&h).await;
     let id = row.delivery.delivery_id;
     let claimed = claim(&h, id).await;
     assert_eq!(
@@ -60,9 +63,7 @@ pub async fn delivery_first_attempt_counts_one(factory: Factory) {
 /// A 2xx marks the row delivered and clears its payload.
 pub async fn delivery_success_clears_payload(factory: Factory) {
     let h = Harness::new(&factory).await;
-    let Some(row) = settled_delivery(&h).await else {
-        return;
-    };
+    let row = settled_delivery(&h).await;
     let id = row.delivery.delivery_id;
     claim(&h, id).await;
     let done = repo(&h)
@@ -85,9 +86,7 @@ pub async fn delivery_success_clears_payload(factory: Factory) {
 /// reason; the retry is attempt 2.
 pub async fn delivery_failure_schedules_retry(factory: Factory) {
     let h = Harness::new(&factory).await;
-    let Some(row) = settled_delivery(&h).await else {
-        return;
-    };
+    let row = settled_delivery(&h).await;
     let id = row.delivery.delivery_id;
     claim(&h, id).await;
     let retry_at = h.now().plus_minutes(5.0);
@@ -126,9 +125,7 @@ pub async fn delivery_failure_schedules_retry(factory: Factory) {
 /// purged.
 pub async fn delivery_dead_keeps_payload_for_retention(factory: Factory) {
     let h = Harness::new(&factory).await;
-    let Some(row) = settled_delivery(&h).await else {
-        return;
-    };
+    let row = settled_delivery(&h).await;
     let id = row.delivery.delivery_id;
     claim(&h, id).await;
     let retain_until = h.now().plus_minutes(24.0 * 60.0);
@@ -153,9 +150,7 @@ pub async fn delivery_dead_keeps_payload_for_retention(factory: Factory) {
 /// Replay makes a dead (or pending) delivery due now; attempts resume.
 pub async fn delivery_replay_makes_undelivered_due_now(factory: Factory) {
     let h = Harness::new(&factory).await;
-    let Some(row) = settled_delivery(&h).await else {
-        return;
-    };
+    let row = settled_delivery(&h).await;
     let (id, run_id) = (row.delivery.delivery_id, row.delivery.run_id);
     claim(&h, id).await;
     let outcome = AttemptOutcome::Dead {
@@ -184,9 +179,7 @@ pub async fn delivery_replay_makes_undelivered_due_now(factory: Factory) {
 /// Replaying a delivered delivery is a conflict (HTTP 409) and changes nothing.
 pub async fn delivery_replay_of_delivered_conflicts(factory: Factory) {
     let h = Harness::new(&factory).await;
-    let Some(row) = settled_delivery(&h).await else {
-        return;
-    };
+    let row = settled_delivery(&h).await;
     let (id, run_id) = (row.delivery.delivery_id, row.delivery.run_id);
     claim(&h, id).await;
     let done = repo(&h)
@@ -200,10 +193,8 @@ pub async fn delivery_replay_of_delivered_conflicts(factory: Factory) {
 /// Replaying with a delivery id that belongs to another run is NotFound (HTTP 404).
 pub async fn delivery_replay_with_another_runs_id_is_not_found(factory: Factory) {
     let h = Harness::new(&factory).await;
-    let Some(row) = settled_delivery(&h).await else {
-        return;
-    };
-    let other = settled_delivery(&h).await.expect("second row");
+    let row = settled_delivery(&h).await;
+    let other = settled_delivery(&h).await;
     assert_kind(
         repo(&h)
             .replay(other.delivery.run_id, row.delivery.delivery_id)
@@ -219,11 +210,9 @@ pub async fn delivery_replay_with_another_runs_id_is_not_found(factory: Factory)
 /// A run's deliveries list oldest first, filter by status and page; never payloads.
 pub async fn delivery_list_by_run_filters_status_and_pages(factory: Factory) {
     let h = Harness::new(&factory).await;
-    let Some(row) = settled_delivery(&h).await else {
-        return;
-    };
+    let row = settled_delivery(&h).await;
     let run_id = row.delivery.run_id;
-    let other = settled_delivery(&h).await.expect("second row");
+    let other = settled_delivery(&h).await;
     let listed = repo(&h)
         .list(run_id, &DeliveryQuery::default())
         .await
@@ -262,9 +251,7 @@ pub async fn delivery_list_by_run_filters_status_and_pages(factory: Factory) {
 /// lease passes.
 pub async fn delivery_claim_due_is_exclusive_and_recovers_stalled(factory: Factory) {
     let h = Harness::new(&factory).await;
-    let Some(row) = settled_delivery(&h).await else {
-        return;
-    };
+    let row = settled_delivery(&h).await;
     let id = row.delivery.delivery_id;
     assert_eq!(
         repo(&h)
@@ -298,9 +285,7 @@ pub async fn delivery_claim_due_is_exclusive_and_recovers_stalled(factory: Facto
 /// Deleting the thread or the run leaves its deliveries in place.
 pub async fn delivery_rows_survive_thread_and_run_delete(factory: Factory) {
     let h = Harness::new(&factory).await;
-    let Some(row) = settled_delivery(&h).await else {
-        return;
-    };
+    let row = settled_delivery(&h).await;
     h.store
         .threads()
         .delete(row.delivery.thread_id)
@@ -313,4 +298,14 @@ pub async fn delivery_rows_survive_thread_and_run_delete(factory: Factory) {
         .await
         .expect("list");
     assert_eq!(listed.len(), 1);
+}
+
+/// A driver that declares it has no deliveries repository really has none (else the
+/// delivery rules it skips would hide a repository that was never checked).
+pub async fn store_has_no_deliveries_repository(factory: Factory) {
+    let h = Harness::new(&factory).await;
+    assert!(
+        h.store.deliveries().is_none() && !h.store.capabilities().deliveries,
+        "declared `without: [deliveries]`, but the store has a deliveries repository"
+    );
 }

@@ -4,10 +4,14 @@
 //! (something that builds a fresh, empty [`service_store::Store`] around a
 //! [`service_store::ManualClock`]), grouped in a module per SPEC section. A driver
 //! runs them all from one test file with [`conformance_tests!`], which also runs the
-//! proptest model tests in [`model`]. Nothing here assumes a particular driver.
+//! proptest model tests in [`model`]. Nothing here assumes a particular driver. A
+//! rule that needs a repository the driver declares it lacks is reported as ignored,
+//! never passed unchecked. [`checkpointer`] and [`coordinator`] hold the suites of
+//! the other seams.
 
 pub mod assistants;
 pub mod checkpointer;
+pub mod coordinator;
 pub mod crons;
 pub mod deliveries;
 pub mod harness;
@@ -27,9 +31,36 @@ pub use harness::{Factory, Harness, StoreFactory, TestEnv, run};
 /// Expands to one `#[test]` per conformance rule, plus the model tests, each building
 /// its store with `$factory` (an expression implementing [`StoreFactory`], e.g. an
 /// `async fn(TestEnv) -> Store`). Tests land in one module per SPEC section.
+///
+/// A driver without a deliveries repository says so with
+/// `conformance_tests!(factory, without: [deliveries])`: the delivery rules are then
+/// reported as ignored ("driver has no deliveries repository"), and one more test
+/// checks that the store really has none. Without that declaration a delivery rule
+/// fails on such a store.
 #[macro_export]
 macro_rules! conformance_tests {
     ($factory:expr) => {
+        $crate::__conformance_tests!(($factory) run);
+    };
+    ($factory:expr, without: [deliveries]) => {
+        $crate::__conformance_tests!(($factory) skip);
+
+        mod declared_without {
+            #[allow(unused_imports)]
+            use super::*;
+
+            #[test]
+            fn the_store_has_no_deliveries_repository() {
+                $crate::run($factory, $crate::deliveries::store_has_no_deliveries_repository);
+            }
+        }
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __conformance_tests {
+    (($factory:expr) $deliveries:ident) => {
         $crate::__conformance_suite! {
             ($factory)
             store_filter: [
@@ -156,6 +187,9 @@ macro_rules! conformance_tests {
                 idempotency_expired_key_starts_fresh,
                 idempotency_concurrent_duplicates_acquire_once,
             ];
+        }
+        $crate::__conformance_section! {
+            ($factory) $deliveries "driver has no deliveries repository"
             deliveries: [
                 delivery_first_attempt_counts_one,
                 delivery_success_clears_payload,
@@ -167,7 +201,7 @@ macro_rules! conformance_tests {
                 delivery_list_by_run_filters_status_and_pages,
                 delivery_claim_due_is_exclusive_and_recovers_stalled,
                 delivery_rows_survive_thread_and_run_delete,
-            ];
+            ]
         }
 
         mod model {
@@ -184,6 +218,42 @@ macro_rules! conformance_tests {
                 $crate::model::threads_match_reference_model($factory);
             }
         }
+    };
+}
+
+/// One SPEC section whose rules all run (`run`) or are all reported as ignored
+/// with `$reason` (`skip`).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __conformance_section {
+    (($factory:expr) $mode:ident $reason:literal $module:ident: [$($test:ident),* $(,)?]) => {
+        mod $module {
+            #[allow(unused_imports)]
+            use super::*;
+
+            $(
+                $crate::__skippable!($mode, $reason,
+                    #[test]
+                    fn $test() {
+                        $crate::run($factory, $crate::$module::$test);
+                    }
+                );
+            )*
+        }
+    };
+}
+
+/// A test item as is (`run`), or marked ignored with `$reason` (`skip`), so a cargo
+/// test run lists and counts it as skipped.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __skippable {
+    (run, $reason:literal, $item:item) => {
+        $item
+    };
+    (skip, $reason:literal, $item:item) => {
+        #[ignore = $reason]
+        $item
     };
 }
 

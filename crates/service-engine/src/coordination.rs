@@ -5,6 +5,9 @@
 //! more things, which this seam names: wake-ups when another instance queues a run,
 //! a per-thread execution claim that dies with its holder (so a crashed instance's
 //! runs can be detected), and notice of cancels requested on another instance.
+//!
+//! The trait is the mechanism; how often and how long it talks to the other
+//! instances is a [`CoordinationTuning`] the embedder hands to the implementation.
 
 use std::time::Duration;
 
@@ -18,40 +21,93 @@ pub trait ThreadClaim: Send {}
 
 impl ThreadClaim for () {}
 
+/// The timings of a coordinator of several instances. The defaults suit production;
+/// tests shorten them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CoordinationTuning {
+    /// The least time between two announcements of one instance; requests made
+    /// meanwhile are answered by the next one (zero when announcing costs nothing).
+    /// Default 10 ms.
+    pub announce_spacing: Duration,
+    /// How long a run executes before it takes its thread's claim. A run that ends
+    /// sooner never takes one: the store already keeps a thread to one running run,
+    /// and the claim only lets recovery tell a live executor from a dead one, which it
+    /// asks only of runs older than 30 s (so this must stay well under that).
+    /// Default 1 s.
+    pub claim_delay: Duration,
+    /// How often an executing run checks for a cancel requested elsewhere; orphaned
+    /// runs are looked for every ten of these. Default 1 s.
+    pub check_interval: Duration,
+    /// The longest [`Coordinator::other_work`] waits without an announcement, so a
+    /// lost notification only delays work. Default 2 s.
+    pub fallback_poll: Duration,
+    /// The longest [`Coordinator::claim_thread`] waits for a holder that is just
+    /// finishing before it fails as unavailable. Default 30 s.
+    pub claim_wait: Duration,
+}
+
+impl Default for CoordinationTuning {
+    fn default() -> Self {
+        Self {
+            announce_spacing: Duration::from_millis(10),
+            claim_delay: Duration::from_secs(1),
+            check_interval: Duration::from_secs(1),
+            fallback_poll: Duration::from_secs(2),
+            claim_wait: Duration::from_secs(30),
+        }
+    }
+}
+
 /// How instances coordinate.
 #[async_trait]
 pub trait Coordinator: Send + Sync {
+    /// The timings of this coordinator; `None` (the default) in one process, where
+    /// there is no other instance to announce to, claim against or check for cancels.
+    /// A coordinator of several instances must return its tuning: the suite in
+    /// `service_conformance::coordinator` refuses one that does not.
+    fn tuning(&self) -> Option<&CoordinationTuning> {
+        None
+    }
+
     /// Tells other instances that runs were queued or a thread freed up.
     async fn announce_work(&self);
 
-    /// The least time between two announcements (requests made meanwhile are answered
-    /// by the next one; zero when announcing costs nothing); `None` when there is no
-    /// other instance to tell (one process), so nothing is announced at all.
-    fn announce_spacing(&self) -> Option<Duration>;
-
-    /// Resolves when another instance announced work, or after a slow fallback period
-    /// so nothing waits forever on a lost notification. Never resolves in-process.
+    /// Resolves when another instance announced work (never on this instance's own
+    /// announcements), or after the fallback poll so nothing waits forever on a lost
+    /// notification. Never resolves in-process.
     async fn other_work(&self);
 
     /// Takes the execution claim of `thread_id` for the rest of a run, waiting for a
-    /// holder that is just finishing. The engine runs this future to completion once
-    /// it has started it, so it need not be safe to drop halfway.
+    /// holder that is just finishing (at most the tuning's `claim_wait`, then
+    /// `Unavailable`). The engine runs this future to completion once it has started
+    /// it, so it need not be safe to drop halfway.
     async fn claim_thread(&self, thread_id: Uuid) -> EngineResult<Box<dyn ThreadClaim>>;
 
-    /// How long a run executes before it takes its thread's claim; `None` when runs
-    /// need no claim (one process). A run that ends sooner never takes one: the store
-    /// already keeps a thread to one running run, and the claim only lets recovery
-    /// tell a live executor from a dead one, which it asks only of runs older than
-    /// 30 s (so this must stay well under that).
-    fn claim_delay(&self) -> Option<Duration>;
-
     /// True when nobody holds the thread's execution claim: a run recorded as running
-    /// there has lost its executor.
+    /// there has lost its executor. Asking takes no claim.
     async fn thread_unclaimed(&self, thread_id: Uuid) -> EngineResult<bool>;
 
-    /// How often an executing run checks for a cancel requested elsewhere, and how
-    /// often orphaned runs are looked for; `None` in-process.
-    fn check_interval(&self) -> Option<Duration>;
+    /// Ends the coordinator's background work (a listening connection, say) and
+    /// waits for it; the engine calls it last in its own shutdown. Claims still held
+    /// are released as they are dropped.
+    async fn shutdown(&self) {}
+
+    /// The tuning's announce spacing; `None` when there is nobody to tell (one
+    /// process), so nothing is announced at all.
+    fn announce_spacing(&self) -> Option<Duration> {
+        self.tuning().map(|tuning| tuning.announce_spacing)
+    }
+
+    /// The tuning's claim delay; `None` when runs need no claim (one process).
+    fn claim_delay(&self) -> Option<Duration> {
+        self.tuning().map(|tuning| tuning.claim_delay)
+    }
+
+    /// The tuning's check interval; `None` when no cancel can come from elsewhere
+    /// and no run can be orphaned (one process).
+    fn check_interval(&self) -> Option<Duration> {
+        self.tuning().map(|tuning| tuning.check_interval)
+    }
 }
 
 /// The single-instance coordinator: nothing to announce, claims are implicit.
@@ -60,11 +116,11 @@ pub struct LocalCoordinator;
 
 #[async_trait]
 impl Coordinator for LocalCoordinator {
-    async fn announce_work(&self) {}
-
-    fn announce_spacing(&self) -> Option<Duration> {
+    fn tuning(&self) -> Option<&CoordinationTuning> {
         None
     }
+
+    async fn announce_work(&self) {}
 
     async fn other_work(&self) {
         std::future::pending::<()>().await;
@@ -74,15 +130,7 @@ impl Coordinator for LocalCoordinator {
         Ok(Box::new(()))
     }
 
-    fn claim_delay(&self) -> Option<Duration> {
-        None
-    }
-
     async fn thread_unclaimed(&self, _thread_id: Uuid) -> EngineResult<bool> {
         Ok(false)
-    }
-
-    fn check_interval(&self) -> Option<Duration> {
-        None
     }
 }

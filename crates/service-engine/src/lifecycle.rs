@@ -52,6 +52,7 @@ impl Engine {
                 tracing::error!("workers did not stop within the shutdown budget");
             }
         }
+        self.inner.coordinator.shutdown().await;
     }
 
     /// Passes other instances' announcements (and their fallback polls) on to one

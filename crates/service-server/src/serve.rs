@@ -9,6 +9,7 @@ use axum::extract::Request;
 use axum::middleware::Next;
 use axum::response::Response;
 use axum::serve::ListenerExt;
+use service_coordinator_postgres::{PgCoordinator, PgCoordinatorOptions};
 use service_engine::bus::{MemoryBus, MemoryBusLimits};
 use service_engine::{Engine, EngineConfig, EngineParts};
 use service_graph::{Checkpointer, InMemorySaver};
@@ -20,7 +21,6 @@ use tracing_subscriber::EnvFilter;
 use crate::config::ConfigFile;
 use crate::env::{ConfigError, EnvKnobs};
 use crate::graphs;
-use crate::postgres::PgCoordinator;
 use std::path::PathBuf;
 
 /// Options shared by both modes.
@@ -194,7 +194,9 @@ async fn postgres_backend(
         .await
         .map_err(|error| ConfigError(format!("cannot use the database: {error}")))?;
     let pools = backend.pools().clone();
-    let coordinator = PgCoordinator::start(listen_config, pools.store, pools.claim);
+    let options = PgCoordinatorOptions::new(listen_config, pools.store, pools.claim);
+    let coordinator = PgCoordinator::start(options)
+        .map_err(|error| ConfigError(format!("cannot coordinate instances: {error}")))?;
     tracing::info!("using PostgreSQL for the store and the checkpointer");
     Ok(PostgresBackend {
         store: backend.store(),
