@@ -35,11 +35,15 @@ impl fmt::Debug for PostgresSaver {
 }
 
 fn db_error(error: tokio_postgres::Error) -> GraphError {
-    GraphError::Checkpointer(crate::error::describe(&error))
+    GraphError::checkpointer_caused_by(crate::error::describe(&error), error)
 }
 
 fn pool_error(error: deadpool_postgres::PoolError) -> GraphError {
-    GraphError::Checkpointer(format!("database pool: {error}"))
+    GraphError::checkpointer_caused_by(format!("database pool: {error}"), error)
+}
+
+fn corrupt_write() -> GraphError {
+    GraphError::checkpointer("corrupt checkpoint write")
 }
 
 /// The columns every read returns: coordinates, parent, metadata, time, body and the
@@ -182,7 +186,7 @@ impl PostgresSaver {
             .await?;
         stored
             .pop()
-            .ok_or_else(|| GraphError::Checkpointer("no checkpoint was stored".to_owned()))
+            .ok_or_else(|| GraphError::checkpointer("no checkpoint was stored"))
     }
 
     async fn client(&self) -> Result<Object, GraphError> {
@@ -215,14 +219,10 @@ fn tuple(config: &CheckpointConfig, row: &Row) -> Result<CheckpointTuple, GraphE
                             channel,
                             value,
                         }),
-                        _ => Err(GraphError::Checkpointer(
-                            "corrupt checkpoint write".to_owned(),
-                        )),
+                        _ => Err(corrupt_write()),
                     }
                 }
-                _ => Err(GraphError::Checkpointer(
-                    "corrupt checkpoint write".to_owned(),
-                )),
+                _ => Err(corrupt_write()),
             })
             .collect::<Result<Vec<_>, _>>()?,
         _ => Vec::new(),
@@ -412,9 +412,7 @@ impl Checkpointer for PostgresSaver {
             .into_iter();
         match (stored.next(), stored.next()) {
             (Some(input), Some(next)) => Ok((input, next)),
-            _ => Err(GraphError::Checkpointer(
-                "the checkpoints were not stored".to_owned(),
-            )),
+            _ => Err(GraphError::checkpointer("the checkpoints were not stored")),
         }
     }
 

@@ -180,14 +180,16 @@ pub(crate) fn object(value: Value, column: &str) -> StoreResult<Metadata> {
 
 /// Decodes a JSON column into a typed value.
 pub(crate) fn decode<T: serde::de::DeserializeOwned>(value: Value, column: &str) -> StoreResult<T> {
-    serde_json::from_value(value)
-        .map_err(|error| StoreError::unexpected(format!("corrupt column {column}: {error}")))
+    serde_json::from_value(value).map_err(|error| {
+        StoreError::unexpected(format!("corrupt column {column}: {error}")).with_source(error)
+    })
 }
 
 /// Encodes a typed value for a JSON column.
 pub(crate) fn encode<T: serde::Serialize>(value: &T) -> StoreResult<Value> {
-    serde_json::to_value(value)
-        .map_err(|error| StoreError::unexpected(format!("cannot encode a column: {error}")))
+    serde_json::to_value(value).map_err(|error| {
+        StoreError::unexpected(format!("cannot encode a column: {error}")).with_source(error)
+    })
 }
 
 /// A string-valued enum column through its serde name.
