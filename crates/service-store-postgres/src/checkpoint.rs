@@ -16,11 +16,12 @@ use service_graph::{
     CheckpointConfig, CheckpointListOptions, CheckpointTuple, Checkpointer, GraphError,
     NewCheckpoint, PendingWrite, new_checkpoint_id,
 };
+use service_store::StoreError;
 use service_types::{JsonText, Metadata, PruneStrategy, Timestamp};
 use tokio_postgres::Row;
 use tokio_postgres::error::SqlState;
 
-use crate::db::{ASYNC_COMMIT, Cached, static_sql};
+use crate::db::{ASYNC_COMMIT, Cached, Columns, static_sql};
 
 /// A [`Checkpointer`] on PostgreSQL.
 pub struct PostgresSaver {
@@ -40,6 +41,14 @@ fn db_error(error: tokio_postgres::Error) -> GraphError {
 
 fn pool_error(error: deadpool_postgres::PoolError) -> GraphError {
     GraphError::checkpointer_caused_by(format!("database pool: {error}"), error)
+}
+
+/// A column that does not decode ([`Columns`]), as the saver reports it.
+fn column_error(error: StoreError) -> GraphError {
+    GraphError::Checkpointer {
+        message: error.message,
+        source: error.source,
+    }
 }
 
 fn corrupt_write() -> GraphError {
@@ -200,11 +209,12 @@ fn tuple(config: &CheckpointConfig, row: &Row) -> Result<CheckpointTuple, GraphE
         checkpoint_ns: config.checkpoint_ns.clone(),
         checkpoint_id: Some(id),
     };
-    let metadata = match row.get::<_, Value>("metadata") {
+    let row = Columns::of(row, "checkpoints");
+    let metadata = match row.column::<Value>("metadata").map_err(column_error)? {
         Value::Object(map) => map,
         _ => Metadata::new(),
     };
-    let writes: Value = row.get("writes");
+    let writes: Value = row.column("writes").map_err(column_error)?;
     let pending_writes = match writes {
         Value::Array(items) => items
             .into_iter()
@@ -227,12 +237,13 @@ fn tuple(config: &CheckpointConfig, row: &Row) -> Result<CheckpointTuple, GraphE
             .collect::<Result<Vec<_>, _>>()?,
         _ => Vec::new(),
     };
+    let parent: Option<String> = row.column("parent_checkpoint_id").map_err(column_error)?;
     Ok(CheckpointTuple {
-        config: at(row.get("checkpoint_id")),
-        parent_config: row.get::<_, Option<String>>("parent_checkpoint_id").map(at),
-        checkpoint: row.get("body"),
+        config: at(row.column("checkpoint_id").map_err(column_error)?),
+        parent_config: parent.map(at),
+        checkpoint: row.column("body").map_err(column_error)?,
         metadata,
-        created_at: Timestamp::new(row.get("created_at")),
+        created_at: Timestamp::new(row.column("created_at").map_err(column_error)?),
         pending_writes,
     })
 }
