@@ -201,7 +201,11 @@ impl From<StoreError> for EngineError {
         if kind == ErrorKind::Internal {
             return EngineError::internal(error);
         }
-        EngineError::new(kind, error.message)
+        // The message goes to the client; its cause (a lost connection behind a 503)
+        // to the log.
+        let mut engine_error = EngineError::new(kind, error.message);
+        engine_error.source = error.source;
+        engine_error
     }
 }
 

@@ -3,7 +3,7 @@ use service_types::RunError;
 /// Everything an [`AgentGraph`](crate::AgentGraph), a resolver, a checkpointer or a
 /// long-term store can fail with. The HTTP layer maps the kinds to statuses; a run's
 /// [`RunError`] comes from [`GraphError::to_run_error`].
-#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 pub enum GraphError {
     /// An optional agent method is not implemented (HTTP 422 `agent_capability_missing`).
     #[error("The agent does not implement {capability}")]
@@ -45,9 +45,15 @@ pub enum GraphError {
         /// Why.
         reason: String,
     },
-    /// The checkpointer failed.
-    #[error("Checkpointer error: {0}")]
-    Checkpointer(String),
+    /// The checkpointer failed (see [`GraphError::checkpointer`]).
+    #[error("Checkpointer error: {message}")]
+    Checkpointer {
+        /// What failed.
+        message: String,
+        /// The error it failed with (database, decoder), kept for the log's cause chain.
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync>>,
+    },
     /// The long-term store failed.
     #[error("Store error: {0}")]
     Store(String),
@@ -68,10 +74,29 @@ impl GraphError {
             Self::Cancelled => "CancelledError",
             Self::RecursionLimit { .. } => "GraphRecursionError",
             Self::LoadFailed { .. } => "GraphLoadError",
-            Self::Checkpointer(_) => "CheckpointerError",
+            Self::Checkpointer { .. } => "CheckpointerError",
             Self::Store(_) => "StoreError",
         };
         RunError::new(name, self.to_string())
+    }
+
+    /// A checkpointer failure of its own.
+    pub fn checkpointer(message: impl Into<String>) -> Self {
+        Self::Checkpointer {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// A checkpointer failure caused by `source`, which the error keeps.
+    pub fn checkpointer_caused_by(
+        message: impl Into<String>,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> Self {
+        Self::Checkpointer {
+            message: message.into(),
+            source: Some(source.into()),
+        }
     }
 
     /// The error an optional method reports when the agent lacks it.
@@ -111,6 +136,24 @@ mod tests {
         assert_eq!(
             error.to_string(),
             "The agent does not implement updateState"
+        );
+    }
+
+    #[test]
+    fn a_checkpointer_error_keeps_its_cause_out_of_its_message() {
+        let cause = std::io::Error::other("connection reset");
+        let error = GraphError::checkpointer_caused_by("database pool: timed out", cause);
+        assert_eq!(
+            error.to_string(),
+            "Checkpointer error: database pool: timed out"
+        );
+        let source = std::error::Error::source(&error).expect("the cause is kept");
+        assert_eq!(source.to_string(), "connection reset");
+        let run_error = error.to_run_error();
+        assert_eq!(run_error.error, "CheckpointerError");
+        assert_eq!(
+            run_error.message,
+            "Checkpointer error: database pool: timed out"
         );
     }
 

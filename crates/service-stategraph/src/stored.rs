@@ -88,7 +88,8 @@ impl Loaded {
     pub(crate) fn new(mut tuple: CheckpointTuple) -> Result<Self, GraphError> {
         let checkpoint = std::mem::take(&mut tuple.checkpoint);
         let body = serde_json::from_value(checkpoint).map_err(|error| {
-            GraphError::Checkpointer(format!("Checkpoint {} is unreadable: {error}", tuple.id()))
+            let message = format!("Checkpoint {} is unreadable: {error}", tuple.id());
+            GraphError::checkpointer_caused_by(message, error)
         })?;
         let step = tuple
             .metadata

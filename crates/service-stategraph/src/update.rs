@@ -155,8 +155,8 @@ impl CompiledGraph {
             |parent| parent.tuple.config.clone(),
         );
         let written = self.saver.put(&at, JsonText::new(&body), meta).await?;
-        self.load(&written).await?.ok_or_else(|| {
-            GraphError::Checkpointer("A written checkpoint could not be read back".into())
-        })
+        self.load(&written)
+            .await?
+            .ok_or_else(|| GraphError::checkpointer("A written checkpoint could not be read back"))
     }
 }

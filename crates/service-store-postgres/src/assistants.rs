@@ -12,7 +12,8 @@ use tokio_postgres::Row;
 use uuid::Uuid;
 
 use crate::db::{
-    Cached, Db, Sql, at, count, decode, direction, encode, object, push_where, static_sql, ts,
+    Cached, Columns, Db, Sql, at, count, decode, direction, encode, object, push_where, static_sql,
+    ts,
 };
 use crate::error::store_error;
 
@@ -27,31 +28,33 @@ fn not_found(id: Uuid) -> StoreError {
 }
 
 fn assistant(row: &Row) -> StoreResult<Assistant> {
+    let row = Columns::of(row, "assistants");
     Ok(Assistant {
-        assistant_id: row.get("assistant_id"),
-        graph_id: row.get("graph_id"),
-        config: decode(row.get("config"), "config")?,
-        context: object(row.get("context"), "context")?,
-        metadata: object(row.get("metadata"), "metadata")?,
-        name: row.get("name"),
-        description: row.get("description"),
-        version: row.get("version"),
-        created_at: ts(row.get("created_at")),
-        updated_at: ts(row.get("updated_at")),
+        assistant_id: row.column("assistant_id")?,
+        graph_id: row.column("graph_id")?,
+        config: decode(row.column("config")?, "config")?,
+        context: object(row.column("context")?, "context")?,
+        metadata: object(row.column("metadata")?, "metadata")?,
+        name: row.column("name")?,
+        description: row.column("description")?,
+        version: row.column("version")?,
+        created_at: ts(row.column("created_at")?),
+        updated_at: ts(row.column("updated_at")?),
     })
 }
 
 fn version(row: &Row) -> StoreResult<AssistantVersion> {
+    let row = Columns::of(row, "assistant_versions");
     Ok(AssistantVersion {
-        assistant_id: row.get("assistant_id"),
-        version: row.get("version"),
-        graph_id: row.get("graph_id"),
-        config: decode(row.get("config"), "config")?,
-        context: object(row.get("context"), "context")?,
-        metadata: object(row.get("metadata"), "metadata")?,
-        name: row.get("name"),
-        description: row.get("description"),
-        created_at: ts(row.get("created_at")),
+        assistant_id: row.column("assistant_id")?,
+        version: row.column("version")?,
+        graph_id: row.column("graph_id")?,
+        config: decode(row.column("config")?, "config")?,
+        context: object(row.column("context")?, "context")?,
+        metadata: object(row.column("metadata")?, "metadata")?,
+        name: row.column("name")?,
+        description: row.column("description")?,
+        created_at: ts(row.column("created_at")?),
     })
 }
 
@@ -229,14 +232,14 @@ impl AssistantsRepo for Db {
             .map_err(store_error)?
             .ok_or_else(|| not_found(assistant_id))?;
         let live = assistant(&live)?;
-        let max: Option<i64> = tx
+        let row = tx
             .query_one_cached(
                 "SELECT max(version) FROM assistant_versions WHERE assistant_id = $1",
                 &[&assistant_id],
             )
             .await
-            .map_err(store_error)?
-            .get(0);
+            .map_err(store_error)?;
+        let max: Option<i64> = Columns::of(&row, "assistant_versions").column_at(0)?;
         let snapshot = patch.mint(&live, max.unwrap_or(0) + 1, now);
         insert_version(&tx, &snapshot).await?;
         let updated = activate(&tx, &snapshot, now).await?;
@@ -305,7 +308,10 @@ impl AssistantsRepo for Db {
             .await
             .map_err(store_error)?;
         let total = match rows.first() {
-            Some(row) => u64::try_from(row.get::<_, i64>("total")).unwrap_or_default(),
+            Some(row) => {
+                let total = Columns::of(row, "assistants").column::<i64>("total")?;
+                u64::try_from(total).unwrap_or_default()
+            }
             None => self.count(&query.filter).await?,
         };
         let items = rows.iter().map(assistant).collect::<StoreResult<_>>()?;
@@ -317,11 +323,11 @@ impl AssistantsRepo for Db {
         let conditions = conditions(&mut sql, filter);
         push_where(&mut sql, &conditions);
         let client = self.client().await?;
-        let total: i64 = client
+        let row = client
             .query_one(&sql.text, &sql.params())
             .await
-            .map_err(store_error)?
-            .get(0);
+            .map_err(store_error)?;
+        let total: i64 = Columns::of(&row, "assistants").column_at(0)?;
         Ok(u64::try_from(total).unwrap_or_default())
     }
 

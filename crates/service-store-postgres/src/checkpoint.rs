@@ -16,11 +16,12 @@ use service_graph::{
     CheckpointConfig, CheckpointListOptions, CheckpointTuple, Checkpointer, GraphError,
     NewCheckpoint, PendingWrite, new_checkpoint_id,
 };
+use service_store::StoreError;
 use service_types::{JsonText, Metadata, PruneStrategy, Timestamp};
 use tokio_postgres::Row;
 use tokio_postgres::error::SqlState;
 
-use crate::db::{ASYNC_COMMIT, Cached, static_sql};
+use crate::db::{ASYNC_COMMIT, Cached, Columns, static_sql};
 
 /// A [`Checkpointer`] on PostgreSQL.
 pub struct PostgresSaver {
@@ -35,11 +36,23 @@ impl fmt::Debug for PostgresSaver {
 }
 
 fn db_error(error: tokio_postgres::Error) -> GraphError {
-    GraphError::Checkpointer(crate::error::describe(&error))
+    GraphError::checkpointer_caused_by(crate::error::describe(&error), error)
 }
 
 fn pool_error(error: deadpool_postgres::PoolError) -> GraphError {
-    GraphError::Checkpointer(format!("database pool: {error}"))
+    GraphError::checkpointer_caused_by(format!("database pool: {error}"), error)
+}
+
+/// A column that does not decode ([`Columns`]), as the saver reports it.
+fn column_error(error: StoreError) -> GraphError {
+    GraphError::Checkpointer {
+        message: error.message,
+        source: error.source,
+    }
+}
+
+fn corrupt_write() -> GraphError {
+    GraphError::checkpointer("corrupt checkpoint write")
 }
 
 /// The columns every read returns: coordinates, parent, metadata, time, body and the
@@ -182,7 +195,7 @@ impl PostgresSaver {
             .await?;
         stored
             .pop()
-            .ok_or_else(|| GraphError::Checkpointer("no checkpoint was stored".to_owned()))
+            .ok_or_else(|| GraphError::checkpointer("no checkpoint was stored"))
     }
 
     async fn client(&self) -> Result<Object, GraphError> {
@@ -196,11 +209,12 @@ fn tuple(config: &CheckpointConfig, row: &Row) -> Result<CheckpointTuple, GraphE
         checkpoint_ns: config.checkpoint_ns.clone(),
         checkpoint_id: Some(id),
     };
-    let metadata = match row.get::<_, Value>("metadata") {
+    let row = Columns::of(row, "checkpoints");
+    let metadata = match row.column::<Value>("metadata").map_err(column_error)? {
         Value::Object(map) => map,
         _ => Metadata::new(),
     };
-    let writes: Value = row.get("writes");
+    let writes: Value = row.column("writes").map_err(column_error)?;
     let pending_writes = match writes {
         Value::Array(items) => items
             .into_iter()
@@ -215,24 +229,21 @@ fn tuple(config: &CheckpointConfig, row: &Row) -> Result<CheckpointTuple, GraphE
                             channel,
                             value,
                         }),
-                        _ => Err(GraphError::Checkpointer(
-                            "corrupt checkpoint write".to_owned(),
-                        )),
+                        _ => Err(corrupt_write()),
                     }
                 }
-                _ => Err(GraphError::Checkpointer(
-                    "corrupt checkpoint write".to_owned(),
-                )),
+                _ => Err(corrupt_write()),
             })
             .collect::<Result<Vec<_>, _>>()?,
         _ => Vec::new(),
     };
+    let parent: Option<String> = row.column("parent_checkpoint_id").map_err(column_error)?;
     Ok(CheckpointTuple {
-        config: at(row.get("checkpoint_id")),
-        parent_config: row.get::<_, Option<String>>("parent_checkpoint_id").map(at),
-        checkpoint: row.get("body"),
+        config: at(row.column("checkpoint_id").map_err(column_error)?),
+        parent_config: parent.map(at),
+        checkpoint: row.column("body").map_err(column_error)?,
         metadata,
-        created_at: Timestamp::new(row.get("created_at")),
+        created_at: Timestamp::new(row.column("created_at").map_err(column_error)?),
         pending_writes,
     })
 }
@@ -412,9 +423,7 @@ impl Checkpointer for PostgresSaver {
             .into_iter();
         match (stored.next(), stored.next()) {
             (Some(input), Some(next)) => Ok((input, next)),
-            _ => Err(GraphError::Checkpointer(
-                "the checkpoints were not stored".to_owned(),
-            )),
+            _ => Err(GraphError::checkpointer("the checkpoints were not stored")),
         }
     }
 

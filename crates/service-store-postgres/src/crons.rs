@@ -14,7 +14,8 @@ use tokio_postgres::Row;
 use uuid::Uuid;
 
 use crate::db::{
-    Cached, Db, Sql, at, count, direction, enum_from, enum_text, object, push_where, static_sql, ts,
+    Cached, Columns, Db, Sql, at, count, direction, enum_from, enum_text, object, push_where,
+    static_sql, ts,
 };
 use crate::error::{is_foreign_key_violation, is_unique_violation, store_error};
 
@@ -26,26 +27,27 @@ fn not_found() -> StoreError {
 }
 
 fn cron(row: &Row) -> StoreResult<Cron> {
-    let end_time: Option<chrono::DateTime<chrono::Utc>> = row.get("end_time");
-    let next: Option<chrono::DateTime<chrono::Utc>> = row.get("next_run_date");
-    let on_completed: Option<String> = row.get("on_run_completed");
+    let row = Columns::of(row, "crons");
+    let end_time: Option<chrono::DateTime<chrono::Utc>> = row.column("end_time")?;
+    let next: Option<chrono::DateTime<chrono::Utc>> = row.column("next_run_date")?;
+    let on_completed: Option<String> = row.column("on_run_completed")?;
     Ok(Cron {
-        cron_id: row.get("cron_id"),
-        assistant_id: row.get("assistant_id"),
-        thread_id: row.get("thread_id"),
-        user_id: row.get("user_id"),
-        schedule: row.get("schedule"),
-        timezone: row.get("timezone"),
+        cron_id: row.column("cron_id")?,
+        assistant_id: row.column("assistant_id")?,
+        thread_id: row.column("thread_id")?,
+        user_id: row.column("user_id")?,
+        schedule: row.column("schedule")?,
+        timezone: row.column("timezone")?,
         end_time: end_time.map(ts),
         next_run_date: next.map(ts),
-        payload: row.get("payload"),
-        metadata: object(row.get("metadata"), "metadata")?,
+        payload: row.column("payload")?,
+        metadata: object(row.column("metadata")?, "metadata")?,
         on_run_completed: on_completed
             .map(|text| enum_from(text, "on_run_completed"))
             .transpose()?,
-        enabled: row.get("enabled"),
-        created_at: ts(row.get("created_at")),
-        updated_at: ts(row.get("updated_at")),
+        enabled: row.column("enabled")?,
+        created_at: ts(row.column("created_at")?),
+        updated_at: ts(row.column("updated_at")?),
     })
 }
 
@@ -239,11 +241,11 @@ impl CronsRepo for Db {
         let conditions = conditions(&mut sql, filter);
         push_where(&mut sql, &conditions);
         let client = self.client().await?;
-        let total: i64 = client
+        let row = client
             .query_one(&sql.text, &sql.params())
             .await
-            .map_err(store_error)?
-            .get(0);
+            .map_err(store_error)?;
+        let total: i64 = Columns::of(&row, "crons").column_at(0)?;
         Ok(u64::try_from(total).unwrap_or_default())
     }
 

@@ -12,9 +12,9 @@ use serde_json::Value;
 use service_store::{Clock, PageLimits, StoreError, StoreResult};
 use service_types::{Metadata, Timestamp};
 use tokio_postgres::Row;
-use tokio_postgres::types::ToSql;
+use tokio_postgres::types::{FromSql, ToSql};
 
-use crate::error::pool_error;
+use crate::error::{describe, pool_error};
 
 /// The repository object behind every store trait.
 pub(crate) struct Db {
@@ -157,6 +157,48 @@ pub(crate) fn push_where(sql: &mut Sql, conditions: &[String]) {
     }
 }
 
+/// A row read as part of `of` (a table, or what a statement returns): a column that is
+/// missing or does not decode is an `Unexpected` error naming it and `of`, keeping the
+/// driver's error as its source, never a panic. `try_get` is the lookup `Row::get`
+/// makes, so reading through here costs what `get` did.
+#[derive(Clone, Copy)]
+pub(crate) struct Columns<'a> {
+    row: &'a Row,
+    of: &'static str,
+}
+
+impl<'a> Columns<'a> {
+    /// Reads `row` as part of `of`.
+    pub(crate) fn of(row: &'a Row, of: &'static str) -> Self {
+        Self { row, of }
+    }
+
+    /// The column named `name`.
+    pub(crate) fn column<T: FromSql<'a>>(self, name: &str) -> StoreResult<T> {
+        self.row
+            .try_get(name)
+            .map_err(|error| self.error(name, error))
+    }
+
+    /// The column at `index`, for a statement that returns columns of the same name
+    /// from two relations.
+    pub(crate) fn column_at<T: FromSql<'a>>(self, index: usize) -> StoreResult<T> {
+        self.row.try_get(index).map_err(|error| {
+            let name = match self.row.columns().get(index) {
+                Some(column) => column.name().to_owned(),
+                None => format!("#{index}"),
+            };
+            self.error(&name, error)
+        })
+    }
+
+    #[cold]
+    fn error(self, name: &str, error: tokio_postgres::Error) -> StoreError {
+        let message = format!("column \"{name}\" of {}: {}", self.of, describe(&error));
+        StoreError::unexpected(message).with_source(error)
+    }
+}
+
 /// A timestamp as a column value.
 pub(crate) fn at(ts: Timestamp) -> DateTime<Utc> {
     ts.as_datetime()
@@ -180,14 +222,16 @@ pub(crate) fn object(value: Value, column: &str) -> StoreResult<Metadata> {
 
 /// Decodes a JSON column into a typed value.
 pub(crate) fn decode<T: serde::de::DeserializeOwned>(value: Value, column: &str) -> StoreResult<T> {
-    serde_json::from_value(value)
-        .map_err(|error| StoreError::unexpected(format!("corrupt column {column}: {error}")))
+    serde_json::from_value(value).map_err(|error| {
+        StoreError::unexpected(format!("corrupt column {column}: {error}")).with_source(error)
+    })
 }
 
 /// Encodes a typed value for a JSON column.
 pub(crate) fn encode<T: serde::Serialize>(value: &T) -> StoreResult<Value> {
-    serde_json::to_value(value)
-        .map_err(|error| StoreError::unexpected(format!("cannot encode a column: {error}")))
+    serde_json::to_value(value).map_err(|error| {
+        StoreError::unexpected(format!("cannot encode a column: {error}")).with_source(error)
+    })
 }
 
 /// A string-valued enum column through its serde name.
@@ -219,4 +263,85 @@ pub(crate) fn direction(order: service_types::SortOrder) -> &'static str {
 /// A row count as `i64` for LIMIT/OFFSET.
 pub(crate) fn count(value: usize) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::Value;
+    use service_store::ErrorKind;
+    use tokio_postgres::{NoTls, Row};
+
+    use super::Columns;
+
+    /// The one row `sql` returns on the test database (no schema needed).
+    async fn row(sql: &str) -> Row {
+        let url = std::env::var("TEST_DATABASE_URL")
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
+        let (client, connection) = tokio_postgres::connect(&url, NoTls)
+            .await
+            .expect("PostgreSQL must be reachable");
+        tokio::spawn(connection);
+        client
+            .query_one(sql, &[])
+            .await
+            .expect("the statement runs")
+    }
+
+    #[tokio::test]
+    async fn a_column_that_does_not_decode_is_an_unexpected_error_naming_it() {
+        let row = row("SELECT 'not json'::text AS kwargs").await;
+        let error = Columns::of(&row, "runs")
+            .column::<Value>("kwargs")
+            .expect_err("text is not JSON");
+        assert_eq!(error.kind, ErrorKind::Unexpected);
+        assert!(
+            error.message.starts_with("column \"kwargs\" of runs: "),
+            "{}",
+            error.message
+        );
+        let source = std::error::Error::source(&error).expect("the driver's error is kept");
+        assert!(source.is::<tokio_postgres::Error>());
+    }
+
+    #[tokio::test]
+    async fn a_column_read_by_position_is_named_in_its_error() {
+        let row = row("SELECT 1::int4 AS version, 'idle'::text AS status").await;
+        let error = Columns::of(&row, "threads")
+            .column_at::<i64>(1)
+            .expect_err("text is not a bigint");
+        assert!(
+            error.message.starts_with("column \"status\" of threads: "),
+            "{}",
+            error.message
+        );
+    }
+
+    #[tokio::test]
+    async fn a_missing_column_is_an_unexpected_error_naming_it() {
+        let row = row("SELECT 1::int4 AS version").await;
+        let columns = Columns::of(&row, "assistants");
+        let by_name = columns
+            .column::<i32>("graph_id")
+            .expect_err("no such column");
+        assert_eq!(by_name.kind, ErrorKind::Unexpected);
+        assert!(
+            by_name
+                .message
+                .starts_with("column \"graph_id\" of assistants: ")
+        );
+        let by_position = columns.column_at::<i32>(3).expect_err("no such column");
+        assert!(
+            by_position
+                .message
+                .starts_with("column \"#3\" of assistants: ")
+        );
+    }
+
+    #[tokio::test]
+    async fn a_column_that_decodes_reads_as_before() {
+        let row = row("SELECT 7::int8 AS version, NULL::text AS name").await;
+        let columns = Columns::of(&row, "assistants");
+        assert_eq!(columns.column::<i64>("version").ok(), Some(7));
+        assert_eq!(columns.column_at::<Option<String>>(1).ok(), Some(None));
+    }
 }

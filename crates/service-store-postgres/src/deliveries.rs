@@ -12,7 +12,7 @@ use tokio_postgres::Row;
 use uuid::Uuid;
 
 use crate::db::{
-    Cached, Db, Sql, at, count, enum_from, enum_text, object, push_where, static_sql, ts,
+    Cached, Columns, Db, Sql, at, count, enum_from, enum_text, object, push_where, static_sql, ts,
 };
 use crate::error::store_error;
 
@@ -25,29 +25,32 @@ fn not_found(delivery_id: Uuid) -> StoreError {
 }
 
 fn delivery(row: &Row) -> StoreResult<Delivery> {
-    let next: Option<chrono::DateTime<chrono::Utc>> = row.get("next_attempt_at");
-    let attempt: i32 = row.get("attempt");
+    let row = Columns::of(row, "webhook_deliveries");
+    let next: Option<chrono::DateTime<chrono::Utc>> = row.column("next_attempt_at")?;
+    let attempt: i32 = row.column("attempt")?;
     Ok(Delivery {
-        delivery_id: row.get("delivery_id"),
-        run_id: row.get("run_id"),
-        thread_id: row.get("thread_id"),
-        status: enum_from(row.get("status"), "status")?,
+        delivery_id: row.column("delivery_id")?,
+        run_id: row.column("run_id")?,
+        thread_id: row.column("thread_id")?,
+        status: enum_from(row.column("status")?, "status")?,
         attempt: u32::try_from(attempt).unwrap_or_default(),
-        last_error: row.get("last_error"),
+        last_error: row.column("last_error")?,
         next_attempt_at: next.map(ts),
-        payload_truncated: row.get("payload_truncated"),
-        replayable: row.get("replayable"),
-        created_at: ts(row.get("created_at")),
-        updated_at: ts(row.get("updated_at")),
+        payload_truncated: row.column("payload_truncated")?,
+        replayable: row.column("replayable")?,
+        created_at: ts(row.column("created_at")?),
+        updated_at: ts(row.column("updated_at")?),
     })
 }
 
 fn record(row: &Row) -> StoreResult<DeliveryRecord> {
-    let payload: Option<serde_json::Value> = row.get("payload");
-    let retain: Option<chrono::DateTime<chrono::Utc>> = row.get("retain_until");
+    let delivery = delivery(row)?;
+    let row = Columns::of(row, "webhook_deliveries");
+    let payload: Option<serde_json::Value> = row.column("payload")?;
+    let retain: Option<chrono::DateTime<chrono::Utc>> = row.column("retain_until")?;
     Ok(DeliveryRecord {
-        delivery: delivery(row)?,
-        url: row.get("url"),
+        delivery,
+        url: row.column("url")?,
         payload: payload.map(|value| object(value, "payload")).transpose()?,
         retain_until: retain.map(ts),
     })

@@ -1,7 +1,7 @@
 //! Errors of the driver's own calls (connect, migrate) and the mapping of database
 //! errors onto the store's error kinds.
 
-use service_store::StoreError;
+use service_store::{ErrorKind, StoreError};
 use tokio_postgres::error::SqlState;
 
 /// A failure to connect, configure or migrate.
@@ -57,17 +57,18 @@ pub(crate) fn store_error(error: tokio_postgres::Error) -> StoreError {
         None => true,
     };
     let message = format!("database error: {}", describe(&error));
-    if transient {
-        StoreError::transient(message)
+    let kind = if transient {
+        ErrorKind::Transient
     } else {
-        StoreError::unexpected(message)
-    }
+        ErrorKind::Unexpected
+    };
+    StoreError::new(kind, message).with_source(error)
 }
 
 /// Maps a pool error (no free connection in time, connect failure) to a transient
 /// store error.
 pub(crate) fn pool_error(error: deadpool_postgres::PoolError) -> StoreError {
-    StoreError::transient(format!("database pool: {error}"))
+    StoreError::transient(format!("database pool: {error}")).with_source(error)
 }
 
 /// True when `error` is a unique violation.

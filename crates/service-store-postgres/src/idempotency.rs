@@ -6,7 +6,7 @@ use serde_json::Value;
 use service_store::{Begin, IdempotencyRepo, StoreError, StoreResult, StoredResponse};
 use service_types::Timestamp;
 
-use crate::db::{Cached, Db, at, decode, encode};
+use crate::db::{Cached, Columns, Db, at, decode, encode};
 use crate::error::store_error;
 
 /// How often `begin` looks again when the entry vanished between its two steps.
@@ -50,16 +50,17 @@ impl IdempotencyRepo for Db {
             else {
                 continue;
             };
-            let stored: String = row.get(0);
+            let row = Columns::of(&row, "idempotency_keys");
+            let stored: String = row.column_at(0)?;
             if stored != fingerprint {
                 return Ok(Begin::FingerprintMismatch);
             }
-            let status: Option<i32> = row.get(1);
+            let status: Option<i32> = row.column_at(1)?;
             return Ok(match status {
                 None => Begin::InProgress,
                 Some(status) => {
-                    let headers: Option<Value> = row.get(2);
-                    let body: Option<Vec<u8>> = row.get(3);
+                    let headers: Option<Value> = row.column_at(2)?;
+                    let body: Option<Vec<u8>> = row.column_at(3)?;
                     Begin::Completed(StoredResponse {
                         status: u16::try_from(status).unwrap_or(500),
                         headers: decode(

@@ -12,7 +12,7 @@ use service_store::{
 use service_types::{Item, SearchItem, Timestamp};
 use tokio_postgres::Row;
 
-use crate::db::{Cached, Db, Sql, at, count, object, push_where, ts};
+use crate::db::{Cached, Columns, Db, Sql, at, count, object, push_where, ts};
 use crate::error::store_error;
 use crate::filter::{namespace_prefix, namespace_suffix, store_filter};
 
@@ -24,12 +24,13 @@ const REFRESHED: &str = "CASE WHEN ttl_micros IS NULL THEN NULL \
     ELSE $NOW::timestamptz + ttl_micros * interval '1 microsecond' END";
 
 fn item(row: &Row) -> StoreResult<Item> {
+    let row = Columns::of(row, "store_items");
     Ok(Item {
-        namespace: row.get("namespace"),
-        key: row.get("key"),
-        value: object(row.get("value"), "value")?,
-        created_at: ts(row.get("created_at")),
-        updated_at: ts(row.get("updated_at")),
+        namespace: row.column("namespace")?,
+        key: row.column("key")?,
+        value: object(row.column("value")?, "value")?,
+        created_at: ts(row.column("created_at")?),
+        updated_at: ts(row.column("updated_at")?),
     })
 }
 
@@ -178,7 +179,9 @@ impl ItemsRepo for Db {
             .query(&sql.text, &sql.params())
             .await
             .map_err(store_error)?;
-        Ok(rows.iter().map(|row| row.get(0)).collect())
+        rows.iter()
+            .map(|row| Columns::of(row, "store_items").column_at(0))
+            .collect()
     }
 
     async fn sweep_expired(&self, now: Timestamp) -> StoreResult<u64> {

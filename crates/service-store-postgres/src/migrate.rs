@@ -153,7 +153,7 @@ async fn apply(
         None => client
             .query_one("SELECT coalesce(current_schema(), 'public')", &[])
             .await?
-            .get(0),
+            .try_get(0)?,
     };
     lock(client, &scope).await?;
     if let Some(schema) = schema {
@@ -170,12 +170,12 @@ async fn apply(
             )"
         ))
         .await?;
-    let applied: Vec<i32> = client
+    let applied = client
         .query(&format!("SELECT version FROM {LEDGER}"), &[])
         .await?
         .iter()
-        .map(|row| row.get(0))
-        .collect();
+        .map(|row| row.try_get::<_, i32>(0))
+        .collect::<Result<Vec<_>, _>>()?;
     let mut done = Vec::new();
     for migration in migrations {
         if applied.contains(&migration.version) {
@@ -226,7 +226,7 @@ async fn lock(client: &Client, scope: &str) -> Result<(), PgError> {
                 &[&scope],
             )
             .await?
-            .get(0);
+            .try_get(0)?;
         if taken {
             return Ok(());
         }

@@ -30,11 +30,11 @@ async fn explain(
     params: &[&(dyn ToSql + Sync)],
 ) -> Result<String, tokio_postgres::Error> {
     let rows = client.query(&format!("EXPLAIN {sql}"), params).await?;
-    Ok(rows
+    let lines = rows
         .iter()
-        .map(|row| row.get::<_, String>(0))
-        .collect::<Vec<_>>()
-        .join("\n"))
+        .map(|row| row.try_get::<_, String>(0))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(lines.join("\n"))
 }
 
 fn explain_sql(sql: Sql) -> (String, Sql) {

@@ -17,8 +17,8 @@ use tokio_postgres::types::ToSql;
 use uuid::Uuid;
 
 use crate::db::{
-    ASYNC_COMMIT, Cached, Db, Sql, at, count, decode, encode, enum_from, enum_text, object,
-    push_where, static_sql, ts,
+    ASYNC_COMMIT, Cached, Columns, Db, Sql, at, count, decode, encode, enum_from, enum_text,
+    object, push_where, static_sql, ts,
 };
 use crate::deliveries::insert_delivery;
 use crate::error::{is_foreign_key_violation, is_unique_violation, store_error};
@@ -31,13 +31,14 @@ pub(crate) const COLUMNS: &str = "run_id, thread_id, assistant_id, created_at, u
 const SETTLED_COLUMNS: &str = "run_id, thread_id, status, error, updated_at";
 
 fn settled_run(row: &Row) -> StoreResult<SettledRun> {
-    let error: Option<Value> = row.get("error");
+    let row = Columns::of(row, "runs");
+    let error: Option<Value> = row.column("error")?;
     Ok(SettledRun {
-        run_id: row.get("run_id"),
-        thread_id: row.get("thread_id"),
-        status: enum_from(row.get("status"), "status")?,
+        run_id: row.column("run_id")?,
+        thread_id: row.column("thread_id")?,
+        status: enum_from(row.column("status")?, "status")?,
         error: error.map(|value| decode(value, "error")).transpose()?,
-        updated_at: ts(row.get("updated_at")),
+        updated_at: ts(row.column("updated_at")?),
     })
 }
 
@@ -63,20 +64,21 @@ pub(crate) fn run(row: &Row) -> StoreResult<Run> {
 /// statement may return them after another relation's columns of the same names).
 fn run_at(row: &Row, first: usize) -> StoreResult<Run> {
     let column = |offset: usize| first + offset;
-    let strategy: Option<String> = row.get(column(7));
-    let error: Option<Value> = row.get(column(9));
+    let row = Columns::of(row, "runs");
+    let strategy: Option<String> = row.column_at(column(7))?;
+    let error: Option<Value> = row.column_at(column(9))?;
     Ok(Run {
-        run_id: row.get(column(0)),
-        thread_id: row.get(column(1)),
-        assistant_id: row.get(column(2)),
-        created_at: ts(row.get(column(3))),
-        updated_at: ts(row.get(column(4))),
-        status: enum_from(row.get(column(5)), "status")?,
-        metadata: object(row.get(column(6)), "metadata")?,
+        run_id: row.column_at(column(0))?,
+        thread_id: row.column_at(column(1))?,
+        assistant_id: row.column_at(column(2))?,
+        created_at: ts(row.column_at(column(3))?),
+        updated_at: ts(row.column_at(column(4))?),
+        status: enum_from(row.column_at(column(5))?, "status")?,
+        metadata: object(row.column_at(column(6))?, "metadata")?,
         multitask_strategy: strategy
             .map(|text| enum_from(text, "multitask_strategy"))
             .transpose()?,
-        kwargs: row.get(column(8)),
+        kwargs: row.column_at(column(8))?,
         error: error.map(|value| decode(value, "error")).transpose()?,
     })
 }
@@ -392,17 +394,18 @@ impl RunsRepo for Db {
             }
             Err(error) => return Err(store_error(error)),
         };
-        if row.get::<_, Option<Uuid>>(0).is_some() {
+        let columns = Columns::of(&row, "runs");
+        if columns.column_at::<Option<Uuid>>(0)?.is_some() {
             return Ok(ThreadRunCreated::Created(run(&row)?));
         }
         // The thread's columns follow the run's; None when it was made concurrently,
         // after this statement's snapshot.
         let thread_at = COLUMNS.split(',').count();
-        let existing = row
-            .get::<_, Option<Uuid>>(thread_at)
+        let existing = columns
+            .column_at::<Option<Uuid>>(thread_at)?
             .map(|_| threads::thread_at(&row, thread_at))
             .transpose()?;
-        if existing.is_none() && !row.get::<_, bool>("assistant_unchanged") {
+        if existing.is_none() && !columns.column::<bool>("assistant_unchanged")? {
             return Err(AssistantStamp::changed(new.assistant_id));
         }
         Ok(ThreadRunCreated::ThreadExists(existing))
@@ -490,7 +493,7 @@ impl RunsRepo for Db {
                                 run: run(&row)?,
                                 // Also counts runs whose thread is busy: it may wake a
                                 // worker for nothing, never leave a due run unseen.
-                                more_pending: row.get("more_pending"),
+                                more_pending: Columns::of(&row, "runs").column("more_pending")?,
                             })
                         })
                         .transpose();
@@ -510,14 +513,15 @@ impl RunsRepo for Db {
 
     async fn next_available_at(&self, now: Timestamp) -> StoreResult<Option<Timestamp>> {
         let client = self.client().await?;
-        let earliest: Option<chrono::DateTime<chrono::Utc>> = client
+        let row = client
             .query_one_cached(
                 "SELECT min(available_at) FROM runs WHERE status = 'pending' AND available_at > $1",
                 &[&at(now)],
             )
             .await
-            .map_err(store_error)?
-            .get(0);
+            .map_err(store_error)?;
+        let earliest: Option<chrono::DateTime<chrono::Utc>> =
+            Columns::of(&row, "runs").column_at(0)?;
         Ok(earliest.map(ts))
     }
 
@@ -573,7 +577,7 @@ impl RunsRepo for Db {
             .await
             .map_err(store_error)?
             .ok_or_else(run_not_found)?;
-        Ok(row.get(0))
+        Columns::of(&row, "runs").column_at(0)
     }
 
     async fn settle_and_mirror(
@@ -654,12 +658,17 @@ impl RunsRepo for Db {
             });
         };
         let run = settled_run(&row)?;
-        // A thread gone meanwhile has nothing waiting on it.
-        let others_wait = (run.status == requested)
-            .then(|| row.get::<_, Option<bool>>("others_wait").unwrap_or(false));
+        let columns = Columns::of(&row, "runs");
+        let others_wait = if run.status == requested {
+            // A thread gone meanwhile has nothing waiting on it.
+            let others_wait: Option<bool> = columns.column("others_wait")?;
+            Some(others_wait.unwrap_or(false))
+        } else {
+            None
+        };
         let next_at = SETTLED_COLUMNS.split(',').count() + 1;
-        let next = row
-            .get::<_, Option<Uuid>>(next_at)
+        let next = columns
+            .column_at::<Option<Uuid>>(next_at)?
             .map(|_| run_at(&row, next_at))
             .transpose()?;
         Ok(SettledAndMirrored {
@@ -700,8 +709,9 @@ impl RunsRepo for Db {
                 delivery: None,
             });
         }
-        let started: bool = row.get("started");
-        let cancel_won: bool = row.get("cancel_requested");
+        let columns = Columns::of(&row, "runs");
+        let started: bool = columns.column("started")?;
+        let cancel_won: bool = columns.column("cancel_requested")?;
         let status = final_status(&settlement, cancel_won)?;
         let error = if cancel_won { None } else { settlement.error };
         let error = error.as_ref().map(encode).transpose()?;

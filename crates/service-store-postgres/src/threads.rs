@@ -14,7 +14,7 @@ use tokio_postgres::types::ToSql;
 use uuid::Uuid;
 
 use crate::db::{
-    Cached, Db, Sql, at, count, decode, direction, encode, enum_from, enum_text, object,
+    Cached, Columns, Db, Sql, at, count, decode, direction, encode, enum_from, enum_text, object,
     push_where, static_sql, ts,
 };
 use crate::error::{is_unique_violation, store_error};
@@ -92,30 +92,33 @@ pub(crate) fn thread(row: &Row) -> StoreResult<Thread> {
 /// statement may return them after another relation's columns of the same names).
 pub(crate) fn thread_at(row: &Row, first: usize) -> StoreResult<Thread> {
     let column = |offset: usize| first + offset;
-    let expires_at: Option<chrono::DateTime<chrono::Utc>> = row.get(column(12));
+    let row = Columns::of(row, "threads");
+    let expires_at: Option<chrono::DateTime<chrono::Utc>> = row.column_at(column(12))?;
     let ttl = match expires_at {
         Some(expires_at) => Some(ThreadTtl {
             strategy: enum_from(
-                row.get::<_, Option<String>>(column(10))
+                row.column_at::<Option<String>>(column(10))?
                     .unwrap_or_else(|| "delete".to_owned()),
                 "ttl_strategy",
             )?,
-            ttl_minutes: row.get::<_, Option<f64>>(column(11)).unwrap_or_default(),
+            ttl_minutes: row
+                .column_at::<Option<f64>>(column(11))?
+                .unwrap_or_default(),
             expires_at: ts(expires_at),
         }),
         None => None,
     };
     Ok(Thread {
-        thread_id: row.get(column(0)),
-        created_at: ts(row.get(column(1))),
-        updated_at: ts(row.get(column(2))),
-        state_updated_at: ts(row.get(column(3))),
-        metadata: object(row.get(column(4)), "metadata")?,
-        status: enum_from(row.get(column(5)), "status")?,
-        config: row.get(column(6)),
-        values: row.get(column(7)),
-        interrupts: decode(row.get(column(8)), "interrupts")?,
-        error: row.get(column(9)),
+        thread_id: row.column_at(column(0))?,
+        created_at: ts(row.column_at(column(1))?),
+        updated_at: ts(row.column_at(column(2))?),
+        state_updated_at: ts(row.column_at(column(3))?),
+        metadata: object(row.column_at(column(4))?, "metadata")?,
+        status: enum_from(row.column_at(column(5))?, "status")?,
+        config: row.column_at(column(6))?,
+        values: row.column_at(column(7))?,
+        interrupts: decode(row.column_at(column(8))?, "interrupts")?,
+        error: row.column_at(column(9))?,
         ttl,
     })
 }
@@ -259,7 +262,8 @@ impl Db {
             )
             .await
             .map_err(store_error)?;
-        row.map(|row| row.get(0)).ok_or_else(|| missing(thread_id))
+        let row = row.ok_or_else(|| missing(thread_id))?;
+        Columns::of(&row, "threads").column_at(0)
     }
 }
 
@@ -402,11 +406,11 @@ impl ThreadsRepo for Db {
         };
         push_where(&mut sql, &conditions);
         let client = self.client().await?;
-        let total: i64 = client
+        let row = client
             .query_one(&sql.text, &sql.params())
             .await
-            .map_err(store_error)?
-            .get(0);
+            .map_err(store_error)?;
+        let total: i64 = Columns::of(&row, "threads").column_at(0)?;
         Ok(u64::try_from(total).unwrap_or_default())
     }
 
@@ -447,6 +451,8 @@ impl ThreadsRepo for Db {
             )
             .await
             .map_err(store_error)?;
-        Ok(rows.iter().map(|row| row.get(0)).collect())
+        rows.iter()
+            .map(|row| Columns::of(row, "threads").column_at(0))
+            .collect()
     }
 }

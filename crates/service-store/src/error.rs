@@ -35,14 +35,18 @@ impl fmt::Display for ErrorKind {
     }
 }
 
-/// The one error type of the store layer: a kind plus a client-presentable message.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+/// The one error type of the store layer: a kind, a client-presentable message, and
+/// the error that caused it, if any (database, decoder), kept for the log's cause chain.
+#[derive(Debug, thiserror::Error)]
 #[error("{message}")]
 pub struct StoreError {
     /// What went wrong.
     pub kind: ErrorKind,
     /// Human text; the contract's wording where one exists.
     pub message: String,
+    /// The underlying error, reported through `std::error::Error::source`.
+    #[source]
+    pub source: Option<Box<dyn std::error::Error + Send + Sync>>,
 }
 
 /// Result of every store call.
@@ -54,7 +58,17 @@ impl StoreError {
         Self {
             kind,
             message: message.into(),
+            source: None,
         }
+    }
+
+    /// The same error, caused by `source`.
+    pub fn with_source(
+        mut self,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> Self {
+        self.source = Some(source.into());
+        self
     }
 
     /// A missing row.
@@ -90,5 +104,26 @@ impl StoreError {
     /// A bug or corrupt data.
     pub fn unexpected(message: impl Into<String>) -> Self {
         Self::new(ErrorKind::Unexpected, message)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::error::Error as _;
+
+    use super::*;
+
+    #[test]
+    fn a_store_error_keeps_its_cause_and_shows_only_its_message() {
+        let cause = std::io::Error::other("connection reset");
+        let error = StoreError::transient("database error: connection reset").with_source(cause);
+        assert_eq!(error.to_string(), "database error: connection reset");
+        let source = error.source().expect("the cause is kept");
+        assert_eq!(source.to_string(), "connection reset");
+    }
+
+    #[test]
+    fn a_store_error_of_its_own_has_no_cause() {
+        assert!(StoreError::not_found("Run not found").source().is_none());
     }
 }

@@ -33,8 +33,9 @@ struct StoredWrite {
 }
 
 fn parse<T: serde::de::DeserializeOwned>(text: &JsonText) -> Result<T, GraphError> {
-    text.parse()
-        .map_err(|error| GraphError::Checkpointer(format!("stored checkpoint unreadable: {error}")))
+    text.parse().map_err(|error| {
+        GraphError::checkpointer_caused_by(format!("stored checkpoint unreadable: {error}"), error)
+    })
 }
 
 /// Checkpoints of one thread sorted by (namespace, id); id order is write order, so a
