@@ -91,23 +91,6 @@ pub trait Coordinator: Send + Sync {
     /// waits for it; the engine calls it last in its own shutdown. Claims still held
     /// are released as they are dropped.
     async fn shutdown(&self) {}
-
-    /// The tuning's announce spacing; `None` when there is nobody to tell (one
-    /// process), so nothing is announced at all.
-    fn announce_spacing(&self) -> Option<Duration> {
-        self.tuning().map(|tuning| tuning.announce_spacing)
-    }
-
-    /// The tuning's claim delay; `None` when runs need no claim (one process).
-    fn claim_delay(&self) -> Option<Duration> {
-        self.tuning().map(|tuning| tuning.claim_delay)
-    }
-
-    /// The tuning's check interval; `None` when no cancel can come from elsewhere
-    /// and no run can be orphaned (one process).
-    fn check_interval(&self) -> Option<Duration> {
-        self.tuning().map(|tuning| tuning.check_interval)
-    }
 }
 
 /// The single-instance coordinator: nothing to announce, claims are implicit.

@@ -53,7 +53,7 @@ impl Engine {
     ) -> Driven {
         let coordinator = &self.inner.coordinator;
         let driving = self.drive(run, options, cancel.clone(), final_state);
-        let Some(delay) = coordinator.claim_delay() else {
+        let Some(delay) = coordinator.tuning().map(|tuning| tuning.claim_delay) else {
             let (ending, graph) = driving.await;
             return Driven {
                 ending,
@@ -164,7 +164,7 @@ impl Engine {
     /// Resolves when a cancel for this run was recorded by another instance; never
     /// in-process, where cancels reach the run's token directly.
     async fn cancelled_elsewhere(&self, run_id: uuid::Uuid) {
-        let Some(interval) = self.inner.coordinator.check_interval() else {
+        let Some(interval) = self.inner.coordinator.tuning().map(|t| t.check_interval) else {
             return std::future::pending().await;
         };
         loop {

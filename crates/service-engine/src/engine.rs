@@ -161,7 +161,7 @@ impl Engine {
     /// any: in one process nothing is woken (a wake-up per run costs more than the
     /// run's own hand-overs at low concurrency).
     pub(crate) fn announce(&self) {
-        if self.inner.coordinator.announce_spacing().is_some() {
+        if self.inner.coordinator.tuning().is_some() {
             self.inner.scheduler.request_announcement();
         }
     }

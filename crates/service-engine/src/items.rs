@@ -116,7 +116,7 @@ struct StoreBridge {
 }
 
 fn graph_error(error: service_store::StoreError) -> GraphError {
-    GraphError::Store(error.message)
+    GraphError::store_caused_by(error.message.clone(), error)
 }
 
 #[async_trait]

@@ -18,7 +18,7 @@ impl Engine {
         self.spawn_task(|engine| async move { engine.recovery_loop().await });
         self.spawn_task(|engine| async move { engine.relay_other_work().await });
         self.spawn_task(|engine| async move { engine.time_delayed_runs().await });
-        if let Some(spacing) = self.inner.coordinator.announce_spacing() {
+        if let Some(spacing) = self.inner.coordinator.tuning().map(|t| t.announce_spacing) {
             self.spawn_task(
                 move |engine| async move { engine.announce_queued_work(spacing).await },
             );

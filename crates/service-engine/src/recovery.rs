@@ -18,7 +18,7 @@ const CLAIM_GRACE: Duration = Duration::from_secs(30);
 
 impl Engine {
     pub(crate) async fn recovery_loop(&self) {
-        let Some(interval) = self.inner.coordinator.check_interval() else {
+        let Some(interval) = self.inner.coordinator.tuning().map(|t| t.check_interval) else {
             return;
         };
         let period = interval * 10;

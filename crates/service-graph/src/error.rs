@@ -54,9 +54,15 @@ pub enum GraphError {
         #[source]
         source: Option<Box<dyn std::error::Error + Send + Sync>>,
     },
-    /// The long-term store failed.
-    #[error("Store error: {0}")]
-    Store(String),
+    /// The long-term store failed (see [`GraphError::store`]).
+    #[error("Store error: {message}")]
+    Store {
+        /// What failed.
+        message: String,
+        /// The error it failed with, kept for the log's cause chain.
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync>>,
+    },
     /// Anything else, already shaped as a RunError.
     #[error("{0}")]
     Other(Box<RunError>),
@@ -75,7 +81,7 @@ impl GraphError {
             Self::RecursionLimit { .. } => "GraphRecursionError",
             Self::LoadFailed { .. } => "GraphLoadError",
             Self::Checkpointer { .. } => "CheckpointerError",
-            Self::Store(_) => "StoreError",
+            Self::Store { .. } => "StoreError",
         };
         RunError::new(name, self.to_string())
     }
@@ -85,6 +91,25 @@ impl GraphError {
         Self::Checkpointer {
             message: message.into(),
             source: None,
+        }
+    }
+
+    /// A long-term store failure of its own.
+    pub fn store(message: impl Into<String>) -> Self {
+        Self::Store {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// A long-term store failure caused by `source`, which the error keeps.
+    pub fn store_caused_by(
+        message: impl Into<String>,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> Self {
+        Self::Store {
+            message: message.into(),
+            source: Some(source.into()),
         }
     }
 

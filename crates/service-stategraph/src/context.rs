@@ -93,7 +93,7 @@ impl NodeContext {
         self.scope
             .store
             .clone()
-            .ok_or_else(|| GraphError::Store("No long-term store is available to this run".into()))
+            .ok_or_else(|| GraphError::store("No long-term store is available to this run"))
     }
 
     /// The run's config (thread and run keys in `configurable`).

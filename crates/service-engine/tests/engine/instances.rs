@@ -1,6 +1,8 @@
 //! Instances sharing a store: remembered assistants, thread execution claims,
 //! announcements, recovery of runs whose executor died.
 
+use service_engine::coordination::CoordinationTuning;
+
 use crate::support::*;
 
 /// An engine (workers not started) sharing its store with other instances through
@@ -97,10 +99,9 @@ struct TestCoordinator {
     announced: AtomicUsize,
     release_first_announcement: tokio::sync::Semaphore,
     claims_freed: AtomicBool,
-    /// The spacing of announcements the engine is told.
-    announce_spacing: Duration,
-    /// The claim delay the engine is told; `None` asks for no claims.
-    claim_delay: Option<Duration>,
+    /// The timings the engine is told: no spacing of announcements, claims only
+    /// after an hour, no look for cancels from elsewhere within a test.
+    tuning: CoordinationTuning,
     /// How long a claim takes to answer once taken, like a lock's round trip.
     claim_answer: Duration,
     refuse_claims: AtomicBool,
@@ -129,8 +130,12 @@ impl Default for TestCoordinator {
             announced: Default::default(),
             release_first_announcement: tokio::sync::Semaphore::new(0),
             claims_freed: Default::default(),
-            announce_spacing: Duration::ZERO,
-            claim_delay: None,
+            tuning: CoordinationTuning {
+                announce_spacing: Duration::ZERO,
+                claim_delay: Duration::from_secs(3600),
+                check_interval: Duration::from_secs(3600),
+                ..CoordinationTuning::default()
+            },
             claim_answer: Duration::ZERO,
             refuse_claims: Default::default(),
             claims: Default::default(),
@@ -145,8 +150,8 @@ impl service_engine::coordination::Coordinator for TestCoordinator {
             drop(self.release_first_announcement.acquire().await);
         }
     }
-    fn announce_spacing(&self) -> Option<Duration> {
-        Some(self.announce_spacing)
+    fn tuning(&self) -> Option<&CoordinationTuning> {
+        Some(&self.tuning)
     }
     async fn other_work(&self) {
         std::future::pending::<()>().await;
@@ -167,14 +172,8 @@ impl service_engine::coordination::Coordinator for TestCoordinator {
         tokio::time::sleep(self.claim_answer).await;
         Ok(Box::new(CountedClaim(self.claims.clone())))
     }
-    fn claim_delay(&self) -> Option<Duration> {
-        self.claim_delay
-    }
     async fn thread_unclaimed(&self, _thread_id: Uuid) -> service_engine::EngineResult<bool> {
         Ok(self.claims_freed.load(SeqCst))
-    }
-    fn check_interval(&self) -> Option<Duration> {
-        Some(Duration::from_secs(3600))
     }
 }
 
@@ -183,7 +182,10 @@ impl service_engine::coordination::Coordinator for TestCoordinator {
 #[tokio::test]
 async fn only_a_run_outliving_the_claim_delay_takes_its_threads_claim() {
     let coordinator = Arc::new(TestCoordinator {
-        claim_delay: Some(Duration::from_millis(100)),
+        tuning: CoordinationTuning {
+            claim_delay: Duration::from_millis(100),
+            ..TestCoordinator::default().tuning
+        },
         ..TestCoordinator::default()
     });
     let claims = coordinator.claims.clone();
@@ -213,7 +215,10 @@ async fn only_a_run_outliving_the_claim_delay_takes_its_threads_claim() {
 #[tokio::test]
 async fn a_claim_taken_as_its_run_ends_is_still_released() {
     let coordinator = Arc::new(TestCoordinator {
-        claim_delay: Some(Duration::from_millis(10)),
+        tuning: CoordinationTuning {
+            claim_delay: Duration::from_millis(10),
+            ..TestCoordinator::default().tuning
+        },
         claim_answer: Duration::from_millis(300),
         ..TestCoordinator::default()
     });
@@ -237,7 +242,10 @@ async fn a_claim_taken_as_its_run_ends_is_still_released() {
 #[tokio::test]
 async fn a_run_that_cannot_take_its_threads_claim_stops_with_an_error() {
     let coordinator = Arc::new(TestCoordinator {
-        claim_delay: Some(Duration::from_millis(20)),
+        tuning: CoordinationTuning {
+            claim_delay: Duration::from_millis(20),
+            ..TestCoordinator::default().tuning
+        },
         ..TestCoordinator::default()
     });
     coordinator.refuse_claims.store(true, SeqCst);
@@ -294,7 +302,10 @@ async fn runs_queued_during_an_announcement_are_announced_once_after_it() {
 #[tokio::test(start_paused = true)]
 async fn runs_queued_within_the_announcement_spacing_are_announced_once_after_it() {
     let coordinator = Arc::new(TestCoordinator {
-        announce_spacing: Duration::from_millis(500),
+        tuning: CoordinationTuning {
+            announce_spacing: Duration::from_millis(500),
+            ..TestCoordinator::default().tuning
+        },
         ..TestCoordinator::default()
     });
     coordinator.release_first_announcement.add_permits(1);
