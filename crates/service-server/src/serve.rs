@@ -77,10 +77,13 @@ pub async fn run(production: bool, args: ServeArgs) -> Result<(), ConfigError> {
         .ok()
         .filter(|url| !url.trim().is_empty());
     let bus = MemoryBus::new(config.bus);
+    let graphs = graphs::served(
+        Box::new(service_example_graphs::registry),
+        file.graphs.clone(),
+    );
     let engine = match database_url.filter(|_| production) {
         Some(url) => {
             let backend = postgres_backend(&url, &knobs, &config, clock.clone()).await?;
-            let graphs = graphs::resolver(backend.checkpointer.clone(), file.graphs.as_ref())?;
             let parts = EngineParts {
                 store: backend.store,
                 graphs,
@@ -100,18 +103,17 @@ pub async fn run(production: bool, args: ServeArgs) -> Result<(), ConfigError> {
             let store = memory_store(
                 MemoryOptions::new(clock.clone()).with_max_page_size(config.max_page_size),
             );
-            let checkpointer: Arc<dyn Checkpointer> = Arc::new(InMemorySaver::new());
-            let graphs = graphs::resolver(checkpointer.clone(), file.graphs.as_ref())?;
             Engine::new(EngineParts {
                 store,
                 graphs,
-                checkpointer,
+                checkpointer: Arc::new(InMemorySaver::new()),
                 bus,
                 clock,
                 config,
             })
         }
-    };
+    }
+    .map_err(|error| ConfigError(format!("building the graphs failed: {error}")))?;
     engine.ensure_system_assistants().await.map_err(|error| {
         ConfigError(format!("registering the graphs failed: {}", error.chain()))
     })?;
