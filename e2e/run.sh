@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Run the end-to-end suites (Python SDK + JS SDK) against a server.
 #
-#   E2E_BASE_URL=http://127.0.0.1:2024 e2e/run.sh      # a server that is already running
-#   E2E_SERVER_BIN=target/debug/service-server e2e/run.sh   # start `$E2E_SERVER_BIN dev --port <free> --no-console`
+#   E2E_BASE_URL=http://127.0.0.1:8123 e2e/run.sh      # a server that is already running
+#   E2E_SERVER_BIN=target/debug/service-server e2e/run.sh   # start `$E2E_SERVER_BIN dev --port <free>`
 #   E2E_SERVER_MODE=start DATABASE_URL=... e2e/run.sh        # the same in production mode (here on PostgreSQL)
 #
 # Optional: E2E_REFERENCE=1 when the server is the reference server (SPEC-only
 # assertions then xfail/skip instead of failing), E2E_SUITES="python js" to
-# choose suites, extra arguments are passed to pytest.
+# choose suites, extra arguments are passed to pytest. The started server's log is
+# removed when every suite passes, and kept (its path and tail printed) otherwise.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -49,20 +50,20 @@ start_server() {
   port="$(free_port)"
   SERVER_LOG="$(mktemp -t e2e-server.XXXXXX.log)"
   local mode="${E2E_SERVER_MODE:-dev}"
-  log "starting $E2E_SERVER_BIN $mode --port $port --no-console (log: $SERVER_LOG)"
-  "$E2E_SERVER_BIN" "$mode" --port "$port" --no-console >"$SERVER_LOG" 2>&1 &
+  log "starting $E2E_SERVER_BIN $mode --port $port (log: $SERVER_LOG)"
+  "$E2E_SERVER_BIN" "$mode" --port "$port" >"$SERVER_LOG" 2>&1 &
   SERVER_PID=$!
   E2E_BASE_URL="http://127.0.0.1:$port"
   for _ in $(seq 1 300); do  # up to 30 s
     if ! kill -0 "$SERVER_PID" 2>/dev/null; then
-      log "server exited during startup:"; tail -n 50 "$SERVER_LOG" >&2; exit 1
+      log "server exited during startup (log kept at $SERVER_LOG):"; tail -n 50 "$SERVER_LOG" >&2; exit 1
     fi
     if curl -fsS "$E2E_BASE_URL/ok" >/dev/null 2>&1; then
       log "server ready at $E2E_BASE_URL"; return 0
     fi
     sleep 0.1
   done
-  log "server did not answer GET /ok within 30 s:"; tail -n 50 "$SERVER_LOG" >&2; exit 1
+  log "server did not answer GET /ok within 30 s (log kept at $SERVER_LOG):"; tail -n 50 "$SERVER_LOG" >&2; exit 1
 }
 
 if [[ -z "${E2E_BASE_URL:-}" ]]; then
@@ -84,13 +85,18 @@ for suite in $SUITES; do
     js)
       setup_js
       log "js suite against $E2E_BASE_URL"
-      (cd "$HERE/js" && node --test --test-concurrency=1 --test-timeout=60000 test/) || status=1
+      (cd "$HERE/js" && node --test --test-concurrency=1 --test-timeout=60000 test/*.test.mjs) || status=1
       ;;
     *) log "unknown suite '$suite'"; exit 2 ;;
   esac
 done
 
-if [[ $status -ne 0 && -n "$SERVER_LOG" ]]; then
-  log "server log tail ($SERVER_LOG):"; tail -n 40 "$SERVER_LOG" >&2
+if [[ -n "$SERVER_LOG" ]]; then
+  if [[ $status -eq 0 ]]; then
+    cleanup
+    rm -f "$SERVER_LOG"
+  else
+    log "server log kept at $SERVER_LOG; its tail:"; tail -n 40 "$SERVER_LOG" >&2
+  fi
 fi
 exit $status

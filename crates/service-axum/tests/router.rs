@@ -17,18 +17,16 @@ use tower::ServiceExt;
 
 async fn app() -> Router {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let checkpointer: Arc<dyn Checkpointer> = Arc::new(InMemorySaver::new());
-    let graphs =
-        Arc::new(service_example_graphs::registry(checkpointer.clone()).expect("example graphs"));
     let config = EngineConfig::default();
     let engine = Engine::new(EngineParts {
         store: memory_store(MemoryOptions::new(clock.clone())),
-        graphs,
-        checkpointer,
+        graphs: Box::new(service_example_graphs::registry),
+        checkpointer: Arc::new(InMemorySaver::new()),
         bus: MemoryBus::new(config.bus),
         clock,
         config,
-    });
+    })
+    .expect("example graphs");
     engine
         .ensure_system_assistants()
         .await
@@ -436,12 +434,13 @@ async fn broken_app(expose_stacks: bool) -> Router {
     };
     let engine = Engine::new(EngineParts {
         store: memory_store(MemoryOptions::new(clock.clone())),
-        graphs: Arc::new(registry),
+        graphs: Box::new(move |_: Arc<dyn Checkpointer>| Ok(registry)),
         checkpointer: Arc::new(InMemorySaver::new()),
         bus: MemoryBus::new(config.bus),
         clock,
         config,
-    });
+    })
+    .expect("a registry");
     engine
         .ensure_system_assistants()
         .await

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use service_graph::{AgentGraph, Checkpointer, GraphError, GraphResolver};
+use service_graph::{AgentGraph, Checkpointer, GraphError, GraphResolver, GraphSource};
 use service_store::{Clock, Store, StoreError};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
@@ -19,13 +19,13 @@ use crate::scheduler::Scheduler;
 use crate::{EngineConfig, EngineError, ErrorKind};
 
 /// What an embedder hands the engine.
-#[derive(Clone)]
 pub struct EngineParts {
     /// The protocol store.
     pub store: Store,
-    /// Where graphs come from.
-    pub graphs: Arc<dyn GraphResolver>,
-    /// The checkpointer the graphs write to (thread copy, prune, rollback use it).
+    /// Where graphs come from: built by the engine with `checkpointer`.
+    pub graphs: Box<dyn GraphSource>,
+    /// The checkpointer the graphs are built with and thread copy, prune and rollback
+    /// act on.
     pub checkpointer: Arc<dyn Checkpointer>,
     /// The stream bus.
     pub bus: Arc<dyn StreamBus>,
@@ -81,19 +81,23 @@ pub(crate) struct Inner {
 
 impl Engine {
     /// Builds a single-instance engine; call [`Engine::start`] to run workers and
-    /// sweepers.
-    pub fn new(parts: EngineParts) -> Self {
+    /// sweepers. Fails when the graph source does.
+    pub fn new(parts: EngineParts) -> Result<Self, GraphError> {
         Self::with_coordinator(parts, Arc::new(LocalCoordinator))
     }
 
     /// Builds an engine that shares its store with other instances through
-    /// `coordinator`.
-    pub fn with_coordinator(parts: EngineParts, coordinator: Arc<dyn Coordinator>) -> Self {
+    /// `coordinator`. Fails when the graph source does.
+    pub fn with_coordinator(
+        parts: EngineParts,
+        coordinator: Arc<dyn Coordinator>,
+    ) -> Result<Self, GraphError> {
+        let graphs = parts.graphs.build(Arc::clone(&parts.checkpointer))?;
         let expose_stacks = AtomicBool::new(parts.config.expose_stacks);
-        Self {
+        Ok(Self {
             inner: Arc::new(Inner {
                 store: parts.store,
-                graphs: parts.graphs,
+                graphs,
                 checkpointer: parts.checkpointer,
                 bus: parts.bus,
                 clock: parts.clock,
@@ -107,7 +111,7 @@ impl Engine {
                 shutdown: CancellationToken::new(),
                 tasks: TaskTracker::new(),
             }),
-        }
+        })
     }
 
     /// The store.

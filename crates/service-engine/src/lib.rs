@@ -12,6 +12,7 @@ mod drive;
 mod engine;
 mod error;
 mod frames;
+mod health;
 mod idempotency;
 mod invoke;
 mod items;

@@ -3,8 +3,9 @@
 //! The engine drives any [`AgentGraph`]: a hand-written agent or the
 //! `service-stategraph` runtime. This crate holds that trait, the values that cross it
 //! (run input, stream options, chunks, state snapshots, errors), the [`GraphResolver`]
-//! that finds graphs by id, the [`LongTermStore`] handle a run may use, and the
-//! [`Checkpointer`] trait with its in-memory saver.
+//! that finds graphs by id and the [`GraphSource`] an engine builds it from, the
+//! [`LongTermStore`] handle a run may use, and the [`Checkpointer`] trait with its
+//! in-memory saver.
 
 mod agent;
 pub mod capability;
@@ -15,6 +16,7 @@ mod error;
 mod input;
 mod resolver;
 mod snapshot;
+mod source;
 mod store;
 
 pub use agent::{AgentGraph, HistoryOptions, StateOptions, StateUpdate};
@@ -29,4 +31,5 @@ pub use input::{FinalState, RunContext, RunInput, StreamOptions};
 pub use resolver::{GraphLoader, GraphRegistry, GraphResolver};
 pub use service_types::NodeSelection;
 pub use snapshot::{StateSnapshot, TaskSnapshot};
+pub use source::GraphSource;
 pub use store::{InMemoryLongTermStore, LongTermStore};

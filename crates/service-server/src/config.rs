@@ -1,5 +1,5 @@
 //! The configuration file: graphs, http, store and checkpointer blocks. Unknown keys
-//! are refused so a typo fails at boot.
+//! are refused so a typo fails at boot, and so are settings of features not built yet.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -12,8 +12,8 @@ use crate::env::ConfigError;
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ConfigFile {
-    /// Graph id to serve → built-in graph it runs (e.g. `{"chat": "echo"}`); absent
-    /// serves every built-in example graph under its own id.
+    /// Graph id to serve → the served program's graph it runs (e.g.
+    /// `{"chat": "echo"}`); absent serves every graph under its own id.
     #[serde(default)]
     pub graphs: Option<BTreeMap<String, String>>,
     /// HTTP settings.
@@ -31,10 +31,11 @@ pub(crate) struct ConfigFile {
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct HttpConfig {
-    /// `true` (mount at `/console`), `false`, or a mount path other than `/`.
+    /// SPEC: `true` (mount at `/console`), `false`, or a mount path. Only `false` is
+    /// accepted: there is no console yet.
     #[serde(default)]
     pub console: Option<serde_json::Value>,
-    /// Turn off the run routes.
+    /// SPEC: turn off the run routes. Only `false` is accepted: not built yet.
     #[serde(default)]
     pub disable_runs: Option<bool>,
 }
@@ -137,14 +138,18 @@ impl ConfigFile {
                 )));
             }
         }
+        if self.http.disable_runs == Some(true) {
+            return Err(ConfigError(
+                "http.disable_runs is not supported yet: the run routes are always served; remove the key"
+                    .into(),
+            ));
+        }
         match &self.http.console {
-            Some(serde_json::Value::String(path)) if path == "/" || !path.starts_with('/') => {
-                Err(ConfigError(
-                    "http.console must be true, false or a path like \"/console\" (not \"/\")"
-                        .into(),
-                ))
-            }
-            Some(serde_json::Value::Bool(_) | serde_json::Value::String(_)) | None => Ok(()),
+            Some(serde_json::Value::Bool(false)) | None => Ok(()),
+            Some(serde_json::Value::Bool(true) | serde_json::Value::String(_)) => Err(ConfigError(
+                "http.console is not supported yet: this server has no web console; remove the key"
+                    .into(),
+            )),
             Some(other) => Err(ConfigError(format!(
                 "http.console must be a boolean or a path, got {other}"
             ))),
@@ -170,7 +175,22 @@ mod tests {
         .unwrap();
         config.validate().unwrap();
         assert!(config.store.ttl.unwrap().refresh_on_read);
-        let bad: ConfigFile = serde_json::from_str(r#"{"http": {"console": "/"}}"#).unwrap();
-        assert!(bad.validate().is_err());
+    }
+
+    #[test]
+    fn settings_of_features_not_built_yet_are_refused_naming_the_key() {
+        for (text, key) in [
+            (r#"{"http": {"console": true}}"#, "http.console"),
+            (r#"{"http": {"console": "/console"}}"#, "http.console"),
+            (r#"{"http": {"disable_runs": true}}"#, "http.disable_runs"),
+        ] {
+            let config: ConfigFile = serde_json::from_str(text).unwrap();
+            let error = config.validate().unwrap_err();
+            assert!(error.0.contains(key), "{error}");
+            assert!(error.0.contains("not supported yet"), "{error}");
+        }
+        let off: ConfigFile =
+            serde_json::from_str(r#"{"http": {"console": false, "disable_runs": false}}"#).unwrap();
+        off.validate().unwrap();
     }
 }

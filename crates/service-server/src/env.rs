@@ -1,8 +1,8 @@
-//! The SERVICE_* environment knobs, read once through a lookup function (so tests never
-//! touch the process environment) and validated at boot: a malformed value or an
-//! unknown SERVICE_ variable stops the boot with a message naming it. The webhook
-//! timeout and the request-log switch fall back to their defaults instead, as SPEC
-//! says.
+//! The environment knobs (SERVICE_*, DB_*, PORT, DATABASE_URL, RUST_LOG), read once
+//! through a lookup function (so tests never touch the process environment) and
+//! validated at boot: a malformed value, an unknown SERVICE_ variable or a knob of a
+//! feature not built yet stops the boot with a message naming it. The request-log
+//! switch falls back to the mode's default instead, as SPEC says.
 
 use std::time::Duration;
 
@@ -11,34 +11,47 @@ use std::time::Duration;
 #[error("{0}")]
 pub struct ConfigError(pub String);
 
-/// Every knob this server reads; any other SERVICE_ variable is a typo.
-pub(crate) const KNOWN: [&str; 13] = [
+/// The SERVICE_ knobs this server reads.
+const SUPPORTED: [&str; 7] = [
     "SERVICE_RUN_CONCURRENCY",
     "SERVICE_RUN_TIMEOUT_MS",
     "SERVICE_SHUTDOWN_GRACE_MS",
-    "SERVICE_WEBHOOK_TIMEOUT_MS",
-    "SERVICE_WEBHOOK_SECRET",
     "SERVICE_MEMORY_BUS_MAX_FRAMES_PER_RUN",
     "SERVICE_MEMORY_BUS_MAX_RETAINED_RUNS",
-    "SERVICE_QUEUE_STREAM_MAXLEN",
-    "SERVICE_STREAM_BUFFER_FRAMES",
     "SERVICE_MAX_PAGE_SIZE",
-    "SERVICE_HEAP_WARN_PERCENT",
-    "SERVICE_HEAP_SAMPLE_MS",
     "SERVICE_REQUEST_LOG",
 ];
 
-/// Knob values; `None` where the variable is unset.
+const NO_WEBHOOKS: &str = "this server does not send webhooks yet";
+const NO_DURABLE_BUS: &str = "it bounds the durable stream bus, which this server does not have yet (SERVICE_MEMORY_BUS_* bound the in-memory one)";
+const NO_HEAP_SAMPLER: &str = "this server does not sample its heap yet";
+
+/// SPEC's knobs of features not built yet, with why: set, they stop the boot rather
+/// than being ignored.
+const NOT_SUPPORTED: [(&str, &str); 6] = [
+    ("SERVICE_WEBHOOK_SECRET", NO_WEBHOOKS),
+    ("SERVICE_WEBHOOK_TIMEOUT_MS", NO_WEBHOOKS),
+    ("SERVICE_QUEUE_STREAM_MAXLEN", NO_DURABLE_BUS),
+    ("SERVICE_STREAM_BUFFER_FRAMES", NO_DURABLE_BUS),
+    ("SERVICE_HEAP_WARN_PERCENT", NO_HEAP_SAMPLER),
+    ("SERVICE_HEAP_SAMPLE_MS", NO_HEAP_SAMPLER),
+];
+
+/// Knob values; `None` where the variable is unset (or empty).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub(crate) struct EnvKnobs {
+    /// PORT.
+    pub port: Option<u16>,
+    /// DATABASE_URL, else DATABASE_URI.
+    pub database_url: Option<String>,
+    /// RUST_LOG.
+    pub log_filter: Option<String>,
     /// SERVICE_RUN_CONCURRENCY (alias N_JOBS_PER_WORKER).
     pub run_concurrency: Option<usize>,
-    /// SERVICE_RUN_TIMEOUT_MS.
-    pub run_timeout: Option<Duration>,
+    /// SERVICE_RUN_TIMEOUT_MS; `Some(None)` is off.
+    pub run_timeout: Option<Option<Duration>>,
     /// SERVICE_SHUTDOWN_GRACE_MS.
     pub shutdown_grace: Option<Duration>,
-    /// SERVICE_WEBHOOK_TIMEOUT_MS (5000 on a malformed value).
-    pub webhook_timeout: Duration,
     /// SERVICE_MEMORY_BUS_MAX_FRAMES_PER_RUN.
     pub bus_max_frames: Option<usize>,
     /// SERVICE_MEMORY_BUS_MAX_RETAINED_RUNS.
@@ -55,6 +68,8 @@ pub(crate) struct EnvKnobs {
     pub db_idle_timeout: Option<Duration>,
     /// DB_STATEMENT_TIMEOUT_MS: one statement; `Some(None)` is off.
     pub db_statement_timeout: Option<Option<Duration>>,
+    /// Values that fell back to a default, to log once logging is set up.
+    pub warnings: Vec<String>,
 }
 
 fn positive(name: &str, text: &str) -> Result<usize, ConfigError> {
@@ -77,6 +92,11 @@ fn millis(name: &str, text: &str) -> Result<Duration, ConfigError> {
         })
 }
 
+/// Milliseconds where 0 means off.
+fn millis_or_off(name: &str, text: &str) -> Result<Option<Duration>, ConfigError> {
+    millis(name, text).map(|duration| (!duration.is_zero()).then_some(duration))
+}
+
 fn switch(text: &str) -> Option<bool> {
     match text.trim().to_ascii_lowercase().as_str() {
         "1" | "true" | "on" | "yes" => Some(true),
@@ -92,38 +112,42 @@ impl EnvKnobs {
         names: impl IntoIterator<Item = String>,
         lookup: impl Fn(&str) -> Option<String>,
     ) -> Result<Self, ConfigError> {
-        for name in names {
-            if name.starts_with("SERVICE_") && !KNOWN.contains(&name.as_str()) {
+        let get = |name: &str| lookup(name).filter(|value| !value.trim().is_empty());
+        for (name, why) in NOT_SUPPORTED {
+            if get(name).is_some() {
                 return Err(ConfigError(format!(
-                    "unknown environment variable {name}; known SERVICE_ variables: {}",
-                    KNOWN.join(", ")
+                    "{name} is not supported yet: {why}; unset it"
                 )));
             }
         }
-        let get = |name: &str| lookup(name).filter(|value| !value.trim().is_empty());
-        let mut knobs = Self {
-            webhook_timeout: Duration::from_millis(5000),
-            ..Self::default()
-        };
+        for name in names {
+            let unsupported = NOT_SUPPORTED.iter().any(|(known, _)| *known == name);
+            if name.starts_with("SERVICE_") && !SUPPORTED.contains(&name.as_str()) && !unsupported {
+                return Err(ConfigError(format!(
+                    "unknown environment variable {name}; known SERVICE_ variables: {}",
+                    SUPPORTED.join(", ")
+                )));
+            }
+        }
+        let mut knobs = Self::default();
+        if let Some(text) = get("PORT") {
+            knobs.port =
+                Some(text.trim().parse().map_err(|_| {
+                    ConfigError(format!("PORT must be a port number, got {text:?}"))
+                })?);
+        }
+        knobs.database_url = get("DATABASE_URL").or_else(|| get("DATABASE_URI"));
+        knobs.log_filter = get("RUST_LOG");
         if let Some(text) = get("SERVICE_RUN_CONCURRENCY") {
             knobs.run_concurrency = Some(positive("SERVICE_RUN_CONCURRENCY", &text)?);
         } else if let Some(text) = get("N_JOBS_PER_WORKER") {
             knobs.run_concurrency = Some(positive("N_JOBS_PER_WORKER", &text)?);
         }
         if let Some(text) = get("SERVICE_RUN_TIMEOUT_MS") {
-            let timeout = millis("SERVICE_RUN_TIMEOUT_MS", &text)?;
-            knobs.run_timeout = (!timeout.is_zero()).then_some(timeout);
+            knobs.run_timeout = Some(millis_or_off("SERVICE_RUN_TIMEOUT_MS", &text)?);
         }
         if let Some(text) = get("SERVICE_SHUTDOWN_GRACE_MS") {
             knobs.shutdown_grace = Some(millis("SERVICE_SHUTDOWN_GRACE_MS", &text)?);
-        }
-        if let Some(text) = get("SERVICE_WEBHOOK_TIMEOUT_MS") {
-            match millis("SERVICE_WEBHOOK_TIMEOUT_MS", &text) {
-                Ok(timeout) if !timeout.is_zero() => knobs.webhook_timeout = timeout,
-                _ => eprintln!(
-                    "warning: SERVICE_WEBHOOK_TIMEOUT_MS={text:?} is not valid; using 5000"
-                ),
-            }
         }
         if let Some(text) = get("SERVICE_MEMORY_BUS_MAX_FRAMES_PER_RUN") {
             knobs.bus_max_frames = Some(positive("SERVICE_MEMORY_BUS_MAX_FRAMES_PER_RUN", &text)?);
@@ -131,61 +155,27 @@ impl EnvKnobs {
         if let Some(text) = get("SERVICE_MEMORY_BUS_MAX_RETAINED_RUNS") {
             knobs.bus_max_retained = Some(positive("SERVICE_MEMORY_BUS_MAX_RETAINED_RUNS", &text)?);
         }
-        // Checked, not applied: it bounds a subscriber's queue on the durable bus; the
-        // in-memory bus has none (subscribers read the run's buffer directly).
-        if let Some(text) = get("SERVICE_STREAM_BUFFER_FRAMES") {
-            positive("SERVICE_STREAM_BUFFER_FRAMES", &text)?;
-        }
         if let Some(text) = get("SERVICE_MAX_PAGE_SIZE") {
             knobs.max_page_size = Some(positive("SERVICE_MAX_PAGE_SIZE", &text)?);
         }
-        for name in [
-            "SERVICE_QUEUE_STREAM_MAXLEN",
-            "SERVICE_HEAP_WARN_PERCENT",
-            "SERVICE_HEAP_SAMPLE_MS",
-        ] {
-            if let Some(text) = get(name) {
-                text.trim().parse::<u64>().map_err(|_| {
-                    ConfigError(format!(
-                        "{name} must be a non-negative integer, got {text:?}"
-                    ))
-                })?;
-            }
-        }
         if let Some(text) = get("DB_POOL_MAX") {
             knobs.db_pool_max = Some(positive("DB_POOL_MAX", &text)?);
         }
         if let Some(text) = get("DB_CONNECTION_TIMEOUT_MS") {
-            let timeout = millis("DB_CONNECTION_TIMEOUT_MS", &text)?;
-            knobs.db_connection_timeout = Some((!timeout.is_zero()).then_some(timeout));
+            knobs.db_connection_timeout = Some(millis_or_off("DB_CONNECTION_TIMEOUT_MS", &text)?);
         }
         if let Some(text) = get("DB_IDLE_TIMEOUT_MS") {
             knobs.db_idle_timeout = Some(millis("DB_IDLE_TIMEOUT_MS", &text)?);
         }
         if let Some(text) = get("DB_STATEMENT_TIMEOUT_MS") {
-            let timeout = millis("DB_STATEMENT_TIMEOUT_MS", &text)?;
-            knobs.db_statement_timeout = Some((!timeout.is_zero()).then_some(timeout));
-        }
-        if let Some(text) = get("DB_POOL_MAX") {
-            knobs.db_pool_max = Some(positive("DB_POOL_MAX", &text)?);
-        }
-        if let Some(text) = get("DB_CONNECTION_TIMEOUT_MS") {
-            let timeout = millis("DB_CONNECTION_TIMEOUT_MS", &text)?;
-            knobs.db_connection_timeout = Some((!timeout.is_zero()).then_some(timeout));
-        }
-        if let Some(text) = get("DB_IDLE_TIMEOUT_MS") {
-            knobs.db_idle_timeout = Some(millis("DB_IDLE_TIMEOUT_MS", &text)?);
-        }
-        if let Some(text) = get("DB_STATEMENT_TIMEOUT_MS") {
-            let timeout = millis("DB_STATEMENT_TIMEOUT_MS", &text)?;
-            knobs.db_statement_timeout = Some((!timeout.is_zero()).then_some(timeout));
+            knobs.db_statement_timeout = Some(millis_or_off("DB_STATEMENT_TIMEOUT_MS", &text)?);
         }
         if let Some(text) = get("SERVICE_REQUEST_LOG") {
             knobs.request_log = switch(&text);
             if knobs.request_log.is_none() {
-                eprintln!(
-                    "warning: SERVICE_REQUEST_LOG={text:?} is not a switch; using the mode's default"
-                );
+                knobs.warnings.push(format!(
+                    "SERVICE_REQUEST_LOG={text:?} is not a switch; using the mode's default"
+                ));
             }
         }
         Ok(knobs)
@@ -218,17 +208,32 @@ mod tests {
         let error = read(&[("SERVICE_RUN_CONCURRENCY", "ten")]).unwrap_err();
         assert!(error.0.contains("SERVICE_RUN_CONCURRENCY"));
         assert!(read(&[("SERVICE_MAX_PAGE_SIZE", "0")]).is_err());
+        assert!(read(&[("PORT", "http")]).unwrap_err().0.contains("PORT"));
     }
 
     #[test]
-    fn webhook_timeout_and_request_log_fall_back_instead_of_failing() {
-        let knobs = read(&[
-            ("SERVICE_WEBHOOK_TIMEOUT_MS", "soon"),
-            ("SERVICE_REQUEST_LOG", "maybe"),
-        ])
-        .unwrap();
-        assert_eq!(knobs.webhook_timeout, Duration::from_millis(5000));
+    fn a_knob_of_a_feature_not_built_yet_stops_the_boot_naming_it() {
+        for name in [
+            "SERVICE_WEBHOOK_SECRET",
+            "SERVICE_WEBHOOK_TIMEOUT_MS",
+            "SERVICE_QUEUE_STREAM_MAXLEN",
+            "SERVICE_STREAM_BUFFER_FRAMES",
+            "SERVICE_HEAP_WARN_PERCENT",
+            "SERVICE_HEAP_SAMPLE_MS",
+        ] {
+            let error = read(&[(name, "1")]).unwrap_err();
+            assert!(error.0.contains(name), "{error}");
+            assert!(error.0.contains("not supported yet"), "{error}");
+        }
+        // Set but empty is unset.
+        assert!(read(&[("SERVICE_WEBHOOK_SECRET", "")]).is_ok());
+    }
+
+    #[test]
+    fn a_malformed_request_log_switch_falls_back_with_a_warning() {
+        let knobs = read(&[("SERVICE_REQUEST_LOG", "maybe")]).unwrap();
         assert_eq!(knobs.request_log, None);
+        assert!(knobs.warnings[0].contains("SERVICE_REQUEST_LOG"));
     }
 
     #[test]
@@ -237,6 +242,18 @@ mod tests {
         assert_eq!(knobs.run_concurrency, Some(3));
         let knobs = read(&[("N_JOBS_PER_WORKER", "3"), ("SERVICE_RUN_CONCURRENCY", "5")]).unwrap();
         assert_eq!(knobs.run_concurrency, Some(5));
+    }
+
+    #[test]
+    fn the_database_url_has_an_alias() {
+        let knobs = read(&[("DATABASE_URI", "postgres://db/b")]).unwrap();
+        assert_eq!(knobs.database_url.as_deref(), Some("postgres://db/b"));
+        let knobs = read(&[
+            ("DATABASE_URI", "postgres://db/b"),
+            ("DATABASE_URL", "postgres://db/a"),
+        ])
+        .unwrap();
+        assert_eq!(knobs.database_url.as_deref(), Some("postgres://db/a"));
     }
 
     #[test]
@@ -265,10 +282,12 @@ mod tests {
             ("SERVICE_RUN_TIMEOUT_MS", "1500"),
             ("SERVICE_SHUTDOWN_GRACE_MS", "100"),
             ("SERVICE_REQUEST_LOG", "off"),
+            ("PORT", "9000"),
         ])
         .unwrap();
-        assert_eq!(knobs.run_timeout, Some(Duration::from_millis(1500)));
+        assert_eq!(knobs.run_timeout, Some(Some(Duration::from_millis(1500))));
         assert_eq!(knobs.shutdown_grace, Some(Duration::from_millis(100)));
         assert_eq!(knobs.request_log, Some(false));
+        assert_eq!(knobs.port, Some(9000));
     }
 }

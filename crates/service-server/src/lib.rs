@@ -1,10 +1,15 @@
-//! The agent-run server as a library: boot ([`serve::run`]). The `service-server`
-//! binary is a thin CLI over it.
+//! The agent-run server as a library: [`Server`] serves any graph source with the
+//! bundled binary's commands, flags, environment knobs and configuration file. The
+//! `service-server` binary is that server over the example graphs.
 
+mod cli;
 mod config;
 mod env;
 mod graphs;
-pub mod serve;
+mod serve;
+mod server;
+mod settings;
 
+pub use cli::{Mode, ServeArgs};
 pub use env::ConfigError;
-pub use serve::ServeArgs;
+pub use server::Server;

@@ -1,136 +1,89 @@
-//! Boot: read configuration, build the store, graphs and engine, serve until a
+//! Boot: build the store, graphs and engine a [`ServerConfig`] describes, serve until a
 //! termination signal, then shut down within the grace period.
 
 use std::io::IsTerminal;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use axum::extract::Request;
 use axum::middleware::Next;
 use axum::response::Response;
 use axum::serve::ListenerExt;
 use service_coordinator_postgres::{PgCoordinator, PgCoordinatorOptions};
-use service_engine::bus::{MemoryBus, MemoryBusLimits};
-use service_engine::{Engine, EngineConfig, EngineParts};
-use service_graph::{Checkpointer, InMemorySaver};
+use service_engine::bus::MemoryBus;
+use service_engine::{Engine, EngineParts};
+use service_graph::{Checkpointer, GraphSource, InMemorySaver};
 use service_store::{Clock, SystemClock};
 use service_store_memory::{MemoryOptions, memory_store};
-use service_store_postgres::{PgOptions, PostgresStore};
+use service_store_postgres::PostgresStore;
 use tracing_subscriber::EnvFilter;
 
-use crate::config::ConfigFile;
-use crate::env::{ConfigError, EnvKnobs};
+use crate::cli::Mode;
+use crate::env::ConfigError;
 use crate::graphs;
-use std::path::PathBuf;
+use crate::settings::{Database, ServerConfig};
 
-/// Options shared by both modes.
-#[derive(Debug, Clone, clap::Args)]
-pub struct ServeArgs {
-    /// Address to listen on.
-    #[arg(long, default_value = "127.0.0.1")]
-    pub host: String,
-    /// Port to listen on (default 8123, or PORT).
-    #[arg(long)]
-    pub port: Option<u16>,
-    /// Runs this instance executes at once (default 10, or SERVICE_RUN_CONCURRENCY).
-    #[arg(long, short = 'n')]
-    pub concurrency: Option<usize>,
-    /// Abort runs executing longer than this many milliseconds.
-    #[arg(long = "run-timeout")]
-    pub run_timeout_ms: Option<u64>,
-    /// Configuration file (JSON).
-    #[arg(long)]
-    pub config: Option<PathBuf>,
-    /// Do not serve the web console.
-    #[arg(long)]
-    pub no_console: bool,
-    /// Log run activity (start, finish, duration).
-    #[arg(long)]
-    pub verbose: bool,
-}
-
-/// Serves until SIGINT or SIGTERM.
-pub async fn run(production: bool, args: ServeArgs) -> Result<(), ConfigError> {
-    let knobs = EnvKnobs::read(std::env::vars().map(|(name, _)| name), |name| {
-        std::env::var(name).ok()
-    })?;
-    let file = match &args.config {
-        Some(path) => ConfigFile::load(path)?,
-        None => ConfigFile::default(),
-    };
-    init_logging(args.verbose);
-
-    let port = match args.port {
-        Some(port) => port,
-        None => match std::env::var("PORT") {
-            Ok(text) => text
-                .trim()
-                .parse()
-                .map_err(|_| ConfigError(format!("PORT must be a port number, got {text:?}")))?,
-            Err(_) => 8123,
-        },
-    };
-    let config = engine_config(production, &args, &knobs, &file);
+/// Serves `graphs` as `config` says until SIGINT or SIGTERM.
+pub(crate) async fn serve(
+    config: ServerConfig,
+    graphs: Box<dyn GraphSource>,
+) -> Result<(), ConfigError> {
+    init_logging(&config.log_filter);
+    for warning in &config.warnings {
+        tracing::warn!("{warning}");
+    }
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let database_url = std::env::var("DATABASE_URL")
-        .or_else(|_| std::env::var("DATABASE_URI"))
-        .ok()
-        .filter(|url| !url.trim().is_empty());
-    let bus = MemoryBus::new(config.bus);
-    let engine = match database_url.filter(|_| production) {
-        Some(url) => {
-            let backend = postgres_backend(&url, &knobs, &config, clock.clone()).await?;
-            let graphs = graphs::resolver(backend.checkpointer.clone(), file.graphs.as_ref())?;
+    let engine_config = config.engine;
+    let graphs = graphs::served(graphs, config.graph_aliases);
+    let bus = MemoryBus::new(engine_config.bus);
+    let engine = match &config.database {
+        Some(database) => {
+            let backend = postgres_backend(database, clock.clone()).await?;
             let parts = EngineParts {
                 store: backend.store,
                 graphs,
                 checkpointer: backend.checkpointer,
                 bus,
                 clock,
-                config,
+                config: engine_config,
             };
             Engine::with_coordinator(parts, backend.coordinator)
         }
         None => {
-            if production {
-                tracing::warn!(
-                    "no DATABASE_URL: running on the in-memory store, nothing survives a restart"
-                );
-            }
             let store = memory_store(
-                MemoryOptions::new(clock.clone()).with_max_page_size(config.max_page_size),
+                MemoryOptions::new(clock.clone()).with_max_page_size(engine_config.max_page_size),
             );
-            let checkpointer: Arc<dyn Checkpointer> = Arc::new(InMemorySaver::new());
-            let graphs = graphs::resolver(checkpointer.clone(), file.graphs.as_ref())?;
             Engine::new(EngineParts {
                 store,
                 graphs,
-                checkpointer,
+                checkpointer: Arc::new(InMemorySaver::new()),
                 bus,
                 clock,
-                config,
+                config: engine_config,
             })
         }
-    };
+    }
+    .map_err(|error| ConfigError(format!("building the graphs failed: {error}")))?;
     engine.ensure_system_assistants().await.map_err(|error| {
         ConfigError(format!("registering the graphs failed: {}", error.chain()))
     })?;
     engine.start();
 
-    let request_log = knobs.request_log.unwrap_or(!production);
     let mut app = service_axum::router(engine.clone());
-    if request_log {
+    if config.request_log {
         app = app.layer(axum::middleware::from_fn(log_request));
     }
-    let address = format!("{}:{port}", args.host);
-    let listener = tokio::net::TcpListener::bind(&address)
+    let listener = tokio::net::TcpListener::bind(&config.address)
         .await
-        .map_err(|error| ConfigError(format!("cannot listen on {address}: {error}")))?;
+        .map_err(|error| ConfigError(format!("cannot listen on {}: {error}", config.address)))?;
     let local = listener
         .local_addr()
         .map_err(|error| ConfigError(format!("cannot read the listening address: {error}")))?;
     tracing::info!(
-        mode = if production { "start" } else { "dev" },
+        mode = match config.mode {
+            Mode::Dev => "dev",
+            Mode::Start => "start",
+        },
         graphs = ?engine.graph_ids(),
         "listening on http://{local}"
     );
@@ -159,42 +112,14 @@ struct PostgresBackend {
 
 /// Connects (migrating the schema first) and builds the three pools.
 async fn postgres_backend(
-    url: &str,
-    knobs: &EnvKnobs,
-    config: &EngineConfig,
+    database: &Database,
     clock: Arc<dyn Clock>,
 ) -> Result<PostgresBackend, ConfigError> {
-    let mut options = PgOptions::new(url);
-    options.max_page_size = config.max_page_size;
-    if let Some(pool_max) = knobs.db_pool_max {
-        options.pool_max = pool_max;
-    }
-    if let Some(timeout) = knobs.db_connection_timeout {
-        options.connection_timeout = timeout;
-    }
-    if let Some(idle) = knobs.db_idle_timeout {
-        options.idle_timeout = Some(idle);
-    }
-    if let Some(timeout) = knobs.db_statement_timeout {
-        options.statement_timeout = timeout;
-    }
-    if options.pool_max < config.run_concurrency {
-        tracing::warn!(
-            pool_max = options.pool_max,
-            run_concurrency = config.run_concurrency,
-            "DB_POOL_MAX is below the run concurrency: every executing run holds one claim-pool connection, so runs will wait for connections"
-        );
-    }
-    let listen_config: tokio_postgres::Config = url.parse().map_err(|error| {
-        ConfigError(format!(
-            "DATABASE_URL is not a valid PostgreSQL URL: {error}"
-        ))
-    })?;
-    let backend = PostgresStore::connect(options, clock)
+    let backend = PostgresStore::connect(database.options.clone(), clock)
         .await
         .map_err(|error| ConfigError(format!("cannot use the database: {error}")))?;
     let pools = backend.pools().clone();
-    let options = PgCoordinatorOptions::new(listen_config, pools.store, pools.claim);
+    let options = PgCoordinatorOptions::new(database.listen.clone(), pools.store, pools.claim);
     let coordinator = PgCoordinator::start(options)
         .map_err(|error| ConfigError(format!("cannot coordinate instances: {error}")))?;
     tracing::info!("using PostgreSQL for the store and the checkpointer");
@@ -205,63 +130,11 @@ async fn postgres_backend(
     })
 }
 
-fn engine_config(
-    production: bool,
-    args: &ServeArgs,
-    knobs: &EnvKnobs,
-    file: &ConfigFile,
-) -> EngineConfig {
-    let defaults = EngineConfig::default();
-    let minutes = |value: Option<f64>| value.map(|minutes| Duration::from_secs_f64(minutes * 60.0));
-    let store_ttl = file.store.ttl.as_ref();
-    let thread_ttl = file.checkpointer.ttl.as_ref();
-    let sweep_interval = minutes(store_ttl.and_then(|ttl| ttl.sweep_interval_minutes))
-        .into_iter()
-        .chain(minutes(
-            thread_ttl.and_then(|ttl| ttl.sweep_interval_minutes),
-        ))
-        .min()
-        .unwrap_or(defaults.sweep_interval);
-    EngineConfig {
-        run_concurrency: args
-            .concurrency
-            .or(knobs.run_concurrency)
-            .unwrap_or(defaults.run_concurrency),
-        run_timeout: args
-            .run_timeout_ms
-            .map(Duration::from_millis)
-            .filter(|timeout| !timeout.is_zero())
-            .or(knobs.run_timeout),
-        expose_stacks: !production,
-        max_page_size: knobs.max_page_size.unwrap_or(defaults.max_page_size),
-        shutdown_grace: knobs.shutdown_grace.unwrap_or(defaults.shutdown_grace),
-        bus: MemoryBusLimits {
-            max_frames_per_topic: knobs
-                .bus_max_frames
-                .unwrap_or(defaults.bus.max_frames_per_topic),
-            max_retained_topics: knobs
-                .bus_max_retained
-                .unwrap_or(defaults.bus.max_retained_topics),
-        },
-        idempotency_ttl: defaults.idempotency_ttl,
-        store_default_ttl_minutes: store_ttl.and_then(|ttl| ttl.default_ttl),
-        store_refresh_on_read: store_ttl.is_none_or(|ttl| ttl.refresh_on_read),
-        sweep_interval,
-        thread_default_ttl_minutes: thread_ttl.and_then(|ttl| ttl.default_ttl),
-    }
-}
-
-fn init_logging(verbose: bool) {
-    let default = if verbose {
-        "info,service_engine=debug"
-    } else {
-        "info"
-    };
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
+fn init_logging(filter: &str) {
     // A second initialisation (tests) is harmless; keep the first subscriber.
     // Colours only for a terminal, not for a file or a log collector.
     let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+        .with_env_filter(EnvFilter::new(filter))
         .with_ansi(std::io::stderr().is_terminal())
         .try_init();
 }

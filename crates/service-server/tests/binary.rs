@@ -39,6 +39,20 @@ fn a_malformed_knob_value_stops_the_boot_naming_it() {
 }
 
 #[test]
+fn a_setting_of_a_feature_not_built_yet_stops_the_boot_saying_so() {
+    let output = server()
+        .args(["start", "--port", "0", "--no-console"])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("--no-console is not supported yet"),
+        "stderr: {stderr}"
+    );
+}
+
+#[test]
 fn an_unknown_config_file_key_stops_the_boot() {
     let path = std::env::temp_dir().join(format!("service-config-{}.json", std::process::id()));
     std::fs::write(&path, r#"{"grpahs": {}}"#).unwrap();

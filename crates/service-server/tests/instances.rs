@@ -238,3 +238,26 @@ async fn a_run_queued_on_an_instance_that_stops_is_executed_by_another() {
     drop(other);
     database.drop().await;
 }
+
+/// The status of a GET.
+fn status_of(instance: &Instance, path: &str) -> String {
+    let mut stream = TcpStream::connect(&instance.address).unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    response.get(9..12).unwrap_or_default().to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn check_db_asks_the_database_and_answers_503_once_it_is_gone() {
+    let database = Database::create("health").await;
+    let instance = start(&database.url());
+    assert_eq!(status_of(&instance, "/ok?check_db=1"), "200");
+    database.drop().await;
+    assert_eq!(status_of(&instance, "/ok?check_db=1"), "503");
+    assert_eq!(status_of(&instance, "/ok"), "200");
+}

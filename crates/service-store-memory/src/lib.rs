@@ -22,7 +22,8 @@ mod threads;
 
 use std::sync::Arc;
 
-use service_store::{Clock, PageLimits, Store, StoreParts};
+use async_trait::async_trait;
+use service_store::{Clock, PageLimits, Store, StoreHealth, StoreParts, StoreResult};
 
 /// Construction options of the memory driver.
 #[derive(Clone, Debug)]
@@ -65,9 +66,21 @@ pub fn memory_store(options: MemoryOptions) -> Store {
         items: Arc::new(items::MemoryItems::new(env.clone())),
         idempotency: Arc::new(idempotency::MemoryIdempotency::default()),
         deliveries: Some(core),
+        health: Arc::new(InProcess),
         durable: false,
         semantic_search: false,
     })
+}
+
+/// The store lives in this process: it is up as long as the process is.
+#[derive(Debug)]
+struct InProcess;
+
+#[async_trait]
+impl StoreHealth for InProcess {
+    async fn ping(&self) -> StoreResult<()> {
+        Ok(())
+    }
 }
 
 /// What every repository of this driver needs.

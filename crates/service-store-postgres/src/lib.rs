@@ -29,8 +29,9 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use async_trait::async_trait;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
-use service_store::{Clock, PageLimits, Store, StoreParts};
+use service_store::{Clock, PageLimits, Store, StoreHealth, StoreParts, StoreResult};
 use tokio_postgres::NoTls;
 
 pub use checkpoint::PostgresSaver;
@@ -189,7 +190,8 @@ impl PostgresStore {
             crons: db.clone(),
             items: db.clone(),
             idempotency: db.clone(),
-            deliveries: Some(db),
+            deliveries: Some(db.clone()),
+            health: db,
             durable: true,
             semantic_search: false,
         });
@@ -225,6 +227,18 @@ impl PostgresStore {
     /// The options this backend was built with.
     pub fn options(&self) -> &PgOptions {
         &self.options
+    }
+}
+
+/// A connection from the store pool and one round trip on it.
+#[async_trait]
+impl StoreHealth for Db {
+    async fn ping(&self) -> StoreResult<()> {
+        self.client()
+            .await?
+            .batch_execute("SELECT 1")
+            .await
+            .map_err(error::store_error)
     }
 }
 

@@ -42,7 +42,7 @@ pub use runs::{
     RunsRepo, Settled, SettledAndMirrored, SettledRun, Settlement, ThreadRunCreated,
     WebhookRequest, final_status, webhook_status,
 };
-pub use store::{Capabilities, Store, StoreParts};
+pub use store::{Capabilities, Store, StoreHealth, StoreParts};
 pub use threads::{
     NewThread, ThreadFilter, ThreadMatcher, ThreadMirror, ThreadPatch, ThreadQuery, ThreadSortBy,
     ThreadsRepo, TtlChange, validate_ttl,

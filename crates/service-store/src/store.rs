@@ -3,9 +3,20 @@
 use std::fmt;
 use std::sync::Arc;
 
+use async_trait::async_trait;
+
 use crate::{
-    AssistantsRepo, CronsRepo, DeliveriesRepo, IdempotencyRepo, ItemsRepo, RunsRepo, ThreadsRepo,
+    AssistantsRepo, CronsRepo, DeliveriesRepo, IdempotencyRepo, ItemsRepo, RunsRepo, StoreResult,
+    ThreadsRepo,
 };
+
+/// Whether the service behind a store answers: what a health check asks.
+#[async_trait]
+pub trait StoreHealth: Send + Sync {
+    /// One cheap round trip to the backing service (`Ok` when there is none); a
+    /// failure is `Transient` when the service is unreachable.
+    async fn ping(&self) -> StoreResult<()>;
+}
 
 /// What a store supports beyond the required repositories.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -36,6 +47,8 @@ pub struct StoreParts {
     pub idempotency: Arc<dyn IdempotencyRepo>,
     /// Webhook deliveries, when the driver records them.
     pub deliveries: Option<Arc<dyn DeliveriesRepo>>,
+    /// The health check.
+    pub health: Arc<dyn StoreHealth>,
     /// Whether rows survive a restart.
     pub durable: bool,
     /// Whether item search is semantic.
@@ -52,6 +65,7 @@ pub struct Store {
     items: Arc<dyn ItemsRepo>,
     idempotency: Arc<dyn IdempotencyRepo>,
     deliveries: Option<Arc<dyn DeliveriesRepo>>,
+    health: Arc<dyn StoreHealth>,
     capabilities: Capabilities,
 }
 
@@ -71,6 +85,7 @@ impl Store {
             items: parts.items,
             idempotency: parts.idempotency,
             deliveries: parts.deliveries,
+            health: parts.health,
             capabilities,
         }
     }
@@ -86,6 +101,7 @@ impl Store {
             items: self.items.clone(),
             idempotency: self.idempotency.clone(),
             deliveries: self.deliveries.clone(),
+            health: self.health.clone(),
             durable: self.capabilities.durable,
             semantic_search: self.capabilities.semantic_search,
         }
@@ -129,6 +145,11 @@ impl Store {
     /// Webhook deliveries, when recorded.
     pub fn deliveries(&self) -> Option<&dyn DeliveriesRepo> {
         self.deliveries.as_deref()
+    }
+
+    /// Whether the service behind the store answers (see [`StoreHealth::ping`]).
+    pub async fn ping(&self) -> StoreResult<()> {
+        self.health.ping().await
     }
 }
 

@@ -1,10 +1,10 @@
 //! How to serve your own agent from your own axum app: implement [`AgentGraph`]
 //! (only `stream` and `get_state` are required), register it in a
-//! [`GraphRegistry`], build an [`Engine`] and nest [`service_axum::router`] wherever
-//! you like. Run it with `cargo run -p service-example-embedding`.
+//! [`GraphRegistry`] from a function the engine calls with the checkpointer it owns
+//! ([`graphs`]), build an [`Engine`] and nest [`service_axum::router`] wherever you
+//! like. Run it with `cargo run -p service-example-embedding`.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use axum::Router;
@@ -13,17 +13,54 @@ use serde_json::{Value, json};
 use service_engine::bus::MemoryBus;
 use service_engine::{Engine, EngineConfig, EngineParts};
 use service_graph::{
-    AgentGraph, Chunk, ChunkStream, GraphError, GraphRegistry, InMemorySaver, RunContext, RunInput,
-    RunnableConfig, StateOptions, StateSnapshot, StreamOptions,
+    AgentGraph, CheckpointConfig, Checkpointer, Chunk, ChunkStream, GraphError, GraphRegistry,
+    InMemorySaver, RunContext, RunInput, RunnableConfig, StateOptions, StateSnapshot,
+    StreamOptions,
 };
 use service_store::{Clock, SystemClock};
 use service_store_memory::{MemoryOptions, memory_store};
-use service_types::GraphSchema;
+use service_types::{GraphSchema, JsonText, Metadata};
 
-/// A hand-written agent: greets `name` and remembers the last greeting per thread.
-#[derive(Debug, Default)]
+/// A hand-written agent: greets `name` and keeps the greeting as its thread's state.
+/// The state lives in the checkpointer the engine hands over, so the engine's thread
+/// copy, prune and rollback act on it.
 pub struct Greeter {
-    state: Mutex<HashMap<String, Value>>,
+    checkpointer: Arc<dyn Checkpointer>,
+}
+
+impl std::fmt::Debug for Greeter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Greeter").finish_non_exhaustive()
+    }
+}
+
+impl Greeter {
+    /// A greeter keeping its threads' state in `checkpointer`.
+    pub fn new(checkpointer: Arc<dyn Checkpointer>) -> Self {
+        Self { checkpointer }
+    }
+
+    /// Stores `values` as the thread's next checkpoint, after its latest one. The
+    /// run id in the metadata is what a rollback deletes by.
+    async fn save(&self, config: &RunnableConfig, values: &Value) -> Result<(), GraphError> {
+        let Some(thread) = config.thread_id() else {
+            return Ok(()); // a run without a thread keeps nothing
+        };
+        let latest = CheckpointConfig::new(thread, None);
+        let parent = match self.checkpointer.get_tuple(&latest).await? {
+            Some(tuple) => tuple.config,
+            None => latest,
+        };
+        let mut metadata = Metadata::new();
+        metadata.insert("source".into(), json!("loop"));
+        if let Some(run_id) = config.configurable.get("run_id") {
+            metadata.insert("run_id".into(), run_id.clone());
+        }
+        self.checkpointer
+            .put(&parent, JsonText::new(values), metadata)
+            .await?;
+        Ok(())
+    }
 }
 
 #[async_trait]
@@ -43,12 +80,7 @@ impl AgentGraph for Greeter {
             _ => "stranger".to_owned(),
         };
         let values = json!({ "name": name, "greeting": format!("hello {name}") });
-        if let Some(thread) = options.config.thread_id() {
-            self.state
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner())
-                .insert(thread.to_owned(), values.clone());
-        }
+        self.save(&options.config, &values).await?;
         let chunks = vec![
             Ok(Chunk::new("updates", json!({ "greet": values.clone() }))),
             Ok(Chunk::new("values", values)),
@@ -61,40 +93,47 @@ impl AgentGraph for Greeter {
         config: &RunnableConfig,
         _options: StateOptions,
     ) -> Result<StateSnapshot, GraphError> {
-        let values = config
-            .thread_id()
-            .and_then(|thread| {
-                self.state
-                    .lock()
-                    .unwrap_or_else(|poisoned| poisoned.into_inner())
-                    .get(thread)
-                    .cloned()
-            })
-            .unwrap_or_else(|| json!({}));
-        Ok(StateSnapshot::from_values(values))
+        let Some(checkpoint) = config.checkpoint_config() else {
+            return Ok(StateSnapshot::empty());
+        };
+        let Some(tuple) = self.checkpointer.get_tuple(&checkpoint).await? else {
+            return Ok(StateSnapshot::empty());
+        };
+        Ok(StateSnapshot {
+            config: Some(tuple.config),
+            parent_config: tuple.parent_config,
+            metadata: Some(Value::Object(tuple.metadata)),
+            created_at: Some(tuple.created_at),
+            ..StateSnapshot::from_values(tuple.checkpoint)
+        })
     }
 }
 
-/// Your app: its own routes, plus the agent service under `/agents`.
-pub async fn app() -> Router {
+/// The graphs this app serves; the engine calls it with the checkpointer it owns.
+pub fn graphs(checkpointer: Arc<dyn Checkpointer>) -> Result<GraphRegistry, GraphError> {
     let mut registry = GraphRegistry::new();
     let schema = GraphSchema {
         graph_id: Some("greeter".into()),
         input_schema: Some(json!({"type": "object", "properties": {"name": {"type": "string"}}})),
         ..GraphSchema::default()
     };
-    registry.insert("greeter", schema, Arc::new(Greeter::default()));
+    registry.insert("greeter", schema, Arc::new(Greeter::new(checkpointer)));
+    Ok(registry)
+}
 
+/// Your app: its own routes, plus the agent service under `/agents`.
+pub async fn app() -> Router {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let config = EngineConfig::default();
     let engine = Engine::new(EngineParts {
         store: memory_store(MemoryOptions::new(clock.clone())),
-        graphs: Arc::new(registry),
+        graphs: Box::new(graphs),
         checkpointer: Arc::new(InMemorySaver::new()),
         bus: MemoryBus::new(config.bus),
         clock,
         config,
-    });
+    })
+    .expect("building the greeter cannot fail");
     engine
         .ensure_system_assistants()
         .await

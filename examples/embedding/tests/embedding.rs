@@ -79,3 +79,39 @@ async fn the_nested_service_runs_the_apps_own_agent() {
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
     assert_eq!(error["details"]["capability"], "getStateHistory");
 }
+
+/// The agent keeps its state in the engine's checkpointer, so a thread copy carries it.
+#[tokio::test]
+async fn a_copied_thread_keeps_the_agents_state() {
+    let app = service_example_embedding::app().await;
+    let (_, _, thread) = send(&app, "POST", "/agents/threads", json!({})).await;
+    let thread_id = thread["thread_id"].as_str().unwrap();
+    let (status, _, _) = send(
+        &app,
+        "POST",
+        &format!("/agents/threads/{thread_id}/runs/wait"),
+        json!({"assistant_id": "greeter", "input": {"name": "grace"}}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+
+    let (status, _, copy) = send(
+        &app,
+        "POST",
+        &format!("/agents/threads/{thread_id}/copy"),
+        json!({}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let copy_id = copy["thread_id"].as_str().unwrap();
+    assert_ne!(copy_id, thread_id);
+    let (_, _, state) = send(
+        &app,
+        "GET",
+        &format!("/agents/threads/{copy_id}/state"),
+        Value::Null,
+    )
+    .await;
+    assert_eq!(state["values"]["greeting"], "hello grace");
+    assert_eq!(state["checkpoint"]["thread_id"], copy_id);
+}

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use service_engine::Engine;
 
 use crate::error::ApiResult;
-use crate::extract::JsonBody;
+use crate::extract::{JsonBody, QueryParams};
 use crate::json::Json;
 
 pub(crate) fn routes() -> Router<Engine> {
@@ -19,8 +19,12 @@ pub(crate) fn routes() -> Router<Engine> {
         .route("/invoke/{graph_id}", post(invoke))
 }
 
-async fn ok() -> Json<Value> {
-    Json(json!({"ok": true}))
+/// `?check_db=1` also asks the store for one round trip: 503 when it fails.
+async fn ok(State(engine): State<Engine>, params: QueryParams) -> ApiResult<Json<Value>> {
+    if params.bool("check_db")?.unwrap_or(false) {
+        engine.check_store().await?;
+    }
+    Ok(Json(json!({"ok": true})))
 }
 
 async fn info(State(engine): State<Engine>) -> Json<Value> {

@@ -14,21 +14,20 @@ async fn coordinated(
         1_800_000_000_000_000,
     )));
     let dyn_clock: Arc<dyn Clock> = clock.clone();
-    let checkpointer: Arc<dyn Checkpointer> = Arc::new(InMemorySaver::new());
-    let graphs = Arc::new(service_example_graphs::registry(checkpointer.clone()).unwrap());
     let config = EngineConfig::default();
     let store = memory_store(MemoryOptions::new(dyn_clock.clone()));
     let engine = Engine::with_coordinator(
         EngineParts {
             store: store.clone(),
-            graphs,
-            checkpointer,
+            graphs: Box::new(service_example_graphs::registry),
+            checkpointer: Arc::new(InMemorySaver::new()),
             bus: MemoryBus::new(config.bus),
             clock: dyn_clock,
             config,
         },
         coordinator,
-    );
+    )
+    .unwrap();
     engine.ensure_system_assistants().await.unwrap();
     (engine, store, clock)
 }
@@ -42,16 +41,16 @@ async fn a_run_follows_its_assistant_as_changed_through_another_instance() {
     )));
     let store = memory_store(MemoryOptions::new(clock.clone()));
     let instance = || {
-        let checkpointer: Arc<dyn Checkpointer> = Arc::new(InMemorySaver::new());
         let config = EngineConfig::default();
         Engine::new(EngineParts {
             store: store.clone(),
-            graphs: Arc::new(service_example_graphs::registry(checkpointer.clone()).unwrap()),
-            checkpointer,
+            graphs: Box::new(service_example_graphs::registry),
+            checkpointer: Arc::new(InMemorySaver::new()),
             bus: MemoryBus::new(config.bus),
             clock: clock.clone(),
             config,
         })
+        .unwrap()
     };
     let (running, editing) = (instance(), instance());
     let assistant = editing

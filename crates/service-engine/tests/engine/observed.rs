@@ -178,15 +178,15 @@ pub(crate) async fn engine_on_runs(
         runs: runs.clone(),
         ..shared.parts()
     });
-    let checkpointer: Arc<dyn Checkpointer> = Arc::new(InMemorySaver::new());
     let engine = Engine::new(EngineParts {
         store,
-        graphs: Arc::new(service_example_graphs::registry(checkpointer.clone()).unwrap()),
-        checkpointer,
+        graphs: Box::new(service_example_graphs::registry),
+        checkpointer: Arc::new(InMemorySaver::new()),
         bus: MemoryBus::new(config.bus),
         clock,
         config,
-    });
+    })
+    .unwrap();
     engine.ensure_system_assistants().await.unwrap();
     engine.start();
     (engine, runs)

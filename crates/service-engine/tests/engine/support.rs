@@ -33,16 +33,15 @@ pub(crate) fn harness_with(config: EngineConfig, checkpointer: Arc<dyn Checkpoin
         1_800_000_000_000_000,
     )));
     let dyn_clock: Arc<dyn Clock> = clock.clone();
-    let graphs =
-        Arc::new(service_example_graphs::registry(checkpointer.clone()).expect("example graphs"));
     let engine = Engine::new(EngineParts {
         store: memory_store(MemoryOptions::new(dyn_clock.clone())),
-        graphs,
+        graphs: Box::new(service_example_graphs::registry),
         checkpointer,
         bus: MemoryBus::new(config.bus),
         clock: dyn_clock,
         config,
-    });
+    })
+    .expect("example graphs");
     Harness { engine, clock }
 }
 

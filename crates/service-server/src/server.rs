@@ -1,0 +1,81 @@
+//! [`Server`]: the bundled binary's boot over any graph source.
+
+use std::fmt;
+use std::process::ExitCode;
+
+use clap::Parser;
+use service_graph::GraphSource;
+
+use crate::cli::{Cli, Mode, ServeArgs};
+use crate::env::ConfigError;
+use crate::serve::serve;
+use crate::settings::ServerConfig;
+
+/// A server over your graphs with everything the `service-server` binary takes: the
+/// `dev` and `start` commands and their flags, the environment knobs and the
+/// configuration file (docs/configuration.md).
+///
+/// ```no_run
+/// # use std::sync::Arc;
+/// # use service_graph::{Checkpointer, GraphError, GraphRegistry};
+/// /// Your graphs, built with the checkpointer the server owns.
+/// fn graphs(checkpointer: Arc<dyn Checkpointer>) -> Result<GraphRegistry, GraphError> {
+///     # let _ = checkpointer;
+///     Ok(GraphRegistry::new())
+/// }
+///
+/// fn main() -> std::process::ExitCode {
+///     service_server::Server::new(graphs).main()
+/// }
+/// ```
+pub struct Server {
+    graphs: Box<dyn GraphSource>,
+}
+
+impl fmt::Debug for Server {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Server").finish_non_exhaustive()
+    }
+}
+
+impl Server {
+    /// A server of the graphs `graphs` builds.
+    pub fn new(graphs: impl GraphSource + 'static) -> Self {
+        Self {
+            graphs: Box::new(graphs),
+        }
+    }
+
+    /// A program's whole `main`: parses the command line, serves until SIGINT or
+    /// SIGTERM, and exits non-zero with the reason on stderr when the boot fails.
+    pub fn main(self) -> ExitCode {
+        let (mode, args) = Cli::parse().into_parts();
+        let runtime = match tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+        {
+            Ok(runtime) => runtime,
+            Err(error) => {
+                eprintln!("error: cannot start the async runtime: {error}");
+                return ExitCode::FAILURE;
+            }
+        };
+        match runtime.block_on(self.run(mode, args)) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error) => {
+                eprintln!("error: {error}");
+                ExitCode::FAILURE
+            }
+        }
+    }
+
+    /// Serves in `mode` with `args` and the process environment until SIGINT or
+    /// SIGTERM.
+    pub async fn run(self, mode: Mode, args: ServeArgs) -> Result<(), ConfigError> {
+        // Names that are not Unicode cannot be knobs; skipping them keeps `vars()`
+        // from panicking.
+        let names = std::env::vars_os().filter_map(|(name, _)| name.into_string().ok());
+        let config = ServerConfig::resolve(mode, &args, names, |name| std::env::var(name).ok())?;
+        serve(config, self.graphs).await
+    }
+}

@@ -1,0 +1,368 @@
+//! One [`ServerConfig`] per boot, resolved from flags, environment and configuration
+//! file in [`ServerConfig::resolve`]: a flag wins over its environment variable, which
+//! wins over the default; every value is validated there, before anything is built.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use service_engine::EngineConfig;
+use service_engine::bus::MemoryBusLimits;
+use service_store_postgres::PgOptions;
+use tracing_subscriber::EnvFilter;
+
+use crate::cli::{Mode, ServeArgs};
+use crate::config::ConfigFile;
+use crate::env::{ConfigError, EnvKnobs};
+
+/// Everything a boot needs to know.
+#[derive(Debug)]
+pub(crate) struct ServerConfig {
+    /// Dev or start.
+    pub mode: Mode,
+    /// `host:port` to listen on.
+    pub address: String,
+    /// The engine's settings (page size and bus limits among them).
+    pub engine: EngineConfig,
+    /// PostgreSQL, in `start` with `DATABASE_URL`; else the in-memory store.
+    pub database: Option<Database>,
+    /// One log line per request.
+    pub request_log: bool,
+    /// The tracing filter.
+    pub log_filter: String,
+    /// The configuration file's `graphs` block.
+    pub graph_aliases: Option<BTreeMap<String, String>>,
+    /// Settings that have no effect here, to log once logging is set up.
+    pub warnings: Vec<String>,
+}
+
+/// Where PostgreSQL is and how to use it.
+#[derive(Debug)]
+pub(crate) struct Database {
+    /// The store's options (pools, timeouts, page size).
+    pub options: PgOptions,
+    /// The URL, parsed, for the coordinator's LISTEN connection.
+    pub listen: tokio_postgres::Config,
+}
+
+const DEFAULT_HOST: &str = "127.0.0.1";
+const DEFAULT_PORT: u16 = 8123;
+
+impl ServerConfig {
+    /// Resolves the configuration of a boot in `mode`: `names` lists the environment
+    /// variables set (to catch typos), `lookup` reads one.
+    pub(crate) fn resolve(
+        mode: Mode,
+        args: &ServeArgs,
+        names: impl IntoIterator<Item = String>,
+        lookup: impl Fn(&str) -> Option<String>,
+    ) -> Result<Self, ConfigError> {
+        if args.no_console {
+            return Err(ConfigError(
+                "--no-console is not supported yet: this server has no web console to turn off; drop the flag".into(),
+            ));
+        }
+        let knobs = EnvKnobs::read(names, lookup)?;
+        let file = match &args.config {
+            Some(path) => ConfigFile::load(path)?,
+            None => ConfigFile::default(),
+        };
+        let mut warnings = knobs.warnings.clone();
+        let engine = engine_config(mode, args, &knobs, &file);
+        let database = match (mode, &knobs.database_url) {
+            (Mode::Start, Some(url)) => Some(database(url, &knobs, &engine, &mut warnings)?),
+            (Mode::Start, None) => {
+                warnings.push(
+                    "no DATABASE_URL: running on the in-memory store, nothing survives a restart"
+                        .into(),
+                );
+                None
+            }
+            (Mode::Dev, url) => {
+                if url.is_some() {
+                    warnings.push(
+                        "dev runs on the in-memory store; DATABASE_URL is used by `start` only"
+                            .into(),
+                    );
+                }
+                None
+            }
+        };
+        if database.is_none() {
+            let set: Vec<&str> = [
+                ("DB_POOL_MAX", knobs.db_pool_max.is_some()),
+                (
+                    "DB_CONNECTION_TIMEOUT_MS",
+                    knobs.db_connection_timeout.is_some(),
+                ),
+                ("DB_IDLE_TIMEOUT_MS", knobs.db_idle_timeout.is_some()),
+                (
+                    "DB_STATEMENT_TIMEOUT_MS",
+                    knobs.db_statement_timeout.is_some(),
+                ),
+            ]
+            .into_iter()
+            .filter_map(|(name, set)| set.then_some(name))
+            .collect();
+            if !set.is_empty() {
+                warnings.push(format!(
+                    "{} only apply to PostgreSQL; this boot runs in memory",
+                    set.join(", ")
+                ));
+            }
+        }
+        let log_filter = match &knobs.log_filter {
+            Some(filter) => {
+                EnvFilter::try_new(filter).map_err(|error| {
+                    ConfigError(format!("RUST_LOG is not a valid log filter: {error}"))
+                })?;
+                filter.clone()
+            }
+            None if args.verbose => "info,service_engine=debug".into(),
+            None => "info".into(),
+        };
+        let host = args.host.as_deref().unwrap_or(DEFAULT_HOST);
+        let port = args.port.or(knobs.port).unwrap_or(DEFAULT_PORT);
+        Ok(Self {
+            mode,
+            address: format!("{host}:{port}"),
+            engine,
+            database,
+            request_log: knobs.request_log.unwrap_or(mode == Mode::Dev),
+            log_filter,
+            graph_aliases: file.graphs,
+            warnings,
+        })
+    }
+}
+
+/// The PostgreSQL options: DB_* knobs over the driver's defaults, the engine's page
+/// size.
+fn database(
+    url: &str,
+    knobs: &EnvKnobs,
+    engine: &EngineConfig,
+    warnings: &mut Vec<String>,
+) -> Result<Database, ConfigError> {
+    let listen = url.parse().map_err(|error| {
+        ConfigError(format!(
+            "DATABASE_URL is not a valid PostgreSQL URL: {error}"
+        ))
+    })?;
+    let mut options = PgOptions::new(url);
+    options.max_page_size = engine.max_page_size;
+    if let Some(pool_max) = knobs.db_pool_max {
+        options.pool_max = pool_max;
+    }
+    if let Some(timeout) = knobs.db_connection_timeout {
+        options.connection_timeout = timeout;
+    }
+    if let Some(idle) = knobs.db_idle_timeout {
+        options.idle_timeout = Some(idle);
+    }
+    if let Some(timeout) = knobs.db_statement_timeout {
+        options.statement_timeout = timeout;
+    }
+    if options.pool_max < engine.run_concurrency {
+        warnings.push(format!(
+            "DB_POOL_MAX ({}) is below the run concurrency ({}): every executing run holds one claim-pool connection, so runs will wait for connections",
+            options.pool_max, engine.run_concurrency
+        ));
+    }
+    Ok(Database { options, listen })
+}
+
+fn engine_config(
+    mode: Mode,
+    args: &ServeArgs,
+    knobs: &EnvKnobs,
+    file: &ConfigFile,
+) -> EngineConfig {
+    let defaults = EngineConfig::default();
+    let minutes = |value: Option<f64>| value.map(|minutes| Duration::from_secs_f64(minutes * 60.0));
+    let store_ttl = file.store.ttl.as_ref();
+    let thread_ttl = file.checkpointer.ttl.as_ref();
+    let sweep_interval = minutes(store_ttl.and_then(|ttl| ttl.sweep_interval_minutes))
+        .into_iter()
+        .chain(minutes(
+            thread_ttl.and_then(|ttl| ttl.sweep_interval_minutes),
+        ))
+        .min()
+        .unwrap_or(defaults.sweep_interval);
+    // 0 turns the timeout off, on the flag as in the environment.
+    let run_timeout = args
+        .run_timeout_ms
+        .map(|ms| (ms > 0).then(|| Duration::from_millis(ms)))
+        .or(knobs.run_timeout)
+        .flatten();
+    EngineConfig {
+        run_concurrency: args
+            .concurrency
+            .or(knobs.run_concurrency)
+            .unwrap_or(defaults.run_concurrency),
+        run_timeout,
+        expose_stacks: mode == Mode::Dev,
+        max_page_size: knobs.max_page_size.unwrap_or(defaults.max_page_size),
+        shutdown_grace: knobs.shutdown_grace.unwrap_or(defaults.shutdown_grace),
+        bus: MemoryBusLimits {
+            max_frames_per_topic: knobs
+                .bus_max_frames
+                .unwrap_or(defaults.bus.max_frames_per_topic),
+            max_retained_topics: knobs
+                .bus_max_retained
+                .unwrap_or(defaults.bus.max_retained_topics),
+        },
+        idempotency_ttl: defaults.idempotency_ttl,
+        store_default_ttl_minutes: store_ttl.and_then(|ttl| ttl.default_ttl),
+        store_refresh_on_read: store_ttl.is_none_or(|ttl| ttl.refresh_on_read),
+        sweep_interval,
+        thread_default_ttl_minutes: thread_ttl.and_then(|ttl| ttl.default_ttl),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn resolve(
+        mode: Mode,
+        args: &ServeArgs,
+        vars: &[(&str, &str)],
+    ) -> Result<ServerConfig, ConfigError> {
+        let map: HashMap<String, String> = vars
+            .iter()
+            .map(|(name, value)| ((*name).to_owned(), (*value).to_owned()))
+            .collect();
+        ServerConfig::resolve(
+            mode,
+            args,
+            map.keys().cloned().collect::<Vec<_>>(),
+            |name| map.get(name).cloned(),
+        )
+    }
+
+    const DATABASE: (&str, &str) = ("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/db");
+
+    #[test]
+    fn a_flag_wins_over_its_variable_which_wins_over_the_default() {
+        let flags = ServeArgs {
+            port: Some(9001),
+            concurrency: Some(3),
+            host: Some("0.0.0.0".into()),
+            ..ServeArgs::default()
+        };
+        let vars = [("PORT", "9000"), ("SERVICE_RUN_CONCURRENCY", "5")];
+        let config = resolve(Mode::Dev, &flags, &vars).unwrap();
+        assert_eq!(config.address, "0.0.0.0:9001");
+        assert_eq!(config.engine.run_concurrency, 3);
+        let config = resolve(Mode::Dev, &ServeArgs::default(), &vars).unwrap();
+        assert_eq!(config.address, "127.0.0.1:9000");
+        assert_eq!(config.engine.run_concurrency, 5);
+        let config = resolve(Mode::Dev, &ServeArgs::default(), &[]).unwrap();
+        assert_eq!(config.address, "127.0.0.1:8123");
+        assert_eq!(config.engine.run_concurrency, 10);
+    }
+
+    #[test]
+    fn the_mode_sets_stacks_and_the_request_log() {
+        let dev = resolve(Mode::Dev, &ServeArgs::default(), &[]).unwrap();
+        assert!(dev.engine.expose_stacks && dev.request_log);
+        let start = resolve(Mode::Start, &ServeArgs::default(), &[]).unwrap();
+        assert!(!start.engine.expose_stacks && !start.request_log);
+        let logged = resolve(
+            Mode::Start,
+            &ServeArgs::default(),
+            &[("SERVICE_REQUEST_LOG", "on")],
+        )
+        .unwrap();
+        assert!(logged.request_log);
+    }
+
+    #[test]
+    fn one_page_size_reaches_the_engine_and_the_database() {
+        let vars = [
+            DATABASE,
+            ("SERVICE_MAX_PAGE_SIZE", "7"),
+            ("DB_POOL_MAX", "20"),
+        ];
+        let config = resolve(Mode::Start, &ServeArgs::default(), &vars).unwrap();
+        let database = config.database.unwrap();
+        assert_eq!(config.engine.max_page_size, 7);
+        assert_eq!(database.options.max_page_size, 7);
+        assert_eq!(database.options.pool_max, 20);
+    }
+
+    #[test]
+    fn the_database_serves_start_only_and_is_otherwise_warned_about() {
+        let dev = resolve(Mode::Dev, &ServeArgs::default(), &[DATABASE]).unwrap();
+        assert!(dev.database.is_none());
+        assert!(
+            dev.warnings[0].contains("DATABASE_URL"),
+            "{:?}",
+            dev.warnings
+        );
+        let start = resolve(Mode::Start, &ServeArgs::default(), &[("DB_POOL_MAX", "4")]).unwrap();
+        assert!(start.database.is_none());
+        assert!(
+            start
+                .warnings
+                .iter()
+                .any(|warning| warning.contains("DB_POOL_MAX"))
+        );
+        let bad = resolve(
+            Mode::Start,
+            &ServeArgs::default(),
+            &[("DATABASE_URL", "postgres://host:notaport/db")],
+        );
+        assert!(bad.unwrap_err().0.contains("DATABASE_URL"));
+    }
+
+    #[test]
+    fn a_zero_run_timeout_flag_turns_off_the_variables() {
+        let vars = [("SERVICE_RUN_TIMEOUT_MS", "1500")];
+        let config = resolve(Mode::Dev, &ServeArgs::default(), &vars).unwrap();
+        assert_eq!(config.engine.run_timeout, Some(Duration::from_millis(1500)));
+        let off = ServeArgs {
+            run_timeout_ms: Some(0),
+            ..ServeArgs::default()
+        };
+        let config = resolve(Mode::Dev, &off, &vars).unwrap();
+        assert_eq!(config.engine.run_timeout, None);
+    }
+
+    #[test]
+    fn the_bus_limits_come_from_their_knobs() {
+        let vars = [
+            ("SERVICE_MEMORY_BUS_MAX_FRAMES_PER_RUN", "64"),
+            ("SERVICE_MEMORY_BUS_MAX_RETAINED_RUNS", "2"),
+        ];
+        let config = resolve(Mode::Dev, &ServeArgs::default(), &vars).unwrap();
+        assert_eq!(config.engine.bus.max_frames_per_topic, 64);
+        assert_eq!(config.engine.bus.max_retained_topics, 2);
+    }
+
+    #[test]
+    fn no_console_is_refused_naming_the_flag() {
+        let args = ServeArgs {
+            no_console: true,
+            ..ServeArgs::default()
+        };
+        let error = resolve(Mode::Start, &args, &[]).unwrap_err();
+        assert!(error.0.contains("--no-console"), "{error}");
+        assert!(error.0.contains("not supported yet"), "{error}");
+    }
+
+    #[test]
+    fn the_log_filter_is_validated_and_verbose_sets_the_default() {
+        let verbose = ServeArgs {
+            verbose: true,
+            ..ServeArgs::default()
+        };
+        let config = resolve(Mode::Dev, &verbose, &[]).unwrap();
+        assert_eq!(config.log_filter, "info,service_engine=debug");
+        let config = resolve(Mode::Dev, &verbose, &[("RUST_LOG", "warn")]).unwrap();
+        assert_eq!(config.log_filter, "warn");
+        let error = resolve(Mode::Dev, &verbose, &[("RUST_LOG", "a=notalevel")]).unwrap_err();
+        assert!(error.0.contains("RUST_LOG"), "{error}");
+    }
+}
