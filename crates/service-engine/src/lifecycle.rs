@@ -52,6 +52,8 @@ impl Engine {
                 tracing::error!("workers did not stop within the shutdown budget");
             }
         }
+        // Every run is settled: streams that would outlive them (a thread's) end now.
+        self.inner.bus.close_all().await;
         self.inner.coordinator.shutdown().await;
     }
 

@@ -57,9 +57,15 @@ pub struct RunOptions {
 /// Why a run's stored options cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum RunOptionsError {
-    /// They are not what [`RunOptions`] reads (the error names where).
-    #[error("the run's stored options do not decode")]
-    Undecodable(#[source] serde_path_to_error::Error<serde_json::Error>),
+    /// They are not what [`RunOptions`] reads.
+    #[error("the run's stored options do not decode at {path}")]
+    Undecodable {
+        /// Where, as a path into the options (`stream_mode`, `config.tags[0]`).
+        path: String,
+        /// What serde found there.
+        #[source]
+        source: serde_json::Error,
+    },
     /// They name no graph to run.
     #[error("the run's stored options name no graph (config.configurable.graph_id)")]
     NoGraph,
@@ -142,9 +148,20 @@ impl RunOptions {
     /// Reads a run's stored options; a row whose options do not decode (or name no
     /// graph) is an error the run fails with, never a run with defaults.
     pub fn decode(run: &Run) -> Result<Self, RunOptionsError> {
-        // Read with its path tracked, so an error names where the options went wrong.
-        let options: Self =
-            serde_path_to_error::deserialize(&run.kwargs).map_err(RunOptionsError::Undecodable)?;
+        let options = Self::deserialize(&run.kwargs).map_err(|plain| {
+            // Read again with its path tracked (slower, so only now) to name where
+            // the options went wrong.
+            match serde_path_to_error::deserialize::<_, Self>(&run.kwargs) {
+                Err(tracked) => RunOptionsError::Undecodable {
+                    path: tracked.path().to_string(),
+                    source: tracked.into_inner(),
+                },
+                Ok(_) => RunOptionsError::Undecodable {
+                    path: String::from("?"),
+                    source: plain,
+                },
+            }
+        })?;
         if options.graph_id().is_none() {
             return Err(RunOptionsError::NoGraph);
         }
@@ -311,8 +328,12 @@ mod tests {
             .unwrap_err()
             .to_run_error();
         assert_eq!(error.error, "RunOptionsError");
-        let cause = error.cause.expect("the decode error is kept as the cause");
-        assert!(cause.message.contains("stream_mode"), "{}", cause.message);
+        assert!(
+            error.message.contains("at stream_mode"),
+            "{}",
+            error.message
+        );
+        assert!(error.cause.is_some(), "serde's error is kept as the cause");
 
         let error = RunOptions::decode(&run_with(json!({}))).unwrap_err();
         assert_eq!(error.to_run_error().error, "RunOptionsError");

@@ -126,3 +126,98 @@ fn sigterm_stops_a_serving_server_cleanly() {
     };
     assert!(status.success(), "clean exit after SIGTERM: {status}");
 }
+
+/// One request on a connection of its own; the whole answer as text.
+fn request(address: &str, method: &str, path: &str, body: &str) -> String {
+    let mut stream = TcpStream::connect(address).unwrap();
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).unwrap();
+    stream.write_all(body.as_bytes()).unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    response
+}
+
+/// The value of `"key":"<value>"` in a JSON answer.
+fn string_field(response: &str, key: &str) -> String {
+    let marker = format!("\"{key}\":\"");
+    let at = response.find(&marker).expect(key) + marker.len();
+    response[at..].split('"').next().unwrap().to_owned()
+}
+
+/// SIGTERM while a thread stream is open, a client is half-way through sending a
+/// request and a run executes: the run gets its grace and is then cancelled and
+/// settled, the stream ends after telling so, and the process exits within its
+/// shutdown budget (grace + 3 s) whatever the clients do.
+#[test]
+fn sigterm_exits_within_its_budget_despite_open_streams_and_slow_clients() {
+    let mut child = server()
+        .args(["dev", "--port", "0"])
+        .env("SERVICE_SHUTDOWN_GRACE_MS", "500")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut log = BufReader::new(child.stdout.take().unwrap());
+    let address = listening_address(&mut log);
+    // Keep draining the log so the server never blocks on a full pipe.
+    std::thread::spawn(move || for _ in log.lines() {});
+
+    let thread = string_field(&request(&address, "POST", "/threads", "{}"), "thread_id");
+    let mut stream = TcpStream::connect(&address).unwrap();
+    let path = format!("/threads/{thread}/stream?stream_mode=lifecycle");
+    stream
+        .write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
+        .unwrap();
+    let mut reader = BufReader::new(stream);
+    let mut status = String::new();
+    reader.read_line(&mut status).unwrap();
+    assert!(status.contains("200"), "{status}");
+    let streamed = std::thread::spawn(move || {
+        let mut rest = String::new();
+        // Ends when the server closes the stream.
+        let _ = reader.read_to_string(&mut rest);
+        rest
+    });
+    let run = request(
+        &address,
+        "POST",
+        &format!("/threads/{thread}/runs"),
+        r#"{"assistant_id":"slow","input":{"delay_ms":60000}}"#,
+    );
+    let run_id = string_field(&run, "run_id");
+    let mut half_sent = TcpStream::connect(&address).unwrap();
+    half_sent
+        .write_all(b"POST /threads HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{")
+        .unwrap();
+
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the server still runs 20 s after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "clean exit after SIGTERM: {status}");
+    let streamed = streamed.join().unwrap();
+    assert!(
+        streamed.contains("run_done") && streamed.contains(&run_id),
+        "the stream told of the cancelled run's end before it closed: {streamed}"
+    );
+    drop(half_sent);
+}

@@ -200,6 +200,12 @@ impl StreamBus for MemoryBus {
         }
     }
 
+    async fn close_all(&self) {
+        for topic in self.lock().topics.values() {
+            topic.close();
+        }
+    }
+
     async fn subscribe(&self, topic: Topic, replay: Replay) -> Option<Subscription> {
         let topic = self.lock().topics.get(&topic)?.clone();
         let next_seq = {
@@ -407,6 +413,23 @@ mod tests {
         tokio::task::yield_now().await;
         bus.discard(topic).await;
         assert_eq!(data(&reader.await.unwrap()), ["0"]);
+    }
+
+    #[tokio::test]
+    async fn closing_every_topic_ends_every_waiting_subscriber() {
+        let bus = MemoryBus::new(MemoryBusLimits::default());
+        let (run, thread) = (Topic::Run(Uuid::now_v7()), Topic::Thread(Uuid::now_v7()));
+        publish_n(&bus, run, 2).await;
+        bus.open(thread).await;
+        let readers = [
+            tokio::spawn(collect(bus.subscribe(run, Replay::All).await.unwrap())),
+            tokio::spawn(collect(bus.subscribe(thread, Replay::All).await.unwrap())),
+        ];
+        tokio::task::yield_now().await;
+        bus.close_all().await;
+        let [run_frames, thread_frames] = readers;
+        assert_eq!(data(&run_frames.await.unwrap()), ["0", "1"]);
+        assert!(thread_frames.await.unwrap().is_empty());
     }
 
     #[tokio::test]

@@ -131,6 +131,11 @@ pub trait StreamBus: Send + Sync + fmt::Debug {
 
     /// Forgets a topic at once (its run or thread was deleted); subscribers end.
     async fn discard(&self, topic: Topic);
+
+    /// Closes every topic: subscribers drain what is buffered and end. The engine's
+    /// shutdown calls it once its runs are settled, so no stream (a thread's never
+    /// ends by itself) holds the process past its shutdown budget.
+    async fn close_all(&self);
 }
 
 #[cfg(test)]
