@@ -176,3 +176,26 @@ fn the_http_adapter_calls_engine_verbs_not_its_store_or_bus() {
     }
     assert!(reaching.is_empty(), "give the engine a verb: {reaching:?}");
 }
+
+#[test]
+fn the_postgres_driver_reads_no_row_without_naming_its_column() {
+    let src = workspace().join("crates/service-store-postgres/src");
+    let mut panicking = Vec::new();
+    for file in rust_files(&src) {
+        for (number, line) in fs::read_to_string(&file).unwrap().lines().enumerate() {
+            // `Row::get` panics on a column that does not decode; `db::Columns` names it.
+            if line.contains("row.get(") || line.contains(".get::<") {
+                panicking.push(format!(
+                    "{}:{}: {}",
+                    file.display(),
+                    number + 1,
+                    line.trim()
+                ));
+            }
+        }
+    }
+    assert!(
+        panicking.is_empty(),
+        "read rows through db::Columns: {panicking:?}"
+    );
+}
