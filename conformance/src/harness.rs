@@ -126,7 +126,7 @@ impl Harness {
     pub async fn run_on(&self, thread_id: Uuid) -> Run {
         self.store
             .runs()
-            .create(self.new_run(thread_id))
+            .create(self.new_run(thread_id), Metadata::new())
             .await
             .expect("create run")
     }

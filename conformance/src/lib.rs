@@ -148,6 +148,7 @@ macro_rules! __conformance_tests {
             ];
             runs: [
                 run_create_is_pending_on_an_existing_thread,
+                run_create_marks_its_thread_busy_or_changes_nothing,
                 run_claim_serializes_runs_of_one_thread,
                 run_claim_tells_whether_more_runs_wait,
                 run_claim_waits_for_available_at,

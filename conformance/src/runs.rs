@@ -8,7 +8,7 @@ use service_store::{
     ActiveRunsQuery, CancelOutcome, ClaimNext, Claimed, ErrorKind, RunListQuery, SettledRun,
     Settlement, ThreadMirror, WebhookRequest,
 };
-use service_types::{DeliveryStatus, RunError, RunStatus, ThreadStatus};
+use service_types::{DeliveryStatus, Metadata, RunError, RunStatus, ThreadStatus};
 use uuid::Uuid;
 
 use crate::harness::{Factory, Harness, assert_kind, obj, settlement};
@@ -55,14 +55,103 @@ pub async fn run_create_is_pending_on_an_existing_thread(factory: Factory) {
         Some(run.clone())
     );
     assert_kind(
-        h.store.runs().create(h.new_run(Uuid::now_v7())).await,
+        h.store
+            .runs()
+            .create(h.new_run(Uuid::now_v7()), Metadata::new())
+            .await,
         ErrorKind::NotFound,
     );
     let duplicate = service_store::NewRun {
         run_id: run.run_id,
         ..h.new_run(thread.thread_id)
     };
-    assert_kind(h.store.runs().create(duplicate).await, ErrorKind::Conflict);
+    assert_kind(
+        h.store.runs().create(duplicate, Metadata::new()).await,
+        ErrorKind::Conflict,
+    );
+}
+
+/// A run created on an existing thread marks the thread busy and merges the given
+/// metadata into it in the same step; a create that fails (unknown thread, run id in
+/// use, assistant changed since read) leaves the thread as it was.
+pub async fn run_create_marks_its_thread_busy_or_changes_nothing(factory: Factory) {
+    let h = Harness::new(&factory).await;
+    let assistant = h
+        .store
+        .assistants()
+        .create(
+            service_store::NewAssistant {
+                assistant_id: Uuid::now_v7(),
+                graph_id: "echo".into(),
+                config: Default::default(),
+                context: Default::default(),
+                metadata: Default::default(),
+                name: "a".into(),
+                description: None,
+            },
+            service_types::IfExists::Raise,
+        )
+        .await
+        .expect("assistant");
+    let thread = h.thread_with(json!({"owner": "x"})).await;
+    let latest = || obj(json!({"graph_id": "echo", "assistant_id": "a"}));
+    h.clock.advance_minutes(1.0);
+    let first = h
+        .store
+        .runs()
+        .create(h.new_run(thread.thread_id), latest())
+        .await
+        .expect("create");
+    let busy = h.store.threads().get(thread.thread_id).await.expect("get");
+    let busy = busy.expect("the thread exists");
+    assert_eq!(busy.status, ThreadStatus::Busy);
+    assert_eq!(
+        serde_json::Value::Object(busy.metadata.clone()),
+        json!({"owner": "x", "graph_id": "echo", "assistant_id": "a"})
+    );
+    assert_eq!(busy.updated_at, h.now());
+
+    // Back to idle, so a failed create that touched the thread would show.
+    h.store
+        .threads()
+        .set_status(thread.thread_id, ThreadStatus::Idle)
+        .await
+        .expect("idle");
+    let before = h.store.threads().get(thread.thread_id).await.expect("get");
+    h.clock.advance_minutes(1.0);
+    let other = || obj(json!({"graph_id": "other"}));
+
+    let duplicate = service_store::NewRun {
+        run_id: first.run_id,
+        ..h.new_run(thread.thread_id)
+    };
+    assert_kind(
+        h.store.runs().create(duplicate, other()).await,
+        ErrorKind::Conflict,
+    );
+    let patch = service_store::AssistantPatch {
+        name: Some("b".into()),
+        ..Default::default()
+    };
+    h.store
+        .assistants()
+        .update(assistant.assistant_id, patch)
+        .await
+        .expect("update");
+    let stale = service_store::NewRun {
+        assistant_id: assistant.assistant_id,
+        assistant_as_read: Some(service_store::AssistantStamp::of(&assistant)),
+        ..h.new_run(thread.thread_id)
+    };
+    assert_kind(
+        h.store.runs().create(stale, other()).await,
+        ErrorKind::Stale,
+    );
+    assert_eq!(
+        h.store.threads().get(thread.thread_id).await.expect("get"),
+        before,
+        "a failed create leaves the thread as it was"
+    );
 }
 
 /// A thread made for its run is created with the run in one step: both readable after;
@@ -207,7 +296,10 @@ pub async fn run_create_with_thread_claimed_is_running_and_started(factory: Fact
         claimed: true,
         ..h.new_run(thread_id)
     };
-    assert_kind(h.store.runs().create(on_existing).await, ErrorKind::Invalid);
+    assert_kind(
+        h.store.runs().create(on_existing, Metadata::new()).await,
+        ErrorKind::Invalid,
+    );
 }
 
 /// A run built from its assistant as read earlier is queued only while the assistant
@@ -240,7 +332,7 @@ pub async fn run_create_requires_its_assistant_unchanged_when_asked(factory: Fac
     let thread = h.thread().await.thread_id;
     h.store
         .runs()
-        .create(as_read(thread))
+        .create(as_read(thread), Metadata::new())
         .await
         .expect("the assistant is as read");
 
@@ -255,7 +347,10 @@ pub async fn run_create_requires_its_assistant_unchanged_when_asked(factory: Fac
         .await
         .expect("update");
     let stale = as_read(thread);
-    assert_kind(h.store.runs().create(stale.clone()).await, ErrorKind::Stale);
+    assert_kind(
+        h.store.runs().create(stale.clone(), Metadata::new()).await,
+        ErrorKind::Stale,
+    );
     assert_eq!(h.store.runs().get(stale.run_id).await.expect("get"), None);
     let new_thread = |thread_id| service_store::NewThread {
         thread_id,
@@ -299,7 +394,10 @@ pub async fn run_create_requires_its_assistant_unchanged_when_asked(factory: Fac
         claimed: false,
         ..as_read(thread)
     };
-    assert_kind(h.store.runs().create(gone).await, ErrorKind::Stale);
+    assert_kind(
+        h.store.runs().create(gone, Metadata::new()).await,
+        ErrorKind::Stale,
+    );
 }
 
 /// A claim says whether another run may be due: surely when one is claimable, never
@@ -314,7 +412,11 @@ pub async fn run_claim_tells_whether_more_runs_wait(factory: Factory) {
         available_at: h.now().plus_minutes(1.0),
         ..h.new_run(h.thread().await.thread_id)
     };
-    h.store.runs().create(later).await.expect("create");
+    h.store
+        .runs()
+        .create(later, Metadata::new())
+        .await
+        .expect("create");
     let claim = || async { h.store.runs().claim_next(h.now()).await.expect("claim") };
     assert!(claim().await.expect("first").more_pending, "b's run is due");
     assert!(
@@ -366,7 +468,13 @@ pub async fn run_claim_by_id_takes_only_a_claimable_run(factory: Factory) {
         available_at: h.now().plus_minutes(1.0),
         ..h.new_run(h.thread().await.thread_id)
     };
-    let delayed = h.store.runs().create(delayed).await.expect("create").run_id;
+    let delayed = h
+        .store
+        .runs()
+        .create(delayed, Metadata::new())
+        .await
+        .expect("create")
+        .run_id;
     let hr = &h;
     let claim = move |run_id| async move {
         hr.store
@@ -409,7 +517,13 @@ pub async fn run_claim_waits_for_available_at(factory: Factory) {
         available_at: due,
         ..h.new_run(thread)
     };
-    let run_id = h.store.runs().create(delayed).await.expect("create").run_id;
+    let run_id = h
+        .store
+        .runs()
+        .create(delayed, Metadata::new())
+        .await
+        .expect("create")
+        .run_id;
     assert_eq!(
         h.store.runs().claim_next(h.now()).await.expect("claim"),
         None
@@ -711,7 +825,13 @@ pub async fn run_settle_and_mirror_claims_the_next_run(factory: Factory) {
             available_at: h.now().plus_minutes(1.0),
             ..h.new_run(h.thread().await.thread_id)
         };
-        let delayed = h.store.runs().create(delayed).await.expect("create").run_id;
+        let delayed = h
+            .store
+            .runs()
+            .create(delayed, Metadata::new())
+            .await
+            .expect("create")
+            .run_id;
         let cancelled = h.run_on(h.thread().await.thread_id).await.run_id;
         h.store
             .runs()

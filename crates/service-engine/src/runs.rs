@@ -239,21 +239,6 @@ impl Engine {
         let after = body.after_seconds.unwrap_or(0.0).max(0.0);
         let available_at = self.now().plus_millis((after * 1000.0) as i64);
 
-        // The thread names the graph and assistant of its latest run, and is busy before
-        // the row becomes claimable so a fast worker cannot be overtaken (a thread
-        // made for this run is created so, with the run).
-        if let RunThread::Existing(_) = thread {
-            let patch = service_store::ThreadPatch {
-                metadata: Some(latest_run_metadata(assistant)),
-                ttl: service_store::TtlChange::Keep,
-            };
-            self.store().threads().patch(thread_id, patch).await?;
-            self.store()
-                .threads()
-                .set_status(thread_id, ThreadStatus::Busy)
-                .await?;
-        }
-
         // A watched run (its answer shows no status) on a thread made for it, due now,
         // is created claimed when an idle worker can take it: no claim follows.
         let promise = (watch && matches!(thread, RunThread::New(_)) && available_at <= self.now())
@@ -281,7 +266,13 @@ impl Engine {
             claimed: claimed.is_some(),
         };
         let run = match thread {
-            RunThread::Existing(_) => self.store().runs().create(new).await,
+            // The thread names the graph and assistant of its latest run, and is busy as
+            // its row becomes claimable, in the same step (a thread made for this run
+            // is created so, with the run).
+            RunThread::Existing(_) => {
+                let latest = latest_run_metadata(assistant);
+                self.store().runs().create(new, latest).await
+            }
             RunThread::New(thread) => {
                 match self.store().runs().create_with_thread(thread, new).await {
                     Ok(ThreadRunCreated::Created(run)) => Ok(run),

@@ -5,7 +5,7 @@ use service_store::{
     NewRun, NewThread, RunListQuery, RunsRepo, Settled, SettledAndMirrored, SettledRun, Settlement,
     StoreError, StoreResult, ThreadMirror, ThreadRunCreated, final_status,
 };
-use service_types::{JsonText, Run, RunStatus, Timestamp};
+use service_types::{JsonText, Metadata, Run, RunStatus, ThreadStatus, Timestamp};
 use uuid::Uuid;
 
 use crate::core::{Core, MemoryCore, RunKey, RunRow, ThreadRow};
@@ -90,7 +90,7 @@ impl Core {
 
 #[async_trait]
 impl RunsRepo for MemoryCore {
-    async fn create(&self, new: NewRun) -> StoreResult<Run> {
+    async fn create(&self, new: NewRun, thread_metadata: Metadata) -> StoreResult<Run> {
         if new.claimed {
             return Err(NewRun::claimed_on_existing_thread());
         }
@@ -106,6 +106,11 @@ impl RunsRepo for MemoryCore {
             )));
         }
         check_new_run_id(&core, run.run_id)?;
+        // Every check passed: the thread and the run change together, under one lock.
+        let thread = &mut core.thread_mut(run.thread_id)?.thread;
+        thread.metadata.extend(thread_metadata);
+        thread.status = ThreadStatus::Busy;
+        thread.updated_at = now;
         core.insert_run(row);
         run.kwargs = kwargs;
         Ok(run)

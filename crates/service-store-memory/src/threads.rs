@@ -28,7 +28,7 @@ fn missing(thread_id: Uuid) -> StoreError {
 }
 
 impl Core {
-    fn thread_mut(&mut self, thread_id: Uuid) -> StoreResult<&mut ThreadRow> {
+    pub(crate) fn thread_mut(&mut self, thread_id: Uuid) -> StoreResult<&mut ThreadRow> {
         self.threads
             .get_mut(&thread_id)
             .map(|row| &mut **row)

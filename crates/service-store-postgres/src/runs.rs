@@ -11,7 +11,7 @@ use service_store::{
     NewRun, NewThread, RunListQuery, RunsRepo, Settled, SettledAndMirrored, SettledRun, Settlement,
     StoreError, StoreResult, ThreadMirror, ThreadRunCreated, final_status,
 };
-use service_types::{Run, RunStatus, Timestamp};
+use service_types::{Metadata, Run, RunStatus, Timestamp};
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 use uuid::Uuid;
@@ -273,7 +273,7 @@ impl Db {
 
 #[async_trait]
 impl RunsRepo for Db {
-    async fn create(&self, new: NewRun) -> StoreResult<Run> {
+    async fn create(&self, new: NewRun, thread_metadata: Metadata) -> StoreResult<Run> {
         if new.claimed {
             return Err(NewRun::claimed_on_existing_thread());
         }
@@ -281,14 +281,22 @@ impl RunsRepo for Db {
         let strategy = new.multitask_strategy.as_ref().map(enum_text).transpose()?;
         let as_read = new.assistant_as_read;
         let client = self.client().await?;
-        // Nothing is inserted when the assistant changed since the caller read it.
+        // One statement, so a failed insert leaves the thread as it was. Nothing is
+        // inserted (nor the thread touched) when the assistant changed since the
+        // caller read it.
         let inserted = client
             .query_opt_cached(
                 static_sql!(
-                    "INSERT INTO runs ({COLUMNS}, available_at)
-                     SELECT $1, $2, $3, $4, $4, 'pending', $5, $6, $7, NULL, $8
-                     WHERE {ASSISTANT_UNCHANGED}
-                     RETURNING {COLUMNS}"
+                    "WITH run AS (
+                         INSERT INTO runs ({COLUMNS}, available_at)
+                         SELECT $1, $2, $3, $4, $4, 'pending', $5, $6, $7, NULL, $8
+                         WHERE {ASSISTANT_UNCHANGED}
+                         RETURNING {COLUMNS}),
+                     thread AS (
+                         UPDATE threads SET metadata = metadata || $11::jsonb,
+                             status = 'busy', updated_at = $4
+                         WHERE thread_id = $2 AND EXISTS (SELECT 1 FROM run))
+                     SELECT {COLUMNS} FROM run"
                 ),
                 &[
                     &new.run_id,
@@ -301,6 +309,7 @@ impl RunsRepo for Db {
                     &at(new.available_at),
                     &as_read.map(|stamp| stamp.version),
                     &as_read.map(|stamp| at(stamp.updated_at)),
+                    &Value::Object(thread_metadata),
                 ],
             )
             .await;

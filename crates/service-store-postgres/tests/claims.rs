@@ -39,17 +39,20 @@ async fn thread(store: &Store) -> Uuid {
 async fn run_on(store: &Store, thread_id: Uuid, now: Timestamp) -> Uuid {
     store
         .runs()
-        .create(NewRun {
-            run_id: Uuid::now_v7(),
-            thread_id,
-            assistant_id: Uuid::nil(),
-            metadata: Default::default(),
-            multitask_strategy: None,
-            kwargs: json!({}),
-            available_at: now,
-            assistant_as_read: None,
-            claimed: false,
-        })
+        .create(
+            NewRun {
+                run_id: Uuid::now_v7(),
+                thread_id,
+                assistant_id: Uuid::nil(),
+                metadata: Default::default(),
+                multitask_strategy: None,
+                kwargs: json!({}),
+                available_at: now,
+                assistant_as_read: None,
+                claimed: false,
+            },
+            Default::default(),
+        )
         .await
         .unwrap()
         .run_id

@@ -58,17 +58,20 @@ async fn a_run_whose_kwargs_do_not_decode_is_an_unexpected_error_naming_the_colu
     let run_id = Uuid::now_v7();
     store
         .runs()
-        .create(NewRun {
-            run_id,
-            thread_id,
-            assistant_id: Uuid::nil(),
-            metadata: Default::default(),
-            multitask_strategy: None,
-            kwargs: json!({}),
-            available_at: Timestamp::parse("2025-01-15T12:00:00Z").unwrap(),
-            assistant_as_read: None,
-            claimed: false,
-        })
+        .create(
+            NewRun {
+                run_id,
+                thread_id,
+                assistant_id: Uuid::nil(),
+                metadata: Default::default(),
+                multitask_strategy: None,
+                kwargs: json!({}),
+                available_at: Timestamp::parse("2025-01-15T12:00:00Z").unwrap(),
+                assistant_as_read: None,
+                claimed: false,
+            },
+            Default::default(),
+        )
         .await
         .unwrap();
     retype_as_text(&schema, "runs", "kwargs").await;

@@ -257,10 +257,12 @@ pub fn final_status(settlement: &Settlement, cancel_requested: bool) -> StoreRes
 /// The runs repository.
 #[async_trait]
 pub trait RunsRepo: Send + Sync {
-    /// Inserts a pending run stamped now. Unknown thread: `NotFound` ("Thread with ID
-    /// <id> not found"); existing id: `Conflict`; a run `claimed` by its creator:
-    /// `Invalid`.
-    async fn create(&self, new: NewRun) -> StoreResult<Run>;
+    /// Inserts a pending run stamped now and, in the same step, marks its thread busy
+    /// and merges `thread_metadata` into the thread's metadata (the graph and assistant
+    /// of its latest run), so a create that fails changes nothing. Unknown thread:
+    /// `NotFound` ("Thread with ID <id> not found"); existing id: `Conflict`; a run
+    /// `claimed` by its creator: `Invalid`.
+    async fn create(&self, new: NewRun, thread_metadata: Metadata) -> StoreResult<Run>;
 
     /// Creates a thread and its first run, pending (or running when `claimed`), in one
     /// step: a run queued on a thread made for it (stateless, or `if_not_exists:

@@ -198,17 +198,20 @@ async fn a_run_whose_stored_options_do_not_decode_fails_naming_them() {
     engine
         .store()
         .runs()
-        .create(service_store::NewRun {
-            run_id,
-            thread_id: thread,
-            assistant_id: assistant.assistant_id,
-            metadata: Default::default(),
-            multitask_strategy: None,
-            kwargs: json!({"input": {}, "stream_mode": "everything"}),
-            available_at: harness.clock.now(),
-            assistant_as_read: None,
-            claimed: false,
-        })
+        .create(
+            service_store::NewRun {
+                run_id,
+                thread_id: thread,
+                assistant_id: assistant.assistant_id,
+                metadata: Default::default(),
+                multitask_strategy: None,
+                kwargs: json!({"input": {}, "stream_mode": "everything"}),
+                available_at: harness.clock.now(),
+                assistant_as_read: None,
+                claimed: false,
+            },
+            Default::default(),
+        )
         .await
         .unwrap();
     // A starting instance searches the queue for what was queued before it.

@@ -58,8 +58,12 @@ impl ObservedRuns {
 
 #[async_trait::async_trait]
 impl service_store::RunsRepo for ObservedRuns {
-    async fn create(&self, new: service_store::NewRun) -> service_store::StoreResult<Run> {
-        self.of().runs().create(new).await
+    async fn create(
+        &self,
+        new: service_store::NewRun,
+        thread_metadata: service_types::Metadata,
+    ) -> service_store::StoreResult<Run> {
+        self.of().runs().create(new, thread_metadata).await
     }
     async fn create_with_thread(
         &self,
