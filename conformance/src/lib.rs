@@ -23,6 +23,7 @@ pub mod namespaces;
 pub mod ordering;
 pub mod runs;
 pub mod store_filter;
+pub mod text;
 pub mod thread_ttl;
 pub mod threads;
 
@@ -83,6 +84,13 @@ macro_rules! __conformance_tests {
                 namespace_omitted_prefix_matches_every_namespace,
                 namespace_search_prefix_selects_subtree,
                 namespace_empty_or_dotted_label_is_invalid,
+            ];
+            text: [
+                nul_in_thread_metadata_is_invalid_and_writes_nothing,
+                nul_in_an_item_is_invalid_and_writes_nothing,
+                nul_in_a_search_is_invalid,
+                nul_in_an_assistant_or_cron_is_invalid_and_writes_nothing,
+                nul_in_a_new_run_is_invalid_and_leaves_its_thread_as_it_was,
             ];
             limits: [
                 limits_search_limit_above_1000_is_rejected,

@@ -5,6 +5,7 @@ use parking_lot::Mutex;
 use service_store::ordering::SortField;
 use service_store::ordering::sort_rows;
 use service_store::page::paginate;
+use service_store::text::refuse_nul;
 use service_store::{
     AssistantFilter, AssistantPage, AssistantPatch, AssistantQuery, AssistantStamp, AssistantsRepo,
     NewAssistant, StoreError, StoreResult, VersionQuery, containment,
@@ -69,6 +70,7 @@ fn not_found(id: Uuid) -> StoreError {
 #[async_trait]
 impl AssistantsRepo for MemoryAssistants {
     async fn create(&self, new: NewAssistant, if_exists: IfExists) -> StoreResult<Assistant> {
+        refuse_nul("", &new)?;
         let now = self.env.clock.now();
         let mut tables = self.state.lock();
         if let Some(existing) = tables.live.get(&new.assistant_id) {
@@ -108,6 +110,7 @@ impl AssistantsRepo for MemoryAssistants {
     }
 
     async fn update(&self, assistant_id: Uuid, patch: AssistantPatch) -> StoreResult<Assistant> {
+        refuse_nul("", &patch)?;
         let now = self.env.clock.now();
         let mut tables = self.state.lock();
         let version = tables
@@ -157,6 +160,7 @@ impl AssistantsRepo for MemoryAssistants {
     }
 
     async fn search(&self, query: &AssistantQuery) -> StoreResult<AssistantPage> {
+        refuse_nul("", &query.filter)?;
         let limit = self.env.limits.search(query.limit)?;
         let mut rows = self.matching(&query.filter);
         let total = rows.len() as u64;
@@ -170,6 +174,7 @@ impl AssistantsRepo for MemoryAssistants {
     }
 
     async fn count(&self, filter: &AssistantFilter) -> StoreResult<u64> {
+        refuse_nul("", filter)?;
         let tables = self.state.lock();
         Ok(tables
             .live
@@ -183,6 +188,7 @@ impl AssistantsRepo for MemoryAssistants {
         assistant_id: Uuid,
         query: &VersionQuery,
     ) -> StoreResult<Vec<AssistantVersion>> {
+        refuse_nul("metadata", &query.metadata)?;
         let limit = self.env.limits.search(query.limit)?;
         let tables = self.state.lock();
         let versions = tables

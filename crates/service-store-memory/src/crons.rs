@@ -3,6 +3,7 @@ use service_store::ordering::SortField;
 use service_store::ordering::sort_rows;
 use service_store::page::paginate;
 use service_store::schedule::Schedule;
+use service_store::text::refuse_nul;
 use service_store::{
     CronFilter, CronPatch, CronQuery, CronsRepo, NewCron, StoreError, StoreResult, next_run,
 };
@@ -19,6 +20,7 @@ fn not_found() -> StoreError {
 #[async_trait]
 impl CronsRepo for MemoryCore {
     async fn create(&self, new: NewCron) -> StoreResult<Cron> {
+        refuse_nul("", &new)?;
         let now = self.env.clock.now();
         let schedule = Schedule::parse(&new.schedule, new.timezone.as_deref())?;
         let mut core = self.state.lock();
@@ -66,6 +68,7 @@ impl CronsRepo for MemoryCore {
     }
 
     async fn update(&self, cron_id: Uuid, patch: CronPatch) -> StoreResult<Cron> {
+        refuse_nul("", &patch)?;
         let now = self.env.clock.now();
         let mut core = self.state.lock();
         let mut cron = core.crons.get(&cron_id).cloned().ok_or_else(not_found)?;
@@ -83,6 +86,7 @@ impl CronsRepo for MemoryCore {
     }
 
     async fn search(&self, query: &CronQuery) -> StoreResult<Vec<Cron>> {
+        refuse_nul("", &query.filter)?;
         let limit = self.env.limits.search(query.limit)?;
         let mut rows = self.matching_crons(&query.filter);
         sort_rows(&mut rows, query.sort_order, |row| {
@@ -92,6 +96,7 @@ impl CronsRepo for MemoryCore {
     }
 
     async fn count(&self, filter: &CronFilter) -> StoreResult<u64> {
+        refuse_nul("", filter)?;
         Ok(self.matching_crons(filter).len() as u64)
     }
 

@@ -4,6 +4,7 @@ use async_trait::async_trait;
 use parking_lot::RwLock;
 use service_store::namespace::{literal_prefix, matches_prefix, validate_namespace};
 use service_store::page::paginate;
+use service_store::text::refuse_nul;
 use service_store::{
     ItemSearch, ItemsRepo, NamespaceQuery, PutItem, StoreFilter, StoreResult, compare_items,
     validate_item_ttl,
@@ -103,6 +104,7 @@ fn under<'a, V>(
 impl ItemsRepo for MemoryItems {
     async fn put(&self, put: PutItem) -> StoreResult<()> {
         validate_namespace(&put.namespace)?;
+        refuse_nul("", &put)?;
         validate_item_ttl(put.ttl_minutes)?;
         let now = self.env.clock.now();
         let mut map = self.state.write();
@@ -133,6 +135,8 @@ impl ItemsRepo for MemoryItems {
         key: &str,
         refresh: bool,
     ) -> StoreResult<Option<Item>> {
+        refuse_nul("namespace", namespace)?;
+        refuse_nul("key", key)?;
         let now = self.env.clock.now();
         if !refresh {
             let map = self.state.read();
@@ -156,6 +160,8 @@ impl ItemsRepo for MemoryItems {
     }
 
     async fn delete(&self, namespace: &[String], key: &str) -> StoreResult<()> {
+        refuse_nul("namespace", namespace)?;
+        refuse_nul("key", key)?;
         let mut map = self.state.write();
         if let Some(space) = map.get_mut(namespace) {
             space.remove(key);
@@ -167,6 +173,7 @@ impl ItemsRepo for MemoryItems {
     }
 
     async fn search(&self, search: &ItemSearch) -> StoreResult<Vec<SearchItem>> {
+        refuse_nul("", search)?;
         let limit = self.env.limits.search(search.limit)?;
         let now = self.env.clock.now();
         let page: Vec<Item> = {

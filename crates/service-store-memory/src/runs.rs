@@ -1,5 +1,6 @@
 use async_trait::async_trait;
 use service_store::page::paginate;
+use service_store::text::refuse_nul;
 use service_store::{
     ActiveRunsQuery, AssistantStamp, CancelOutcome, ClaimNext, Claimed, DeliveryRecord, ErrorKind,
     NewRun, NewThread, RunListQuery, RunsRepo, Settled, SettledAndMirrored, SettledRun, Settlement,
@@ -94,6 +95,8 @@ impl RunsRepo for MemoryCore {
         if new.claimed {
             return Err(NewRun::claimed_on_existing_thread());
         }
+        refuse_nul("", &new)?;
+        refuse_nul("metadata", &thread_metadata)?;
         let now = self.env.clock.now();
         self.check_assistant(&new)?;
         // Serialised before taking the store's lock.
@@ -126,6 +129,8 @@ impl RunsRepo for MemoryCore {
                 "a new thread's run must name that thread",
             ));
         }
+        refuse_nul("", &thread)?;
+        refuse_nul("", &new)?;
         let now = self.env.clock.now();
         let ttl = thread
             .ttl

@@ -3,6 +3,7 @@ use serde_json::Value;
 use service_store::ordering::SortField;
 use service_store::ordering::sort_rows;
 use service_store::page::paginate;
+use service_store::text::refuse_nul;
 use service_store::{
     NewThread, StoreError, StoreResult, ThreadFilter, ThreadMirror, ThreadPatch, ThreadQuery,
     ThreadsRepo, TtlChange, validate_ttl,
@@ -61,6 +62,7 @@ impl Core {
 #[async_trait]
 impl ThreadsRepo for MemoryCore {
     async fn create(&self, new: NewThread, if_exists: IfExists) -> StoreResult<Thread> {
+        refuse_nul("", &new)?;
         let now = self.env.clock.now();
         let ttl = new.ttl.map(|setting| ttl_from(setting, now)).transpose()?;
         let mut core = self.state.lock();
@@ -89,6 +91,7 @@ impl ThreadsRepo for MemoryCore {
     }
 
     async fn patch(&self, thread_id: Uuid, patch: ThreadPatch) -> StoreResult<Thread> {
+        refuse_nul("", &patch)?;
         let now = self.env.clock.now();
         let ttl = match patch.ttl {
             TtlChange::Set(setting) => Some(Some(ttl_from(setting, now)?)),
@@ -164,6 +167,7 @@ impl ThreadsRepo for MemoryCore {
     }
 
     async fn search(&self, query: &ThreadQuery) -> StoreResult<Vec<Thread>> {
+        refuse_nul("", &query.filter)?;
         let limit = self.env.limits.search(query.limit)?;
         let core = self.state.lock();
         let mut rows = matching(&core, &query.filter);
@@ -178,6 +182,7 @@ impl ThreadsRepo for MemoryCore {
     }
 
     async fn count(&self, filter: &ThreadFilter) -> StoreResult<u64> {
+        refuse_nul("", filter)?;
         Ok(matching(&self.state.lock(), filter).len() as u64)
     }
 

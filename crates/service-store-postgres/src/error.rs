@@ -1,6 +1,7 @@
 //! Errors of the driver's own calls (connect, migrate) and the mapping of database
 //! errors onto the store's error kinds.
 
+use service_store::text::nul_refused;
 use service_store::{ErrorKind, StoreError};
 use tokio_postgres::error::SqlState;
 
@@ -42,9 +43,16 @@ pub(crate) fn describe(error: &tokio_postgres::Error) -> String {
     text
 }
 
-/// Maps a database error to a store error: lost connections, timeouts and
-/// serialization failures are transient; everything else is unexpected.
+/// Maps a database error to a store error: text the database cannot hold (a NUL in
+/// `text` or `jsonb`) is invalid, as every driver refuses it; lost connections,
+/// timeouts and serialization failures are transient; everything else is unexpected.
 pub(crate) fn store_error(error: tokio_postgres::Error) -> StoreError {
+    if matches!(
+        error.code(),
+        Some(&SqlState::UNTRANSLATABLE_CHARACTER | &SqlState::CHARACTER_NOT_IN_REPERTOIRE)
+    ) {
+        return StoreError::invalid(nul_refused("text")).with_source(error);
+    }
     let transient = match error.code() {
         Some(code) => {
             *code == SqlState::T_R_SERIALIZATION_FAILURE

@@ -7,6 +7,7 @@ use serde_json::Value;
 use service_types::Metadata;
 
 use crate::containment::{compare_numbers, scalar_equals};
+use crate::text::refuse_nul;
 use crate::{StoreError, StoreResult};
 
 /// A comparison operator of a filter.
@@ -90,8 +91,9 @@ impl StoreFilter {
         }
     }
 
-    /// Parses a filter already known to be an object.
+    /// Parses a filter already known to be an object; a NUL in it is `Invalid`.
     pub fn from_object(map: &Metadata) -> StoreResult<Self> {
+        refuse_nul("filter", map)?;
         let mut conditions = Vec::new();
         for (key, spec) in map {
             match spec {

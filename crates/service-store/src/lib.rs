@@ -22,6 +22,7 @@ pub mod page;
 mod runs;
 pub mod schedule;
 mod store;
+pub mod text;
 mod threads;
 
 pub use assistants::{

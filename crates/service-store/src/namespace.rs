@@ -4,6 +4,7 @@
 use std::collections::BTreeSet;
 
 use crate::page::{PageLimits, paginate};
+use crate::text::refuse_nul;
 use crate::{StoreError, StoreResult};
 
 /// The segment that stands for exactly one segment in a prefix or suffix.
@@ -37,11 +38,13 @@ impl NamespaceQuery {
     }
 
     /// Rejects a zero `max_depth`, which would truncate every namespace to nothing.
+    /// Also refuses a NUL in the prefix or suffix.
     pub fn validate(&self) -> StoreResult<()> {
         if self.max_depth == Some(0) {
             return Err(StoreError::invalid("max_depth must be at least 1"));
         }
-        Ok(())
+        refuse_nul("prefix", &self.prefix)?;
+        refuse_nul("suffix", &self.suffix)
     }
 
     /// Filters, truncates, de-duplicates, sorts and pages candidate namespaces (each
@@ -103,11 +106,13 @@ pub fn truncate(namespace: &[String], max_depth: Option<usize>) -> &[String] {
     }
 }
 
-/// Validates a namespace for a write: non-empty, each label non-empty and dot-free.
+/// Validates a namespace for a write: non-empty, each label non-empty, dot-free and
+/// NUL-free.
 pub fn validate_namespace(namespace: &[String]) -> StoreResult<()> {
     if namespace.is_empty() {
         return Err(StoreError::invalid("Namespace cannot be empty."));
     }
+    refuse_nul("namespace", namespace)?;
     for label in namespace {
         if label.is_empty() || label.contains('.') {
             return Err(StoreError::invalid(format!(
