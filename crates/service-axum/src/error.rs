@@ -29,6 +29,7 @@ pub fn status_of(kind: ErrorKind) -> StatusCode {
         ErrorKind::Unprocessable | ErrorKind::CapabilityMissing => StatusCode::UNPROCESSABLE_ENTITY,
         ErrorKind::GraphLoadFailed | ErrorKind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         ErrorKind::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+        ErrorKind::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
         ErrorKind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
     }
 }
@@ -55,6 +56,14 @@ impl IntoResponse for ApiError {
         }
         (status, Json(body)).into_response()
     }
+}
+
+/// A 413 for a body over the configured limit.
+pub(crate) fn too_large(limit: usize) -> ApiError {
+    ApiError(EngineError::new(
+        ErrorKind::PayloadTooLarge,
+        format!("The request body is larger than the limit of {limit} bytes"),
+    ))
 }
 
 /// A 422 for a body or query that does not fit the schema.

@@ -2,15 +2,57 @@
 //! bodies on POSTs that carry none, percent-encoded path ids, and query strings in
 //! both list encodings (`k=a&k=b` and `k=["a","b"]`) and boolean spellings.
 
-use axum::body::Bytes;
-use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::body::{Body, Bytes};
+use axum::extract::{FromRequest, FromRequestParts, RawPathParams, Request};
 use axum::http::request::Parts;
+use axum::http::{Extensions, HeaderMap, header};
+use http_body_util::LengthLimitError;
 use serde::de::DeserializeOwned;
+use service_store::text::{nul_path, nul_refused};
 use uuid::Uuid;
 
-use crate::error::{ApiError, unprocessable};
+use crate::error::{ApiError, too_large, unprocessable};
 
-/// A JSON body; an empty body reads as `{}`.
+/// The largest request body the router reads, set by [`crate::RouterOptions`].
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct BodyLimit(pub(crate) usize);
+
+impl BodyLimit {
+    /// The limit in force for `extensions` (the default outside the router).
+    pub(crate) fn of(extensions: &Extensions) -> usize {
+        extensions
+            .get::<Self>()
+            .map_or(crate::DEFAULT_MAX_BODY_BYTES, |limit| limit.0)
+    }
+}
+
+/// Reads a whole body, but no more than `limit` bytes: a larger one is a 413, told
+/// from its `Content-Length` before anything is read when it declares one.
+pub(crate) async fn read_body(
+    headers: &HeaderMap,
+    body: Body,
+    limit: usize,
+) -> Result<Bytes, ApiError> {
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|text| text.parse::<u64>().ok());
+    if declared.is_some_and(|length| length > limit as u64) {
+        return Err(too_large(limit));
+    }
+    axum::body::to_bytes(body, limit).await.map_err(|error| {
+        let inner = error.into_inner();
+        if inner.downcast_ref::<LengthLimitError>().is_some() {
+            too_large(limit)
+        } else {
+            unprocessable(format!("Could not read the request body: {inner}"))
+        }
+    })
+}
+
+/// A JSON body; an empty body reads as `{}`. No string in it may hold NUL (see
+/// [`service_store::text`]): the one place client JSON enters, so the rule is
+/// checked here for every route, naming where the NUL was.
 #[derive(Debug)]
 pub(crate) struct JsonBody<T>(pub T);
 
@@ -21,15 +63,16 @@ where
 {
     type Rejection = ApiError;
 
-    async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let bytes = Bytes::from_request(request, state)
-            .await
-            .map_err(|error| unprocessable(format!("Could not read the request body: {error}")))?;
+    async fn from_request(request: Request, _state: &S) -> Result<Self, Self::Rejection> {
+        let limit = BodyLimit::of(request.extensions());
+        let (parts, body) = request.into_parts();
+        let bytes = read_body(&parts.headers, body, limit).await?;
         let text: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) {
             b"{}"
         } else {
             &bytes
         };
+        refuse_nul_in_json(text)?;
         // Straight into `T` (no `Value` in between: that doubled the decoding of a run's
         // input); a syntax error is told apart from a body of the wrong shape.
         let mut decoder = serde_json::Deserializer::from_slice(text);
@@ -52,6 +95,55 @@ where
     }
 }
 
+/// A 422 naming where a NUL is in JSON text. JSON can only spell NUL as the escape
+/// `\u0000`, so a body without that text is passed over without parsing; one with it
+/// is parsed once more to find where.
+fn refuse_nul_in_json(text: &[u8]) -> Result<(), ApiError> {
+    const ESCAPE: &[u8] = b"\\u0000";
+    if !text.windows(ESCAPE.len()).any(|window| window == ESCAPE) {
+        return Ok(());
+    }
+    // Not JSON after all: the decoder that follows says so.
+    let Ok(value) = serde_json::from_slice::<serde_json::Value>(text) else {
+        return Ok(());
+    };
+    match nul_path(&value) {
+        Some(path) if path.is_empty() => Err(unprocessable(nul_refused("body"))),
+        Some(path) => Err(unprocessable(nul_refused(&path))),
+        None => Ok(()),
+    }
+}
+
+/// Path parameters, percent-decoded. A segment that is not UTF-8 or holds a NUL is a
+/// 422 with the JSON error body, as is one that does not fit `T`.
+#[derive(Debug)]
+pub(crate) struct Path<T>(pub T);
+
+impl<T, S> FromRequestParts<S> for Path<T>
+where
+    T: DeserializeOwned + Send,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let raw = RawPathParams::from_request_parts(parts, state)
+            .await
+            .map_err(|rejection| {
+                unprocessable(format!("Invalid path: {}", rejection.body_text()))
+            })?;
+        for (name, value) in &raw {
+            if value.contains('\0') {
+                return Err(unprocessable(nul_refused(name)));
+            }
+        }
+        axum::extract::Path::<T>::from_request_parts(parts, state)
+            .await
+            .map(|axum::extract::Path(value)| Path(value))
+            .map_err(|rejection| unprocessable(format!("Invalid path: {}", rejection.body_text())))
+    }
+}
+
 /// Parsed query parameters, in order, keys possibly repeated.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct QueryParams(Vec<(String, String)>);
@@ -59,8 +151,17 @@ pub(crate) struct QueryParams(Vec<(String, String)>);
 impl<S: Send + Sync> FromRequestParts<S> for QueryParams {
     type Rejection = ApiError;
 
+    /// A NUL in a name or value is a 422 naming the parameter.
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
-        Ok(Self::parse(parts.uri.query().unwrap_or_default()))
+        let params = Self::parse(parts.uri.query().unwrap_or_default());
+        if let Some((name, _)) = params
+            .0
+            .iter()
+            .find(|(name, value)| name.contains('\0') || value.contains('\0'))
+        {
+            return Err(unprocessable(nul_refused(&name.replace('\0', "\\u0000"))));
+        }
+        Ok(params)
     }
 }
 

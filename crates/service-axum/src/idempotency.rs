@@ -18,9 +18,8 @@ use service_store::{Begin, StoredResponse};
 use sha2::{Digest, Sha256};
 
 use crate::error::ApiError;
+use crate::extract::{BodyLimit, read_body};
 
-/// Largest request body an idempotent request may carry.
-const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
 /// Header marking a recorded response that is replayed by re-joining its run.
 const REJOIN: &str = "x-service-idempotent-rejoin";
 
@@ -40,15 +39,12 @@ pub(crate) async fn idempotency(
     if request.method() != Method::POST || key.is_empty() || key.len() > 255 {
         return next.run(request).await;
     }
+    // Buffered to fingerprint it, under the same limit as any body.
+    let limit = BodyLimit::of(request.extensions());
     let (parts, body) = request.into_parts();
-    let bytes = match axum::body::to_bytes(body, MAX_BODY_BYTES).await {
+    let bytes = match read_body(&parts.headers, body, limit).await {
         Ok(bytes) => bytes,
-        Err(error) => {
-            return ApiError(EngineError::bad_request(format!(
-                "Could not read the request body: {error}"
-            )))
-            .into_response();
-        }
+        Err(error) => return error.into_response(),
     };
     let fingerprint = fingerprint(&parts.method, &parts.uri, &bytes);
     let claim = engine.begin_idempotent(&key, &fingerprint).await;

@@ -23,9 +23,33 @@ use service_engine::Engine;
 
 pub use error::{ApiError, ApiResult, status_of};
 
-/// Every route of the service, bound to `engine`. Nest it under any path: the
-/// `Location` headers it sends include the mount path.
+/// The request body limit when none is configured: 25 MiB, room for agent inputs
+/// that carry images or long histories.
+pub const DEFAULT_MAX_BODY_BYTES: usize = 25 * 1024 * 1024;
+
+/// How the router treats requests.
+#[derive(Clone, Copy, Debug)]
+pub struct RouterOptions {
+    /// Largest request body read (SERVICE_MAX_BODY_BYTES); a larger one gets 413.
+    pub max_body_bytes: usize,
+}
+
+impl Default for RouterOptions {
+    fn default() -> Self {
+        Self {
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+        }
+    }
+}
+
+/// Every route of the service, bound to `engine`, with the default options. Nest it
+/// under any path: the `Location` headers it sends include the mount path.
 pub fn router(engine: Engine) -> Router {
+    router_with(engine, RouterOptions::default())
+}
+
+/// Every route of the service, bound to `engine`, with `options`.
+pub fn router_with(engine: Engine, options: RouterOptions) -> Router {
     let routes = Router::new()
         .merge(routes::assistants::routes())
         .merge(routes::threads::routes())
@@ -36,6 +60,7 @@ pub fn router(engine: Engine) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(engine.clone());
+    let limit = extract::BodyLimit(options.max_body_bytes);
     // Wrapping the whole route table (not each route) lets an idempotent replay
     // re-dispatch to a different route (the join of the recorded run).
     Router::new()
@@ -44,6 +69,7 @@ pub fn router(engine: Engine) -> Router {
             engine,
             idempotency::idempotency,
         ))
+        .layer(axum::Extension(limit))
         .layer(axum::middleware::from_fn(cors::cors))
 }
 

@@ -22,6 +22,8 @@ pub enum ErrorKind {
     GraphLoadFailed,
     /// The route exists but not for this method (405).
     MethodNotAllowed,
+    /// The request body is larger than the server accepts (413).
+    PayloadTooLarge,
     /// A dependency is temporarily unavailable (503).
     Unavailable,
     /// Anything else: an opaque 500 whose cause chain goes to the log.

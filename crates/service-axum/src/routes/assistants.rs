@@ -1,7 +1,7 @@
 //! `/assistants` routes.
 
 use axum::Router;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -12,7 +12,7 @@ use service_types::{
 };
 
 use crate::error::{ApiResult, unprocessable};
-use crate::extract::{JsonBody, QueryParams};
+use crate::extract::{JsonBody, Path, QueryParams};
 use crate::json::Json;
 use crate::project;
 use crate::routes::headers;

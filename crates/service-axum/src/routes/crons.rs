@@ -1,7 +1,7 @@
 //! `/runs/crons` routes.
 
 use axum::Router;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -9,7 +9,7 @@ use service_engine::Engine;
 use service_types::{CronCreate, CronPatch, CronSearch};
 
 use crate::error::ApiResult;
-use crate::extract::{JsonBody, uuid};
+use crate::extract::{JsonBody, Path, uuid};
 use crate::json::Json;
 use crate::project;
 

@@ -1,14 +1,14 @@
 //! `/ok`, `/info` and `/invoke/{graph_id}`.
 
 use axum::Router;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde_json::{Value, json};
 use service_engine::Engine;
 
 use crate::error::ApiResult;
-use crate::extract::{JsonBody, QueryParams};
+use crate::extract::{JsonBody, Path, QueryParams};
 use crate::json::Json;
 
 pub(crate) fn routes() -> Router<Engine> {

@@ -2,7 +2,7 @@
 //! list, get, delete, cancel, join and join-stream.
 
 use axum::Router;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -14,7 +14,7 @@ use service_types::{BulkCancel, CancelAction, OnDisconnect, Run, RunCreate, RunS
 use uuid::Uuid;
 
 use crate::error::{ApiError, ApiResult, unprocessable};
-use crate::extract::{JsonBody, QueryParams, uuid};
+use crate::extract::{JsonBody, Path, QueryParams, uuid};
 use crate::json::{self, Json};
 use crate::project;
 use crate::routes::{MountPrefix, headers};

@@ -1,7 +1,7 @@
 //! `/threads` routes: CRUD, search, copy, prune, state, history, thread stream.
 
 use axum::Router;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -14,7 +14,7 @@ use service_types::{
 };
 
 use crate::error::{ApiResult, unprocessable};
-use crate::extract::{JsonBody, QueryParams, uuid};
+use crate::extract::{JsonBody, Path, QueryParams, uuid};
 use crate::json::Json;
 use crate::project;
 use crate::routes::headers;
