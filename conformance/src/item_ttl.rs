@@ -111,14 +111,28 @@ pub async fn item_sweep_removes_expired_only(factory: Factory) {
     assert!(present(&h, "long", false).await && present(&h, "forever", false).await);
 }
 
-/// A ttl must be a positive number of minutes.
-pub async fn item_ttl_must_be_positive(factory: Factory) {
+/// A ttl must be a positive number of minutes, at most 100 years (a longer one would
+/// overflow an expiry or a PostgreSQL interval).
+pub async fn item_ttl_must_be_positive_and_at_most_100_years(factory: Factory) {
     let h = Harness::new(&factory).await;
-    let put = PutItem {
+    let put = |ttl_minutes| PutItem {
         namespace: ns(&["t"]),
         key: "k".into(),
         value: obj(json!({})),
-        ttl_minutes: Some(-1.0),
+        ttl_minutes: Some(ttl_minutes),
     };
-    assert_kind(h.store.items().put(put).await, ErrorKind::Invalid);
+    for ttl in [
+        -1.0,
+        0.0,
+        f64::NAN,
+        service_types::MAX_TTL_MINUTES * 2.0,
+        1e30,
+    ] {
+        assert_kind(h.store.items().put(put(ttl)).await, ErrorKind::Invalid);
+    }
+    h.store
+        .items()
+        .put(put(service_types::MAX_TTL_MINUTES))
+        .await
+        .expect("the longest ttl");
 }

@@ -118,7 +118,7 @@ macro_rules! __conformance_tests {
                 thread_ttl_null_pins_and_absent_keeps,
                 thread_expired_stays_readable_until_swept,
                 thread_expired_query_is_bounded_earliest_first,
-                thread_ttl_must_be_positive,
+                thread_ttl_must_be_positive_and_at_most_100_years,
             ];
             item_ttl: [
                 item_ttl_expired_reads_as_absent_at_once,
@@ -127,7 +127,7 @@ macro_rules! __conformance_tests {
                 item_search_with_refresh_extends_expiry,
                 item_put_restarts_expiry_and_no_ttl_never_expires,
                 item_sweep_removes_expired_only,
-                item_ttl_must_be_positive,
+                item_ttl_must_be_positive_and_at_most_100_years,
             ];
             assistants: [
                 assistant_create_is_version_one_with_snapshot,

@@ -187,17 +187,24 @@ pub async fn thread_expired_query_is_bounded_earliest_first(factory: Factory) {
     );
 }
 
-/// A ttl must be a positive number of minutes.
-pub async fn thread_ttl_must_be_positive(factory: Factory) {
+/// A ttl must be a positive number of minutes, at most 100 years.
+pub async fn thread_ttl_must_be_positive_and_at_most_100_years(factory: Factory) {
     let h = Harness::new(&factory).await;
-    let new = NewThread {
+    let new = |ttl| NewThread {
         thread_id: Uuid::now_v7(),
         metadata: Metadata::new(),
         status: ThreadStatus::Idle,
-        ttl: Some(TtlSetting::Minutes(0.0)),
+        ttl: Some(TtlSetting::Minutes(ttl)),
     };
-    assert_kind(
-        h.store.threads().create(new, IfExists::Raise).await,
-        ErrorKind::Invalid,
-    );
+    for ttl in [0.0, service_types::MAX_TTL_MINUTES * 2.0, 1e30] {
+        assert_kind(
+            h.store.threads().create(new(ttl), IfExists::Raise).await,
+            ErrorKind::Invalid,
+        );
+    }
+    h.store
+        .threads()
+        .create(new(service_types::MAX_TTL_MINUTES), IfExists::Raise)
+        .await
+        .expect("the longest ttl");
 }

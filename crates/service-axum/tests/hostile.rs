@@ -235,3 +235,56 @@ async fn a_body_over_the_limit_is_413_with_or_without_its_length_or_an_idempoten
     let small = call(&app, "POST", "/threads", "{}").await;
     assert_eq!(small.0, StatusCode::OK);
 }
+
+#[tokio::test]
+async fn durations_and_counts_out_of_bounds_are_422_naming_the_field_and_bound() {
+    let app = app().await;
+    let thread = thread(&app).await;
+    let cases = [
+        (
+            "POST",
+            "/runs/wait".to_owned(),
+            json!({"assistant_id": "echo", "after_seconds": 1e30}),
+            "after_seconds must be a number of seconds from 0 to 31536000",
+        ),
+        (
+            "POST",
+            format!("/threads/{thread}/runs"),
+            json!({"assistant_id": "echo", "config": {"recursion_limit": 100_000}}),
+            "config.recursion_limit must be from 1 to 10000",
+        ),
+        (
+            "POST",
+            "/runs/crons".to_owned(),
+            json!({"assistant_id": "echo", "schedule": "* * * * *", "after_seconds": -1}),
+            "after_seconds must be",
+        ),
+        (
+            "PUT",
+            "/store/items".to_owned(),
+            json!({"namespace": ["a"], "key": "k", "value": {}, "ttl": 1e30}),
+            "ttl must be a positive number of minutes, at most 52596000",
+        ),
+        (
+            "POST",
+            "/threads".to_owned(),
+            json!({"ttl": 1e30}),
+            "ttl must be a positive number of minutes",
+        ),
+        (
+            "POST",
+            "/threads/search".to_owned(),
+            json!({"offset": 1e15 as i64}),
+            "is greater than the maximum of 1000000000",
+        ),
+    ];
+    for (method, uri, body, message) in cases {
+        let reply = call(&app, method, &uri, body.to_string()).await;
+        assert_refused(&reply, StatusCode::UNPROCESSABLE_ENTITY, message);
+    }
+    let (_, read) = call(&app, "GET", &format!("/threads/{thread}"), Body::empty()).await;
+    assert_eq!(
+        read["status"], "idle",
+        "a refused run leaves its thread idle"
+    );
+}

@@ -34,6 +34,7 @@ impl Engine {
         body: CronCreate,
     ) -> EngineResult<Cron> {
         check_schedule(&body.schedule, body.timezone.as_deref())?;
+        crate::limits::check_run_numbers(&body.run)?;
         if let Some(webhook) = &body.run.webhook {
             crate::runs::validate_webhook(webhook)?;
         }

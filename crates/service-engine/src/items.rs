@@ -35,7 +35,7 @@ impl Engine {
             return Err(EngineError::unprocessable("value must be an object"));
         };
         let ttl_minutes = body.ttl.or(self.config().store_default_ttl_minutes);
-        service_store::validate_item_ttl(ttl_minutes)?;
+        crate::limits::check_ttl_minutes(ttl_minutes)?;
         let item = PutItem {
             namespace: body.namespace,
             key: body.key,

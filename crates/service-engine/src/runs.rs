@@ -15,7 +15,7 @@ use uuid::Uuid;
 
 use crate::active::ActiveRun;
 use crate::bus::{Replay, Subscription, Topic};
-use crate::limits::{clamped_limit, offset};
+use crate::limits::{check_run_numbers, clamped_limit, offset};
 use crate::run_options::{RunIds, RunOptions};
 use crate::scheduler::{NextRun, Promise};
 use crate::{Engine, EngineError, EngineResult};
@@ -589,14 +589,7 @@ fn validate_run_body(body: &RunCreate, target: RunTarget) -> EngineResult<()> {
     if let Some(webhook) = &body.webhook {
         validate_webhook(webhook)?;
     }
-    if let Some(after) = body.after_seconds
-        && !(after.is_finite() && after >= 0.0)
-    {
-        return Err(EngineError::unprocessable(
-            "after_seconds must be a non-negative number",
-        ));
-    }
-    Ok(())
+    check_run_numbers(body)
 }
 
 /// A webhook must be an absolute http(s) URL with a host.

@@ -43,9 +43,7 @@ impl Engine {
 
     /// Creates a thread, applying `supersteps` through its graph when given.
     pub async fn create_thread(&self, body: ThreadCreate) -> EngineResult<Thread> {
-        if let Some(ttl) = body.ttl {
-            service_store::validate_ttl(ttl)?;
-        }
+        crate::limits::check_ttl_minutes(body.ttl.map(TtlSetting::minutes))?;
         let thread_id = body.thread_id.unwrap_or_else(Uuid::now_v7);
         let new = NewThread {
             thread_id,
@@ -116,7 +114,7 @@ impl Engine {
             None => TtlChange::Keep,
             Some(None) => TtlChange::Clear,
             Some(Some(ttl)) => {
-                service_store::validate_ttl(ttl)?;
+                crate::limits::check_ttl_minutes(Some(ttl.minutes()))?;
                 TtlChange::Set(ttl)
             }
         };

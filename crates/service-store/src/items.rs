@@ -3,11 +3,12 @@
 use std::cmp::Ordering;
 
 use async_trait::async_trait;
-use service_types::{Item, Metadata, SearchItem, Timestamp};
+use service_types::{Item, Metadata, SearchItem, Timestamp, ttl_minutes_valid};
 
+use crate::StoreResult;
 use crate::filter::StoreFilter;
 use crate::namespace::NamespaceQuery;
-use crate::{StoreError, StoreResult};
+use crate::threads::ttl_refused;
 
 /// A write.
 #[derive(Clone, Debug, PartialEq)]
@@ -51,9 +52,7 @@ pub fn compare_items(a: &Item, b: &Item) -> Ordering {
 /// Checks a per-item ttl before it is stored.
 pub fn validate_item_ttl(ttl_minutes: Option<f64>) -> StoreResult<()> {
     match ttl_minutes {
-        Some(minutes) if !(minutes.is_finite() && minutes > 0.0) => Err(StoreError::invalid(
-            "ttl must be a positive number of minutes",
-        )),
+        Some(minutes) if !ttl_minutes_valid(minutes) => Err(ttl_refused()),
         _ => Ok(()),
     }
 }

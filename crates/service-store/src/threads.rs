@@ -3,7 +3,8 @@
 use async_trait::async_trait;
 use serde_json::Value;
 use service_types::{
-    IfExists, Metadata, PendingInterrupts, SortOrder, Thread, ThreadStatus, Timestamp, TtlSetting,
+    IfExists, MAX_TTL_MINUTES, Metadata, PendingInterrupts, SortOrder, Thread, ThreadStatus,
+    Timestamp, TtlSetting,
 };
 use uuid::Uuid;
 
@@ -151,10 +152,15 @@ pub fn validate_ttl(ttl: TtlSetting) -> StoreResult<()> {
     if ttl.is_valid() {
         Ok(())
     } else {
-        Err(StoreError::invalid(
-            "ttl must be a positive number of minutes",
-        ))
+        Err(ttl_refused())
     }
+}
+
+/// The `Invalid` error of a ttl out of bounds (threads and store items).
+pub(crate) fn ttl_refused() -> StoreError {
+    StoreError::invalid(format!(
+        "ttl must be a positive number of minutes, at most {MAX_TTL_MINUTES} (100 years)"
+    ))
 }
 
 /// The threads repository. Thread rows carry `ttl` (strategy, minutes, expires_at);

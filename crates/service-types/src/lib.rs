@@ -38,4 +38,7 @@ pub use run::{
 };
 pub use schema::GraphSchema;
 pub use state::{Checkpoint, Interrupt, ThreadState, ThreadTask};
-pub use thread::{PendingInterrupts, PruneStrategy, Thread, ThreadStatus, ThreadTtl, TtlSetting};
+pub use thread::{
+    MAX_TTL_MINUTES, PendingInterrupts, PruneStrategy, Thread, ThreadStatus, ThreadTtl, TtlSetting,
+    ttl_minutes_valid,
+};

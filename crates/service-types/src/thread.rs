@@ -81,11 +81,19 @@ impl TtlSetting {
         }
     }
 
-    /// True when the value is usable: finite and positive.
+    /// True when the value is usable: positive and at most [`MAX_TTL_MINUTES`].
     pub fn is_valid(self) -> bool {
-        let minutes = self.minutes();
-        minutes.is_finite() && minutes > 0.0
+        ttl_minutes_valid(self.minutes())
     }
+}
+
+/// The longest ttl (threads and store items) in minutes: 100 years, so an expiry
+/// stays a valid timestamp and a PostgreSQL interval.
+pub const MAX_TTL_MINUTES: f64 = 100.0 * 365.25 * 24.0 * 60.0;
+
+/// True when `minutes` is a usable ttl: positive and at most [`MAX_TTL_MINUTES`].
+pub fn ttl_minutes_valid(minutes: f64) -> bool {
+    minutes > 0.0 && minutes <= MAX_TTL_MINUTES
 }
 
 /// The ttl a thread carries, reported with `?include=ttl`.
