@@ -12,7 +12,7 @@
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-SUITES="${E2E_SUITES:-python js}"
+SUITES="${E2E_SUITES:-python js hostile}"
 SERVER_PID=""
 SERVER_LOG=""
 
@@ -86,6 +86,10 @@ for suite in $SUITES; do
       setup_js
       log "js suite against $E2E_BASE_URL"
       (cd "$HERE/js" && node --test --test-concurrency=1 --test-timeout=60000 test/*.test.mjs) || status=1
+      ;;
+    hostile)
+      log "hostile-input suite against $E2E_BASE_URL"
+      python3 "$HERE/hostile/run.py" || status=1
       ;;
     *) log "unknown suite '$suite'"; exit 2 ;;
   esac
