@@ -12,13 +12,14 @@ use std::time::Duration;
 pub struct ConfigError(pub String);
 
 /// The SERVICE_ knobs this server reads.
-const SUPPORTED: [&str; 7] = [
+const SUPPORTED: [&str; 8] = [
     "SERVICE_RUN_CONCURRENCY",
     "SERVICE_RUN_TIMEOUT_MS",
     "SERVICE_SHUTDOWN_GRACE_MS",
     "SERVICE_MEMORY_BUS_MAX_FRAMES_PER_RUN",
     "SERVICE_MEMORY_BUS_MAX_RETAINED_RUNS",
     "SERVICE_MAX_PAGE_SIZE",
+    "SERVICE_MAX_BODY_BYTES",
     "SERVICE_REQUEST_LOG",
 ];
 
@@ -58,6 +59,8 @@ pub(crate) struct EnvKnobs {
     pub bus_max_retained: Option<usize>,
     /// SERVICE_MAX_PAGE_SIZE.
     pub max_page_size: Option<usize>,
+    /// SERVICE_MAX_BODY_BYTES.
+    pub max_body_bytes: Option<usize>,
     /// SERVICE_REQUEST_LOG (the mode's default on a malformed value).
     pub request_log: Option<bool>,
     /// DB_POOL_MAX: connections per pool.
@@ -157,6 +160,9 @@ impl EnvKnobs {
         }
         if let Some(text) = get("SERVICE_MAX_PAGE_SIZE") {
             knobs.max_page_size = Some(positive("SERVICE_MAX_PAGE_SIZE", &text)?);
+        }
+        if let Some(text) = get("SERVICE_MAX_BODY_BYTES") {
+            knobs.max_body_bytes = Some(positive("SERVICE_MAX_BODY_BYTES", &text)?);
         }
         if let Some(text) = get("DB_POOL_MAX") {
             knobs.db_pool_max = Some(positive("DB_POOL_MAX", &text)?);

@@ -71,7 +71,7 @@ pub(crate) async fn serve(
     })?;
     engine.start();
 
-    let mut app = service_axum::router(engine.clone());
+    let mut app = service_axum::router_with(engine.clone(), config.http);
     if config.request_log {
         app = app.layer(axum::middleware::from_fn(log_request));
     }

@@ -27,6 +27,8 @@ pub(crate) struct ServerConfig {
     pub database: Option<Database>,
     /// One log line per request.
     pub request_log: bool,
+    /// The HTTP adapter's settings (the request body limit).
+    pub http: service_axum::RouterOptions,
     /// The tracing filter.
     pub log_filter: String,
     /// The configuration file's `graphs` block.
@@ -128,6 +130,11 @@ impl ServerConfig {
             engine,
             database,
             request_log: knobs.request_log.unwrap_or(mode == Mode::Dev),
+            http: service_axum::RouterOptions {
+                max_body_bytes: knobs
+                    .max_body_bytes
+                    .unwrap_or(service_axum::RouterOptions::default().max_body_bytes),
+            },
             log_filter,
             graph_aliases: file.graphs,
             warnings,
@@ -276,6 +283,17 @@ mod tests {
         )
         .unwrap();
         assert!(logged.request_log);
+    }
+
+    #[test]
+    fn the_body_limit_is_a_setting_of_25_mib_by_default() {
+        let default = resolve(Mode::Dev, &ServeArgs::default(), &[]).unwrap();
+        assert_eq!(default.http.max_body_bytes, 25 * 1024 * 1024);
+        let vars = [("SERVICE_MAX_BODY_BYTES", "1048576")];
+        let set = resolve(Mode::Dev, &ServeArgs::default(), &vars).unwrap();
+        assert_eq!(set.http.max_body_bytes, 1024 * 1024);
+        let zero = [("SERVICE_MAX_BODY_BYTES", "0")];
+        assert!(resolve(Mode::Dev, &ServeArgs::default(), &zero).is_err());
     }
 
     #[test]
