@@ -30,7 +30,7 @@ async fn a_worker_claims_its_next_queued_run_with_its_settle() {
     settled(&engine, &first).await;
     for (n, run) in queued.iter().enumerate() {
         assert_eq!(
-            engine.run_result(run.run_id).await["messages"][1]["content"],
+            result_of(&engine, run.run_id).await["messages"][1]["content"],
             format!("echo: hi {n}")
         );
     }
@@ -68,7 +68,7 @@ async fn a_watched_run_on_a_new_thread_is_created_claimed_for_an_idle_worker() {
     let (target, body) = echo_on_new_thread("watched");
     let (run, _frames) = engine.create_run_watched(target, body).await.unwrap();
     assert_eq!(
-        engine.run_result(run.run_id).await["messages"][1]["content"],
+        result_of(&engine, run.run_id).await["messages"][1]["content"],
         "echo: watched"
     );
     assert_eq!(claims(), (0, 0), "created claimed");
@@ -100,7 +100,7 @@ async fn a_watched_run_on_a_new_thread_is_created_claimed_for_an_idle_worker() {
     );
     settled(&engine, &slow).await;
     assert_eq!(
-        engine.run_result(behind.run_id).await["messages"][1]["content"],
+        result_of(&engine, behind.run_id).await["messages"][1]["content"],
         "echo: behind"
     );
     assert_eq!(claims(), (2, 1), "claimed with the slow run's settle");
@@ -222,7 +222,7 @@ async fn a_run_whose_new_thread_another_instance_made_meanwhile_runs_on_that_thr
         .unwrap();
     assert_eq!(run.thread_id, thread);
     assert_eq!(
-        engine.run_result(run.run_id).await["messages"][1]["content"],
+        result_of(&engine, run.run_id).await["messages"][1]["content"],
         "echo: hi"
     );
     let made = engine.get_thread(thread).await.unwrap();

@@ -54,7 +54,7 @@ async fn a_failed_run_records_its_error_chain_on_the_run_and_the_thread() {
         )
         .await
         .unwrap();
-    let body = engine.run_result(run.run_id).await;
+    let body = result_of(&engine, run.run_id).await;
     assert_eq!(body["__error__"]["message"], "boom");
     assert_eq!(body["__error__"]["cause"]["message"], "root cause");
     let run = settled(&engine, &run).await;

@@ -34,9 +34,14 @@ impl Default for Hold {
 }
 
 impl Hold {
-    /// Waits until a call reached the hold.
+    /// Waits until a call reached the hold (at most 10 s: a call that never comes
+    /// fails the test, it does not hang it).
     pub(crate) async fn reached(&self) {
-        self.reached.acquire().await.expect("open").forget();
+        tokio::time::timeout(Duration::from_secs(10), self.reached.acquire())
+            .await
+            .expect("a call reached the hold within 10 s")
+            .expect("open")
+            .forget();
     }
 
     /// Lets the call at the hold go on.

@@ -13,7 +13,7 @@ async fn a_queued_run_executes_and_its_thread_mirrors_the_result() {
         .await
         .unwrap();
     assert_eq!(
-        engine.run_result(run.run_id).await["messages"][1]["content"],
+        result_of(&engine, run.run_id).await["messages"][1]["content"],
         "echo: hi"
     );
     assert_eq!(settled(&engine, &run).await.status, RunStatus::Success);

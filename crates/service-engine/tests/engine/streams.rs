@@ -10,14 +10,14 @@ async fn a_stateless_run_deletes_its_thread_once_settled_yet_its_result_stays_an
         .create_run(RunTarget::Stateless, run_body("echo", input))
         .await
         .unwrap();
-    let body = engine.run_result(run.run_id).await;
+    let body = result_of(&engine, run.run_id).await;
     assert_eq!(body["messages"][1]["content"], "echo: once");
     thread_gone(&engine, run.thread_id).await;
 
     let mut kept = run_body("echo", json!({"messages": []}));
     kept.on_completion = Some(service_types::OnCompletion::Keep);
     let run = engine.create_run(RunTarget::Stateless, kept).await.unwrap();
-    engine.run_result(run.run_id).await;
+    result_of(&engine, run.run_id).await;
     assert_eq!(settled(&engine, &run).await.status, RunStatus::Success);
     let thread = engine.get_thread(run.thread_id).await.unwrap();
     // Created naming the graph and assistant of its run, like a thread a run patched.
@@ -54,7 +54,7 @@ async fn a_watched_stateless_run_answers_even_after_the_bus_forgot_it() {
     }
 
     // Without the subscription taken at creation, the result is gone.
-    let late = engine.run_result(run.run_id).await;
+    let late = result_of(&engine, run.run_id).await;
     assert_eq!(late["__error__"]["message"], "404: Run not found");
     let body = engine.run_result_from(run.run_id, Some(subscription)).await;
     assert_eq!(body["messages"][1]["content"], "echo: watched");

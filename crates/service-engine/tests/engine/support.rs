@@ -128,3 +128,11 @@ pub(crate) async fn running_slow_run(engine: &Engine, thread: Uuid) -> Run {
 pub(crate) async fn idle_workers(engine: &Engine, count: usize) {
     eventually(|| async { (engine.idle_workers() == count).then_some(()) }).await;
 }
+
+/// The run's wait/join result, within 30 s: a run that never ends fails the test
+/// instead of hanging it.
+pub(crate) async fn result_of(engine: &Engine, run_id: Uuid) -> Value {
+    tokio::time::timeout(Duration::from_secs(30), engine.run_result(run_id))
+        .await
+        .expect("the run ended within 30 s")
+}
