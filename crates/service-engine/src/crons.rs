@@ -117,6 +117,13 @@ impl Engine {
             }
             payload
         });
+        if let Some(payload) = &payload {
+            // Each firing creates its run from the merged payload: held to a run's bounds.
+            let run: RunCreate = serde_json::from_value(payload.clone()).map_err(|error| {
+                EngineError::unprocessable(format!("Invalid cron payload: {error}"))
+            })?;
+            crate::limits::check_run_numbers(&run)?;
+        }
         let patch = CronPatch {
             schedule: body.schedule,
             timezone: body.timezone.map(Some),

@@ -71,3 +71,24 @@ async fn a_thread_made_for_its_run_gets_the_default_ttl() {
         (10.0, clock.now().plus_minutes(10.0))
     );
 }
+
+/// A cron's patched payload is what each firing creates its run from: it is held to
+/// the bounds of a run body, so an endless delay is refused when patched, not later.
+#[tokio::test]
+async fn a_cron_patch_is_held_to_a_run_bodys_bounds() {
+    let Harness { engine, .. } = harness(EngineConfig::default());
+    engine.ensure_system_assistants().await.unwrap();
+    let body = CronCreate {
+        schedule: "*/5 * * * *".into(),
+        run: run_body("echo", json!({"messages": []})),
+        ..CronCreate::default()
+    };
+    let cron = engine.create_cron(None, body).await.unwrap();
+    let patch: service_types::CronPatch =
+        serde_json::from_value(json!({"after_seconds": 1e30})).unwrap();
+    let error = engine.update_cron(cron.cron_id, patch).await.unwrap_err();
+    assert!(error.to_string().contains("after_seconds"), "{error}");
+    let fine: service_types::CronPatch =
+        serde_json::from_value(json!({"after_seconds": 5})).unwrap();
+    engine.update_cron(cron.cron_id, fine).await.unwrap();
+}
