@@ -78,6 +78,7 @@ pub(crate) async fn serve(
     let listener = tokio::net::TcpListener::bind(&config.address)
         .await
         .map_err(|error| ConfigError(format!("cannot listen on {}: {error}", config.address)))?;
+    let signalled = shutdown_signal()?;
     let local = listener
         .local_addr()
         .map_err(|error| ConfigError(format!("cannot read the listening address: {error}")))?;
@@ -105,7 +106,7 @@ pub(crate) async fn serve(
         served = &mut server => {
             return served.map_err(|error| ConfigError(format!("server error: {error}")));
         }
-        () = shutdown_signal() => {}
+        () = signalled => {}
     }
     // No new connections from here; requests in flight go on while the runs drain.
     stopping.cancel();
@@ -180,26 +181,32 @@ async fn log_request(request: Request, next: Next) -> Response {
     response
 }
 
-async fn shutdown_signal() {
-    let interrupt = async {
+/// SIGINT or SIGTERM, handled from the moment this is called: installed before the
+/// server says it listens, so a signal sent as soon as it answers stops it cleanly
+/// instead of killing it.
+fn shutdown_signal() -> Result<impl std::future::Future<Output = ()>, ConfigError> {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let install = |kind| {
+            signal(kind)
+                .map_err(|error| ConfigError(format!("cannot handle termination signals: {error}")))
+        };
+        let mut interrupt = install(SignalKind::interrupt())?;
+        let mut terminate = install(SignalKind::terminate())?;
+        Ok(async move {
+            tokio::select! {
+                _ = interrupt.recv() => {}
+                _ = terminate.recv() => {}
+            }
+            tracing::info!("shutting down");
+        })
+    }
+    #[cfg(not(unix))]
+    Ok(async {
         if tokio::signal::ctrl_c().await.is_err() {
             std::future::pending::<()>().await;
         }
-    };
-    #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        () = interrupt => {}
-        () = terminate => {}
-    }
-    tracing::info!("shutting down");
+        tracing::info!("shutting down");
+    })
 }
