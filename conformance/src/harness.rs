@@ -122,6 +122,26 @@ impl Harness {
         self.thread_with(json!({})).await
     }
 
+    /// A stored assistant of the `echo` graph named `a`.
+    pub async fn assistant(&self) -> service_types::Assistant {
+        self.store
+            .assistants()
+            .create(
+                service_store::NewAssistant {
+                    assistant_id: Uuid::now_v7(),
+                    graph_id: "echo".into(),
+                    config: Default::default(),
+                    context: Default::default(),
+                    metadata: Default::default(),
+                    name: "a".into(),
+                    description: None,
+                },
+                IfExists::Raise,
+            )
+            .await
+            .expect("assistant")
+    }
+
     /// A pending run on `thread_id`, available now.
     pub async fn run_on(&self, thread_id: Uuid) -> Run {
         self.store

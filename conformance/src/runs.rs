@@ -76,23 +76,7 @@ pub async fn run_create_is_pending_on_an_existing_thread(factory: Factory) {
 /// use, assistant changed since read) leaves the thread as it was.
 pub async fn run_create_marks_its_thread_busy_or_changes_nothing(factory: Factory) {
     let h = Harness::new(&factory).await;
-    let assistant = h
-        .store
-        .assistants()
-        .create(
-            service_store::NewAssistant {
-                assistant_id: Uuid::now_v7(),
-                graph_id: "echo".into(),
-                config: Default::default(),
-                context: Default::default(),
-                metadata: Default::default(),
-                name: "a".into(),
-                description: None,
-            },
-            service_types::IfExists::Raise,
-        )
-        .await
-        .expect("assistant");
+    let assistant = h.assistant().await;
     let thread = h.thread_with(json!({"owner": "x"})).await;
     let latest = || obj(json!({"graph_id": "echo", "assistant_id": "a"}));
     h.clock.advance_minutes(1.0);
@@ -306,23 +290,7 @@ pub async fn run_create_with_thread_claimed_is_running_and_started(factory: Fact
 /// is still in that state: once it changed (or went), nothing is written (`Stale`).
 pub async fn run_create_requires_its_assistant_unchanged_when_asked(factory: Factory) {
     let h = Harness::new(&factory).await;
-    let assistant = h
-        .store
-        .assistants()
-        .create(
-            service_store::NewAssistant {
-                assistant_id: Uuid::now_v7(),
-                graph_id: "echo".into(),
-                config: Default::default(),
-                context: Default::default(),
-                metadata: Default::default(),
-                name: "a".into(),
-                description: None,
-            },
-            service_types::IfExists::Raise,
-        )
-        .await
-        .expect("assistant");
+    let assistant = h.assistant().await;
     let as_read = |thread_id| service_store::NewRun {
         assistant_id: assistant.assistant_id,
         assistant_as_read: Some(service_store::AssistantStamp::of(&assistant)),

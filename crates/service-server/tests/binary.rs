@@ -108,6 +108,11 @@ fn sigterm_stops_a_serving_server_cleanly() {
     let address = listening_address(&mut log);
     assert!(get_ok(&address).contains("\"ok\":true"));
 
+    terminate_cleanly_within(&mut child, Duration::from_secs(10));
+}
+
+/// Sends SIGTERM and waits, at most `limit`, for the process to exit successfully.
+fn terminate_cleanly_within(child: &mut std::process::Child, limit: Duration) {
     let terminated = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status()
@@ -119,8 +124,8 @@ fn sigterm_stops_a_serving_server_cleanly() {
             break status;
         }
         assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "server did not stop"
+            started.elapsed() < limit,
+            "the server still runs {limit:?} after SIGTERM"
         );
         std::thread::sleep(Duration::from_millis(20));
     };
@@ -195,25 +200,7 @@ fn sigterm_exits_within_its_budget_despite_open_streams_and_slow_clients() {
         .write_all(b"POST /threads HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{")
         .unwrap();
 
-    assert!(
-        Command::new("kill")
-            .args(["-TERM", &child.id().to_string()])
-            .status()
-            .unwrap()
-            .success()
-    );
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "the server still runs 20 s after SIGTERM"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    assert!(status.success(), "clean exit after SIGTERM: {status}");
+    terminate_cleanly_within(&mut child, Duration::from_secs(20));
     let streamed = streamed.join().unwrap();
     assert!(
         streamed.contains("run_done") && streamed.contains(&run_id),
