@@ -29,6 +29,7 @@ impl StoreHealth for Unreachable {
 fn app(store: Store) -> Router {
     let config = EngineConfig::default();
     let engine = Engine::new(EngineParts {
+        webhooks: None,
         store,
         graphs: Box::new(|_: Arc<dyn Checkpointer>| Ok::<_, GraphError>(GraphRegistry::new())),
         checkpointer: Arc::new(InMemorySaver::new()),

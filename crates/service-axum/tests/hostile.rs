@@ -20,6 +20,7 @@ async fn app_with(options: RouterOptions) -> Router {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let config = EngineConfig::default();
     let engine = Engine::new(EngineParts {
+        webhooks: None,
         store: memory_store(MemoryOptions::new(clock.clone())),
         graphs: Box::new(service_example_graphs::registry),
         checkpointer: Arc::new(InMemorySaver::new()),

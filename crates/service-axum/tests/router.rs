@@ -19,6 +19,7 @@ async fn app() -> Router {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let config = EngineConfig::default();
     let engine = Engine::new(EngineParts {
+        webhooks: None,
         store: memory_store(MemoryOptions::new(clock.clone())),
         graphs: Box::new(service_example_graphs::registry),
         checkpointer: Arc::new(InMemorySaver::new()),
@@ -433,6 +434,7 @@ async fn broken_app(expose_stacks: bool) -> Router {
         ..EngineConfig::default()
     };
     let engine = Engine::new(EngineParts {
+        webhooks: None,
         store: memory_store(MemoryOptions::new(clock.clone())),
         graphs: Box::new(move |_: Arc<dyn Checkpointer>| Ok(registry)),
         checkpointer: Arc::new(InMemorySaver::new()),

@@ -36,7 +36,7 @@ impl Engine {
         check_schedule(&body.schedule, body.timezone.as_deref())?;
         crate::limits::check_run_numbers(&body.run)?;
         if let Some(webhook) = &body.run.webhook {
-            crate::runs::validate_webhook(webhook)?;
+            self.check_webhook(webhook)?;
         }
         let assistant = self.resolve_run_assistant(&body.run.assistant_id).await?;
         if let Some(thread_id) = thread_id {
@@ -108,7 +108,7 @@ impl Engine {
         let timezone = body.timezone.as_deref().or(current.timezone.as_deref());
         check_schedule(schedule, timezone)?;
         if let Some(Value::String(webhook)) = body.payload.get("webhook") {
-            crate::runs::validate_webhook(webhook)?;
+            self.check_webhook(webhook)?;
         }
         let payload = (!body.payload.is_empty()).then(|| {
             let mut payload = current.payload.clone();

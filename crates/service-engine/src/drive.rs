@@ -6,7 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use service_graph::{AgentGraph, FinalState, GraphError, RunContext, RunInput};
+use serde_json::Value;
+use service_graph::{AgentGraph, Chunk, FinalState, GraphError, RunContext, RunInput};
 use service_types::{Run, RunError, StreamMode};
 use tokio_util::sync::CancellationToken;
 
@@ -25,11 +26,26 @@ pub(crate) enum Ending {
 }
 
 /// What driving a run left: how it ended, the graph (to read the state it ended in),
-/// and the thread's execution claim, held until the run is settled.
+/// its last reply declaration, and the thread's execution claim, held until the run
+/// is settled.
 pub(crate) struct Driven {
     pub(crate) ending: Ending,
     pub(crate) graph: Option<Arc<dyn AgentGraph>>,
+    /// What the graph last declared as the webhook's `reply`.
+    pub(crate) reply: Option<Value>,
     pub(crate) claim: Option<Box<dyn ThreadClaim>>,
+}
+
+impl Driven {
+    /// A run that ended before its graph could be driven.
+    pub(crate) fn failed(error: RunError) -> Self {
+        Self {
+            ending: Ending::Failed(error),
+            graph: None,
+            reply: None,
+            claim: None,
+        }
+    }
 }
 
 impl std::fmt::Debug for Driven {
@@ -54,45 +70,34 @@ impl Engine {
         let coordinator = &self.inner.coordinator;
         let driving = self.drive(run, options, cancel.clone(), final_state);
         let Some(delay) = coordinator.tuning().map(|tuning| tuning.claim_delay) else {
-            let (ending, graph) = driving.await;
-            return Driven {
-                ending,
-                graph,
-                claim: None,
-            };
+            return driving.await;
         };
         tokio::pin!(driving);
         tokio::select! {
-            (ending, graph) = &mut driving => return Driven { ending, graph, claim: None },
+            driven = &mut driving => return driven,
             () = tokio::time::sleep(delay) => {}
         }
         let claiming = coordinator.claim_thread(run.thread_id);
         tokio::pin!(claiming);
         let claimed = tokio::select! {
             claimed = &mut claiming => claimed,
-            (ending, graph) = &mut driving => {
+            driven = &mut driving => {
                 // A claim started is finished, never dropped mid-statement (its lock
                 // could stay behind on a pooled connection), and held like any other.
-                return Driven { ending, graph, claim: claiming.await.ok() };
+                return Driven { claim: claiming.await.ok(), ..driven };
             }
         };
         match claimed {
-            Ok(claim) => {
-                let (ending, graph) = driving.await;
-                Driven {
-                    ending,
-                    graph,
-                    claim: Some(claim),
-                }
-            }
+            Ok(claim) => Driven {
+                claim: Some(claim),
+                ..driving.await
+            },
             Err(error) => {
                 cancel.cancel();
-                let (_, graph) = driving.await;
                 let error = RunError::new("ExecutionClaimError", error.chain());
                 Driven {
                     ending: Ending::Failed(error),
-                    graph,
-                    claim: None,
+                    ..driving.await
                 }
             }
         }
@@ -104,11 +109,17 @@ impl Engine {
         options: &RunOptions,
         cancel: CancellationToken,
         final_state: FinalState,
-    ) -> (Ending, Option<Arc<dyn AgentGraph>>) {
+    ) -> Driven {
         let graph_id = options.graph_id().unwrap_or_default();
         let graph = match self.inner.graphs.load(graph_id).await {
             Ok(graph) => graph,
-            Err(error) => return (Ending::Failed(error.to_run_error()), None),
+            Err(error) => return Driven::failed(error.to_run_error()),
+        };
+        let ended = |ending, reply| Driven {
+            ending,
+            graph: Some(Arc::clone(&graph)),
+            reply,
+            claim: None,
         };
         let stream_options = options.stream_options();
         let input = RunInput::from_request(options.input.clone(), options.command.clone());
@@ -129,12 +140,17 @@ impl Engine {
         };
         let mut chunks = match started {
             Ok(chunks) => chunks,
-            Err(error) => return (ending_of(error, &cancel), Some(graph)),
+            Err(error) => return ended(ending_of(error, &cancel), None),
         };
         let mut messages = MessageAccumulator::default();
+        let mut reply = None;
+        let captures_reply = options.stream_mode.contains(&StreamMode::Custom);
         let consume = async {
             while let Some(item) = chunks.next().await {
                 let chunk = item.map_err(|error| ending_of(error, &cancel))?;
+                if captures_reply && let Some(declared) = reply_declaration(&chunk) {
+                    reply = Some(declared);
+                }
                 self.publish_chunk(run, options, &chunk, &mut messages)
                     .await
                     .map_err(|error| Ending::Failed(error.to_run_error()))?;
@@ -158,7 +174,7 @@ impl Engine {
                 Ending::TimedOut
             }
         };
-        (ending, Some(graph))
+        ended(ending, reply)
     }
 
     /// Resolves when a cancel for this run was recorded by another instance; never
@@ -180,6 +196,14 @@ impl Engine {
             }
         }
     }
+}
+
+/// The reply a custom chunk declares: `{"reply": ...}` written to the custom stream.
+fn reply_declaration(chunk: &Chunk) -> Option<Value> {
+    if chunk.mode() != "custom" || !chunk.namespace().is_empty() {
+        return None;
+    }
+    chunk.data().get("reply").cloned()
 }
 
 /// A graph error as the run's ending: a cancel, however the graph reports it, is one.

@@ -16,6 +16,7 @@ use crate::active::ActiveRuns;
 use crate::bus::StreamBus;
 use crate::coordination::{Coordinator, LocalCoordinator};
 use crate::scheduler::Scheduler;
+use crate::webhooks::Webhooks;
 use crate::{EngineConfig, EngineError, ErrorKind};
 
 /// What an embedder hands the engine.
@@ -31,6 +32,8 @@ pub struct EngineParts {
     pub bus: Arc<dyn StreamBus>,
     /// The clock.
     pub clock: Arc<dyn Clock>,
+    /// Where settled runs' webhooks go; without it, runs carrying one are refused.
+    pub webhooks: Option<Arc<dyn Webhooks>>,
     /// Settings.
     pub config: EngineConfig,
 }
@@ -61,6 +64,7 @@ pub(crate) struct Inner {
     pub(crate) checkpointer: Arc<dyn Checkpointer>,
     pub(crate) bus: Arc<dyn StreamBus>,
     pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) webhooks: Option<Arc<dyn Webhooks>>,
     pub(crate) config: EngineConfig,
     pub(crate) coordinator: Arc<dyn Coordinator>,
     pub(crate) expose_stacks: AtomicBool,
@@ -101,6 +105,7 @@ impl Engine {
                 checkpointer: parts.checkpointer,
                 bus: parts.bus,
                 clock: parts.clock,
+                webhooks: parts.webhooks,
                 config: parts.config,
                 coordinator,
                 expose_stacks,

@@ -26,6 +26,7 @@ mod scheduler;
 mod settle;
 mod sweep;
 mod threads;
+mod webhooks;
 mod worker;
 
 pub use assistants::AssistantSearchPage;
@@ -37,3 +38,4 @@ pub use join::{RunStream, RunToJoin, run_not_found};
 pub use run_options::{RunOptions, RunOptionsError};
 pub use runs::RunTarget;
 pub use threads::ThreadSearchPage;
+pub use webhooks::{Outgoing, Webhooks};

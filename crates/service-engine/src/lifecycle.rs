@@ -1,6 +1,6 @@
 //! Starting the engine's tasks and stopping them: workers, sweepers, crons,
-//! recovery, the delayed-run timer and the messengers to other instances. Every task
-//! is tracked and ends on shutdown.
+//! recovery, the webhook schedule, the delayed-run timer and the messengers to other
+//! instances. Every task is tracked and ends on shutdown.
 
 use std::time::Duration;
 
@@ -18,6 +18,10 @@ impl Engine {
         self.spawn_task(|engine| async move { engine.recovery_loop().await });
         self.spawn_task(|engine| async move { engine.relay_other_work().await });
         self.spawn_task(|engine| async move { engine.time_delayed_runs().await });
+        if let Some(webhooks) = self.inner.webhooks.clone() {
+            let stop = self.inner.shutdown.clone();
+            self.spawn_task(move |_| async move { webhooks.run(stop).await });
+        }
         if let Some(spacing) = self.inner.coordinator.tuning().map(|t| t.announce_spacing) {
             self.spawn_task(
                 move |engine| async move { engine.announce_queued_work(spacing).await },
@@ -51,6 +55,11 @@ impl Engine {
             {
                 tracing::error!("workers did not stop within the shutdown budget");
             }
+        }
+        // Every run is settled and its first attempt started; those still in flight
+        // get their timeout (an unanswered one is attempted again after its lease).
+        if let Some(webhooks) = &self.inner.webhooks {
+            webhooks.drain().await;
         }
         // Every run is settled: streams that would outlive them (a thread's) end now.
         self.inner.bus.close_all().await;

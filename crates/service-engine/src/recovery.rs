@@ -10,6 +10,8 @@ use service_types::{Run, RunError, RunStatus, ThreadStatus};
 
 use crate::Engine;
 use crate::bus::Topic;
+use crate::run_options::RunOptions;
+use crate::webhooks::CallbackBody;
 
 /// A run takes its claim only after the coordinator's claim delay (a second or so), or
 /// a moment later under load; a run younger than this may have none yet and is left
@@ -71,16 +73,39 @@ impl Engine {
             "The instance executing this run stopped before it finished",
         );
         tracing::error!(run_id = %run.run_id, thread_id = %run.thread_id, "recovering a run whose executor is gone");
+        // It started, so its webhook reports the failure.
+        let webhook = RunOptions::decode(run)
+            .ok()
+            .and_then(|options| options.webhook)
+            .and_then(|url| {
+                self.webhook_request(CallbackBody {
+                    run,
+                    url: &url,
+                    values: None,
+                    error: Some(error.message.clone()),
+                    interrupts: None,
+                    reply: None,
+                    started_at: run.updated_at,
+                    ended_at: self.now(),
+                })
+            });
+        let unrecorded_webhook = webhook
+            .as_ref()
+            .filter(|_| !self.store().capabilities().deliveries)
+            .cloned();
         let settlement = Settlement {
             status: RunStatus::Error,
             error: Some(error.clone()),
             interrupted: false,
-            webhook: None,
+            webhook,
         };
-        if let Err(failure) = self.store().runs().settle(run.run_id, settlement).await {
-            tracing::error!(run_id = %run.run_id, %failure, "settling an orphaned run failed");
-            return;
-        }
+        let settled = match self.store().runs().settle(run.run_id, settlement).await {
+            Ok(settled) => settled,
+            Err(failure) => {
+                tracing::error!(run_id = %run.run_id, %failure, "settling an orphaned run failed");
+                return;
+            }
+        };
         let mirror = ThreadMirror {
             status: ThreadStatus::Error,
             values: None,
@@ -95,5 +120,9 @@ impl Engine {
         .await;
         self.inner.bus.close(Topic::Run(run.run_id)).await;
         self.wake_workers();
+        if settled.changed {
+            let delivery_id = settled.delivery.map(|d| d.delivery.delivery_id);
+            self.send_webhook(delivery_id, unrecorded_webhook, settled.run.status, false);
+        }
     }
 }

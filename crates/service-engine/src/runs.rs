@@ -67,6 +67,9 @@ impl Engine {
         watch: bool,
     ) -> EngineResult<(Run, Option<Subscription>)> {
         validate_run_body(&body, target)?;
+        if let Some(webhook) = &body.webhook {
+            self.check_webhook(webhook)?;
+        }
         let assistant = self.resolve_run_assistant(&body.assistant_id).await?;
         if let Queued::Run(run, subscription) = self.queue(target, &body, &assistant, watch).await?
         {
@@ -586,41 +589,5 @@ fn validate_run_body(body: &RunCreate, target: RunTarget) -> EngineResult<()> {
     {
         return Err(EngineError::unprocessable("Invalid checkpoint ID"));
     }
-    if let Some(webhook) = &body.webhook {
-        validate_webhook(webhook)?;
-    }
     check_run_numbers(body)
-}
-
-/// A webhook must be an absolute http(s) URL with a host.
-pub(crate) fn validate_webhook(url: &str) -> EngineResult<()> {
-    let rest = url
-        .strip_prefix("https://")
-        .or_else(|| url.strip_prefix("http://"))
-        .ok_or_else(|| {
-            EngineError::unprocessable(format!(
-                "Invalid webhook URL '{url}': must be an absolute http(s) URL"
-            ))
-        })?;
-    let host = rest.split(['/', '?', '#']).next().unwrap_or_default();
-    if host.is_empty() || host.starts_with(':') {
-        return Err(EngineError::unprocessable(format!(
-            "Invalid webhook hostname '{host}'"
-        )));
-    }
-    Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn webhook_urls_must_be_absolute_http() {
-        assert!(validate_webhook("https://example.com/hook").is_ok());
-        assert!(validate_webhook("http://127.0.0.1:9000/x").is_ok());
-        assert!(validate_webhook("/relative").is_err());
-        assert!(validate_webhook("ftp://example.com").is_err());
-        assert!(validate_webhook("http:///nohost").is_err());
-    }
 }

@@ -6,7 +6,7 @@ use std::time::Instant;
 use serde_json::json;
 use service_graph::{AgentGraph, FinalState, RunnableConfig, StateOptions, StateSnapshot};
 use service_store::{ClaimNext, Settlement, ThreadMirror};
-use service_types::{Run, RunError, RunStatus, ThreadStatus};
+use service_types::{Run, RunError, RunStatus, ThreadStatus, Timestamp};
 use uuid::Uuid;
 
 use crate::Engine;
@@ -16,6 +16,7 @@ use crate::join::result_body;
 use crate::run_options::RunOptions;
 use crate::scheduler::NextRun;
 use crate::threads::{pending_interrupts, snapshot_mirror};
+use crate::webhooks::CallbackBody;
 
 /// A run whose graph was driven, ready to settle.
 #[derive(Debug)]
@@ -29,6 +30,8 @@ pub(crate) struct Finished {
     /// The run was stopped as a rollback: what it wrote goes, and so does its row.
     pub(crate) rolled_back: bool,
     pub(crate) started: Instant,
+    /// When its worker took it (the webhook's `run_started_at`).
+    pub(crate) started_at: Timestamp,
 }
 
 /// What settling a run leaves its worker to do.
@@ -51,13 +54,15 @@ impl Engine {
             final_state,
             rolled_back,
             started,
+            started_at,
         } = finished;
         let Driven {
             ending,
             graph,
+            reply,
             // Held until the run is settled and mirrored: a crash before then leaves
             // a run that recovery must see as orphaned.
-            claim: _claim,
+            claim,
         } = driven;
         let thread_id = run.thread_id;
         let graph_id = options
@@ -117,21 +122,47 @@ impl Engine {
                 tracing::error!(run_id = %run.run_id, error = %frame_error, "publishing the run's error failed");
             }
         }
+        let webhook = options
+            .as_ref()
+            .and_then(|options| options.webhook.as_deref())
+            .and_then(|url| {
+                self.webhook_request(CallbackBody {
+                    run: &run,
+                    url,
+                    values: snapshot.as_ref().map(|snapshot| snapshot.values.clone()),
+                    error: error.as_ref().map(|error| error.message.clone()),
+                    interrupts: paused
+                        .then(|| snapshot.as_ref().map(|s| json!(pending_interrupts(s))))
+                        .flatten(),
+                    reply,
+                    started_at,
+                    ended_at: self.now(),
+                })
+            });
+        // Sent from the row the store writes; kept only for a store that writes none.
+        let unrecorded_webhook = webhook
+            .as_ref()
+            .filter(|_| !self.store().capabilities().deliveries)
+            .cloned();
         let settlement = Settlement {
             status,
             error: error.clone(),
             interrupted: paused,
-            webhook: None,
+            webhook,
         };
         let discard_thread = options.as_ref().is_some_and(RunOptions::discards_thread);
         let mut next = None;
         // The outcome is mirrored in the settle's own step when the run settles as
         // planned; `mirrored` then says whether other runs wait on the thread.
+        let mut delivery_id = None;
         let (final_status, mirrored) = if discard_thread {
             // A stateless run's thread is deleted next: nothing to mirror, and its
             // plain settle leaves the next queued run to a claim by id.
             match self.store().runs().settle(run.run_id, settlement).await {
-                Ok(settled) => (settled.run.status, None),
+                Ok(settled) => {
+                    delivery_id = settled.delivery.map(|d| d.delivery.delivery_id);
+                    (settled.run.status, None)
+                }
                 Err(error) => {
                     tracing::error!(run_id = %run.run_id, %error, "settling the run failed");
                     (status, None)
@@ -154,6 +185,11 @@ impl Engine {
                     if let Some(next) = &mut next {
                         next.claimed = outcome.next;
                     }
+                    delivery_id = outcome
+                        .settled
+                        .delivery
+                        .as_ref()
+                        .map(|d| d.delivery.delivery_id);
                     (outcome.settled.run.status, outcome.others_wait)
                 }
                 Err(error) => {
@@ -182,6 +218,9 @@ impl Engine {
                 self.mirror_after_run(thread_id, mirror).await
             }
         };
+        // The thread is free: its next run may start while the receiver answers.
+        drop(claim);
+        self.send_webhook(delivery_id, unrecorded_webhook, final_status, paused);
         let body = match (final_status, &error) {
             (RunStatus::Error, Some(error)) => json!({ "__error__": self.client_error(error) }),
             _ => match snapshot {

@@ -11,7 +11,7 @@ use service_types::Run;
 
 use crate::Engine;
 use crate::active::ActiveRun;
-use crate::drive::{Driven, Ending};
+use crate::drive::Driven;
 use crate::run_options::RunOptions;
 use crate::scheduler::{NextRun, Promise};
 use crate::settle::{Finished, Settled};
@@ -142,6 +142,7 @@ impl Engine {
         registered_before_claim: bool,
     ) -> Option<NextRun> {
         let started = Instant::now();
+        let started_at = self.now();
         // A cancel recorded between the run's claim and its registration, if there
         // was such a gap.
         if !registered_before_claim
@@ -162,17 +163,7 @@ impl Engine {
                     .await;
                 (Some(options), driven)
             }
-            Err(error) => {
-                let error = error.to_run_error();
-                (
-                    None,
-                    Driven {
-                        ending: Ending::Failed(error),
-                        graph: None,
-                        claim: None,
-                    },
-                )
-            }
+            Err(error) => (None, Driven::failed(error.to_run_error())),
         };
         let run_id = run.run_id;
         let Settled { others_wait, next } = self
@@ -183,6 +174,7 @@ impl Engine {
                 final_state,
                 rolled_back: handles.rolled_back(),
                 started,
+                started_at,
             })
             .await;
         self.inner.active.remove(run_id);

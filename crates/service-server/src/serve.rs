@@ -42,6 +42,7 @@ pub(crate) async fn serve(
         Some(database) => {
             let backend = postgres_backend(database, clock.clone()).await?;
             let parts = EngineParts {
+                webhooks: None,
                 store: backend.store,
                 graphs,
                 checkpointer: backend.checkpointer,
@@ -56,6 +57,7 @@ pub(crate) async fn serve(
                 MemoryOptions::new(clock.clone()).with_max_page_size(engine_config.max_page_size),
             );
             Engine::new(EngineParts {
+                webhooks: None,
                 store,
                 graphs,
                 checkpointer: Arc::new(InMemorySaver::new()),

@@ -153,7 +153,7 @@ impl DeliveryRecord {
             DeliveryStatus::Pending | DeliveryStatus::Dead => {
                 if self.payload.is_none() {
                     return Err(StoreError::conflict(format!(
-                        "Delivery {id} is no longer replayable"
+                        "Delivery {id} can no longer be replayed: it is dead and its payload was purged after its retention (retain_hours)"
                     )));
                 }
                 self.delivery.status = DeliveryStatus::Pending;

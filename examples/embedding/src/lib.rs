@@ -126,6 +126,7 @@ pub async fn app() -> Router {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let config = EngineConfig::default();
     let engine = Engine::new(EngineParts {
+        webhooks: None,
         store: memory_store(MemoryOptions::new(clock.clone())),
         graphs: Box::new(graphs),
         checkpointer: Arc::new(InMemorySaver::new()),

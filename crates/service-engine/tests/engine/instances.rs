@@ -18,6 +18,7 @@ async fn coordinated(
     let store = memory_store(MemoryOptions::new(dyn_clock.clone()));
     let engine = Engine::with_coordinator(
         EngineParts {
+            webhooks: None,
             store: store.clone(),
             graphs: Box::new(service_example_graphs::registry),
             checkpointer: Arc::new(InMemorySaver::new()),
@@ -43,6 +44,7 @@ async fn a_run_follows_its_assistant_as_changed_through_another_instance() {
     let instance = || {
         let config = EngineConfig::default();
         Engine::new(EngineParts {
+            webhooks: None,
             store: store.clone(),
             graphs: Box::new(service_example_graphs::registry),
             checkpointer: Arc::new(InMemorySaver::new()),

@@ -188,6 +188,7 @@ pub(crate) async fn engine_on_runs(
         ..shared.parts()
     });
     let engine = Engine::new(EngineParts {
+        webhooks: None,
         store,
         graphs: Box::new(service_example_graphs::registry),
         checkpointer: Arc::new(InMemorySaver::new()),

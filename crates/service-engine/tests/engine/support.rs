@@ -34,6 +34,7 @@ pub(crate) fn harness_with(config: EngineConfig, checkpointer: Arc<dyn Checkpoin
     )));
     let dyn_clock: Arc<dyn Clock> = clock.clone();
     let engine = Engine::new(EngineParts {
+        webhooks: None,
         store: memory_store(MemoryOptions::new(dyn_clock.clone())),
         graphs: Box::new(service_example_graphs::registry),
         checkpointer,

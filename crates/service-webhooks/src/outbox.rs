@@ -1,0 +1,355 @@
+//! The outbox sender: the engine's [`Webhooks`]. A settled run's delivery row is
+//! attempted at once; a failed attempt is pending again with its next attempt due on
+//! the retry schedule ([`crate::schedule`]); every attempt starts by claiming its row
+//! with a lease, so two instances never send one attempt at the same time, and a row
+//! whose sender died is due again when its lease ends.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use http::{HeaderMap, HeaderValue, header};
+use serde_json::Value;
+use service_engine::{Outgoing, Webhooks};
+use service_store::{AttemptOutcome, Clock, DeliveryRecord, Store};
+use service_types::{Metadata, Timestamp};
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use uuid::Uuid;
+
+use crate::dispatch::{Attempt, AttemptError, Dispatcher, HttpDispatcher};
+use crate::policy::{UrlPolicy, redact};
+use crate::schedule::RetryTimer;
+use crate::signature::{ATTEMPT_HEADER, DELIVERY_ID_HEADER, SIGNATURE_HEADER, sign};
+use crate::{WebhookSettings, payload};
+
+/// Attempts in flight at once on one instance; due rows beyond it wait in the outbox.
+const MAX_CONCURRENT_ATTEMPTS: usize = 64;
+/// Rows claimed per search of the outbox.
+const CLAIM_BATCH: usize = 32;
+
+/// Sends run-completion webhooks from the store's delivery outbox.
+#[derive(Clone, Debug)]
+pub struct Outbox {
+    shared: Arc<Shared>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    settings: WebhookSettings,
+    policy: UrlPolicy,
+    dispatcher: Arc<dyn Dispatcher>,
+    store: Store,
+    clock: Arc<dyn Clock>,
+    timer: RetryTimer,
+    permits: Arc<Semaphore>,
+    attempts: TaskTracker,
+}
+
+impl Outbox {
+    /// An outbox over `store`'s deliveries that sends over HTTP.
+    pub fn new(
+        settings: WebhookSettings,
+        store: Store,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self, AttemptError> {
+        let dispatcher = Arc::new(HttpDispatcher::new(settings.timeout)?);
+        Ok(Self::with_dispatcher(settings, store, clock, dispatcher))
+    }
+
+    /// An outbox that sends through an embedder's dispatcher, which must pass each
+    /// attempt's headers and body on unchanged.
+    pub fn with_dispatcher(
+        settings: WebhookSettings,
+        store: Store,
+        clock: Arc<dyn Clock>,
+        dispatcher: Arc<dyn Dispatcher>,
+    ) -> Self {
+        Self {
+            shared: Arc::new(Shared {
+                policy: UrlPolicy::new(&settings),
+                settings,
+                dispatcher,
+                store,
+                clock,
+                timer: RetryTimer::default(),
+                permits: Arc::new(Semaphore::new(MAX_CONCURRENT_ATTEMPTS)),
+                attempts: TaskTracker::new(),
+            }),
+        }
+    }
+
+    /// The settings it sends with.
+    pub fn settings(&self) -> &WebhookSettings {
+        &self.shared.settings
+    }
+}
+
+#[async_trait]
+impl Webhooks for Outbox {
+    fn check_url(&self, url: &str) -> Result<(), String> {
+        self.shared.policy.check(url).map(drop)
+    }
+
+    fn cap_payload(&self, payload: &mut Metadata) -> bool {
+        payload::cap(payload, self.shared.settings.max_payload_bytes)
+    }
+
+    fn send(&self, outgoing: Outgoing) {
+        let shared = Arc::clone(&self.shared);
+        self.shared.attempts.spawn(async move {
+            let Ok(_permit) = Arc::clone(&shared.permits).acquire_owned().await else {
+                return;
+            };
+            match outgoing {
+                Outgoing::Recorded(delivery_id) => shared.attempt_now(delivery_id).await,
+                Outgoing::Unrecorded { url, payload } => shared.best_effort(url, payload).await,
+            }
+        });
+    }
+
+    async fn run(&self, stop: CancellationToken) {
+        let shared = &self.shared;
+        let mut next_purge = tokio::time::Instant::now();
+        loop {
+            if tokio::time::Instant::now() >= next_purge {
+                shared.purge_expired().await;
+                next_purge = tokio::time::Instant::now() + shared.settings.purge_interval;
+            }
+            let claimed_full_batch = shared.attempt_due().await;
+            if claimed_full_batch {
+                continue;
+            }
+            let wait = shared
+                .timer
+                .wait_for_next(shared.clock.now(), shared.settings.poll_interval);
+            tokio::select! {
+                () = wait => {}
+                () = stop.cancelled() => return,
+            }
+        }
+    }
+
+    async fn drain(&self) {
+        let attempts = &self.shared.attempts;
+        attempts.close();
+        let budget = self.shared.settings.timeout + Duration::from_secs(1);
+        if tokio::time::timeout(budget, attempts.wait()).await.is_err() {
+            tracing::warn!(
+                "webhook attempts still in flight at shutdown are retried after their lease"
+            );
+        }
+    }
+}
+
+impl Shared {
+    /// The lease an attempt holds its row with: past it, the row is due again.
+    fn lease_until(&self, now: Timestamp) -> Timestamp {
+        let lease = self.settings.timeout + Duration::from_secs(10);
+        now.plus_millis(lease.as_millis() as i64)
+    }
+
+    async fn attempt_now(&self, delivery_id: Uuid) {
+        let Some(deliveries) = self.store.deliveries() else {
+            return;
+        };
+        let now = self.clock.now();
+        match deliveries
+            .claim(delivery_id, now, self.lease_until(now))
+            .await
+        {
+            Ok(Some(record)) => self.attempt(record).await,
+            // Taken by another instance's search, or no longer due.
+            Ok(None) => {}
+            Err(error) => {
+                // Still pending in the outbox: the next search takes it.
+                tracing::warn!(%delivery_id, %error, "claiming a webhook delivery failed");
+            }
+        }
+    }
+
+    /// Claims due rows, as many as free permits allow, and attempts each; true when
+    /// it claimed a full batch (more may be due).
+    async fn attempt_due(self: &Arc<Self>) -> bool {
+        let Some(deliveries) = self.store.deliveries() else {
+            return false;
+        };
+        let free = self.permits.available_permits().min(CLAIM_BATCH);
+        if free == 0 {
+            return false;
+        }
+        let now = self.clock.now();
+        self.timer.passed(now);
+        let claimed = match deliveries.claim_due(now, self.lease_until(now), free).await {
+            Ok(claimed) => claimed,
+            Err(error) => {
+                tracing::warn!(%error, "searching the webhook outbox failed");
+                return false;
+            }
+        };
+        let full = claimed.len() == free && free == CLAIM_BATCH;
+        for record in claimed {
+            let Ok(permit) = Arc::clone(&self.permits).try_acquire_owned() else {
+                // Freed permits were counted above; an inline attempt took one since.
+                // The row's lease ends and it is due again.
+                break;
+            };
+            let shared = Arc::clone(self);
+            self.attempts.spawn(async move {
+                let _permit = permit;
+                shared.attempt(record).await;
+            });
+        }
+        full
+    }
+
+    async fn purge_expired(&self) {
+        let Some(deliveries) = self.store.deliveries() else {
+            return;
+        };
+        match deliveries.purge_expired(self.clock.now()).await {
+            Ok(0) => {}
+            Ok(purged) => tracing::info!(
+                purged,
+                "dead webhook deliveries past retention lost their payload"
+            ),
+            Err(error) => tracing::warn!(%error, "purging dead webhook deliveries failed"),
+        }
+    }
+
+    /// Sends a claimed row once and records how it ended.
+    async fn attempt(&self, record: DeliveryRecord) {
+        let Some(deliveries) = self.store.deliveries() else {
+            return;
+        };
+        let delivery = &record.delivery;
+        let (delivery_id, attempt) = (delivery.delivery_id, delivery.attempt);
+        let target = redact(&record.url);
+        let failure = match (self.policy.permit(&record.url), record.payload) {
+            (Err(reason), _) => Some((format!("refused: {reason}"), true)),
+            (Ok(_), None) => Some(("the payload is no longer kept".to_owned(), true)),
+            (Ok(_), Some(payload)) => {
+                let now = self.clock.now();
+                let (headers, body) = self.signed(delivery_id, attempt, payload, now);
+                let sent = self
+                    .dispatcher
+                    .post(Attempt {
+                        url: record.url.clone(),
+                        headers,
+                        body,
+                    })
+                    .await;
+                sent.err().map(|error| (error.0, false))
+            }
+        };
+        let now = self.clock.now();
+        let outcome = match failure {
+            None => AttemptOutcome::Delivered,
+            Some((error, final_failure))
+                if final_failure || attempt >= self.settings.max_attempts =>
+            {
+                tracing::error!(%delivery_id, attempt, target, error, "webhook delivery is dead");
+                AttemptOutcome::Dead {
+                    error,
+                    retain_until: now.plus_millis(self.settings.retain.as_millis() as i64),
+                }
+            }
+            Some((error, _)) => {
+                let delay = jittered(self.settings.retry_delay(attempt));
+                tracing::warn!(
+                    %delivery_id,
+                    attempt,
+                    target,
+                    error,
+                    retry_in_ms = delay.as_millis() as u64,
+                    "webhook delivery failed"
+                );
+                AttemptOutcome::Retry {
+                    error,
+                    retry_at: now.plus_millis(delay.as_millis() as i64),
+                }
+            }
+        };
+        let retry_at = match &outcome {
+            AttemptOutcome::Retry { retry_at, .. } => Some(*retry_at),
+            _ => None,
+        };
+        match deliveries.finish_attempt(delivery_id, outcome).await {
+            Ok(_) => {
+                if let Some(at) = retry_at {
+                    self.timer.retry_at(at);
+                }
+            }
+            // The lease ends and the row is attempted again: at least once.
+            Err(error) => {
+                tracing::warn!(%delivery_id, %error, "recording a webhook attempt failed")
+            }
+        }
+    }
+
+    /// The attempt's headers and body: the stored payload stamped with this
+    /// attempt's time, signed with the newest secret when there is one.
+    fn signed(
+        &self,
+        delivery_id: Uuid,
+        attempt: u32,
+        mut payload: Metadata,
+        now: Timestamp,
+    ) -> (HeaderMap, Bytes) {
+        payload.insert(
+            "webhook_sent_at".into(),
+            serde_json::to_value(now).unwrap_or(Value::Null),
+        );
+        let body = Bytes::from(serde_json::to_vec(&payload).unwrap_or_default());
+        let mut headers = json_headers();
+        headers.insert(DELIVERY_ID_HEADER, header_value(&delivery_id.to_string()));
+        headers.insert(ATTEMPT_HEADER, HeaderValue::from(attempt));
+        if let Some(secret) = self.settings.secrets.first() {
+            let signature = sign(secret, now.unix_micros().div_euclid(1_000_000), &body);
+            headers.insert(SIGNATURE_HEADER, header_value(&signature));
+        }
+        (headers, body)
+    }
+
+    /// One POST without delivery headers, for a store that records no deliveries.
+    async fn best_effort(&self, url: String, mut payload: Metadata) {
+        let target = redact(&url);
+        if let Err(reason) = self.policy.permit(&url) {
+            tracing::error!(target, reason, "webhook refused");
+            return;
+        }
+        payload.insert(
+            "webhook_sent_at".into(),
+            serde_json::to_value(self.clock.now()).unwrap_or(Value::Null),
+        );
+        let attempt = Attempt {
+            url,
+            headers: json_headers(),
+            body: Bytes::from(serde_json::to_vec(&payload).unwrap_or_default()),
+        };
+        if let Err(error) = self.dispatcher.post(attempt).await {
+            tracing::error!(target, %error, "webhook failed (this store records no deliveries: not retried)");
+        }
+    }
+}
+
+fn json_headers() -> HeaderMap {
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    headers
+}
+
+fn header_value(text: &str) -> HeaderValue {
+    HeaderValue::from_str(text).unwrap_or_else(|_| HeaderValue::from_static(""))
+}
+
+/// `delay` spread by ±10 %, so deliveries that failed together do not retry together.
+fn jittered(delay: Duration) -> Duration {
+    let unit = (Uuid::new_v4().as_u128() % 10_000) as f64 / 10_000.0;
+    delay.mul_f64(0.9 + 0.2 * unit)
+}

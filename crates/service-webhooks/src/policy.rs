@@ -1,0 +1,130 @@
+//! Which URLs webhooks may go to, and how they appear in logs (scheme and host only:
+//! paths and queries often carry tokens).
+
+use url::Url;
+
+use crate::WebhookSettings;
+
+/// The URL rules of [`WebhookSettings`].
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct UrlPolicy {
+    require_https: bool,
+    allowed_hosts: Option<Vec<String>>,
+}
+
+impl UrlPolicy {
+    /// The policy the settings describe.
+    pub fn new(settings: &WebhookSettings) -> Self {
+        Self {
+            require_https: settings.require_https,
+            allowed_hosts: settings.allowed_hosts.clone(),
+        }
+    }
+
+    /// Checks a URL at run creation: absolute http(s) with a host, and https when
+    /// required. The host allow-list is applied when sending (a refused host is
+    /// recorded dead, so the run itself is kept).
+    pub fn check(&self, url: &str) -> Result<Url, String> {
+        let parsed = Url::parse(url).map_err(|error| format!("'{url}' is not a URL ({error})"))?;
+        match parsed.scheme() {
+            "https" => {}
+            "http" if self.require_https => {
+                return Err("webhooks must use https (require_https is set)".into());
+            }
+            "http" => {}
+            other => return Err(format!("scheme '{other}' is not http or https")),
+        }
+        match parsed.host_str() {
+            Some(host) if !host.is_empty() => Ok(parsed),
+            _ => Err(format!("'{url}' has no host")),
+        }
+    }
+
+    /// Checks a URL when sending: [`UrlPolicy::check`] and the host allow-list.
+    pub fn permit(&self, url: &str) -> Result<Url, String> {
+        let parsed = self.check(url)?;
+        if let Some(allowed) = &self.allowed_hosts {
+            let host = parsed.host_str().unwrap_or_default().to_ascii_lowercase();
+            let host = host.trim_end_matches('.');
+            if !allowed.iter().any(|pattern| host_matches(pattern, host)) {
+                return Err(format!("host '{host}' is not in allowed_hosts"));
+            }
+        }
+        Ok(parsed)
+    }
+}
+
+/// `example.com` matches itself; `*.example.com` matches its subdomains.
+fn host_matches(pattern: &str, host: &str) -> bool {
+    match pattern.strip_prefix("*.") {
+        Some(domain) => host
+            .strip_suffix(domain)
+            .is_some_and(|sub| sub.len() > 1 && sub.ends_with('.')),
+        None => pattern == host,
+    }
+}
+
+/// A URL as logs show it: scheme and host, never path, query or credentials.
+pub fn redact(url: &str) -> String {
+    match Url::parse(url) {
+        Ok(parsed) => format!(
+            "{}://{}",
+            parsed.scheme(),
+            parsed.host_str().unwrap_or_default()
+        ),
+        Err(_) => "<invalid url>".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy(json: &str) -> UrlPolicy {
+        let block = serde_json::from_str(json).unwrap();
+        UrlPolicy::new(&WebhookSettings::resolve(&block, None, None).unwrap())
+    }
+
+    #[test]
+    fn urls_must_be_absolute_http_with_a_host() {
+        let open = UrlPolicy::default();
+        assert!(open.check("https://example.com/hook").is_ok());
+        assert!(open.check("http://127.0.0.1:9000/x").is_ok());
+        assert!(open.check("/relative").is_err());
+        assert!(open.check("ftp://example.com").is_err());
+        assert!(open.check("http:///nohost").is_err() || open.check("http://").is_err());
+        assert!(open.check("not a url").is_err());
+    }
+
+    #[test]
+    fn require_https_refuses_plain_http() {
+        let strict = policy(r#"{"require_https": true}"#);
+        assert!(strict.check("https://example.com").is_ok());
+        let refused = strict.check("http://example.com").unwrap_err();
+        assert!(refused.contains("https"), "{refused}");
+    }
+
+    #[test]
+    fn the_allow_list_matches_hosts_and_subdomains_when_sending() {
+        let listed = policy(r#"{"allowed_hosts": ["hooks.example.com", "*.corp.dev"]}"#);
+        assert!(
+            listed.check("https://evil.test/x").is_ok(),
+            "not applied at creation"
+        );
+        assert!(listed.permit("https://HOOKS.example.com/x").is_ok());
+        assert!(listed.permit("https://a.b.corp.dev/x").is_ok());
+        assert!(listed.permit("https://corp.dev/x").is_err());
+        assert!(listed.permit("https://xcorp.dev/x").is_err());
+        let refused = listed.permit("https://evil.test/x").unwrap_err();
+        assert!(refused.contains("evil.test"), "{refused}");
+    }
+
+    #[test]
+    fn logs_see_scheme_and_host_only() {
+        assert_eq!(
+            redact("https://user:pw@hooks.example.com:8443/secret/path?token=abc"),
+            "https://hooks.example.com"
+        );
+        assert_eq!(redact("nonsense"), "<invalid url>");
+    }
+}
