@@ -141,6 +141,7 @@ def fixtures():
         "run_id": run,
         "cron_id": cron,
         "checkpoint_id": str(uuid.uuid4()),
+        "delivery_id": str(uuid.uuid4()),
         "namespace": "x",
         "graph_id": "echo",
     }

@@ -55,6 +55,7 @@ pub fn router_with(engine: Engine, options: RouterOptions) -> Router {
         .merge(routes::threads::routes())
         .merge(routes::crons::routes())
         .merge(routes::runs::routes())
+        .merge(routes::deliveries::routes())
         .merge(routes::store::routes())
         .merge(routes::meta::routes())
         .fallback(not_found)

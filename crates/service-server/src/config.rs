@@ -1,4 +1,5 @@
-//! The configuration file: graphs, http, store and checkpointer blocks. Unknown keys
+//! The configuration file: graphs, http, store, checkpointer and service (webhooks)
+//! blocks. Unknown keys
 //! are refused so a typo fails at boot, and so are settings of features not built yet.
 
 use std::collections::BTreeMap;
@@ -25,6 +26,18 @@ pub(crate) struct ConfigFile {
     /// Checkpointer settings.
     #[serde(default)]
     pub checkpointer: CheckpointerConfig,
+    /// The service's own blocks (`service.webhooks`).
+    #[serde(default)]
+    pub service: ServiceConfig,
+}
+
+/// The `service` block.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ServiceConfig {
+    /// Run-completion webhooks (validated with the environment in settings).
+    #[serde(default)]
+    pub webhooks: service_webhooks::WebhooksBlock,
 }
 
 /// The `http` block.
@@ -170,11 +183,16 @@ mod tests {
     #[test]
     fn blocks_are_read_and_checked() {
         let config: ConfigFile = serde_json::from_str(
-            r#"{"graphs": {"chat": "echo"}, "store": {"ttl": {"default_ttl": 5}}, "checkpointer": {"ttl": {"strategy": "delete"}}}"#,
+            r#"{"graphs": {"chat": "echo"}, "store": {"ttl": {"default_ttl": 5}}, "checkpointer": {"ttl": {"strategy": "delete"}},
+                "service": {"webhooks": {"retries": {"max_attempts": 4}, "require_https": true}}}"#,
         )
         .unwrap();
         config.validate().unwrap();
         assert!(config.store.ttl.unwrap().refresh_on_read);
+        assert_eq!(config.service.webhooks.retries.max_attempts, Some(4));
+        let typo =
+            serde_json::from_str::<ConfigFile>(r#"{"service": {"webhooks": {"secrets": "x"}}}"#);
+        assert!(typo.unwrap_err().to_string().contains("secrets"));
     }
 
     #[test]

@@ -12,7 +12,7 @@ use std::time::Duration;
 pub struct ConfigError(pub String);
 
 /// The SERVICE_ knobs this server reads.
-const SUPPORTED: [&str; 8] = [
+const SUPPORTED: [&str; 10] = [
     "SERVICE_RUN_CONCURRENCY",
     "SERVICE_RUN_TIMEOUT_MS",
     "SERVICE_SHUTDOWN_GRACE_MS",
@@ -21,17 +21,16 @@ const SUPPORTED: [&str; 8] = [
     "SERVICE_MAX_PAGE_SIZE",
     "SERVICE_MAX_BODY_BYTES",
     "SERVICE_REQUEST_LOG",
+    "SERVICE_WEBHOOK_SECRET",
+    "SERVICE_WEBHOOK_TIMEOUT_MS",
 ];
 
-const NO_WEBHOOKS: &str = "this server does not send webhooks yet";
 const NO_DURABLE_BUS: &str = "it bounds the durable stream bus, which this server does not have yet (SERVICE_MEMORY_BUS_* bound the in-memory one)";
 const NO_HEAP_SAMPLER: &str = "this server does not sample its heap yet";
 
 /// SPEC's knobs of features not built yet, with why: set, they stop the boot rather
 /// than being ignored.
-const NOT_SUPPORTED: [(&str, &str); 6] = [
-    ("SERVICE_WEBHOOK_SECRET", NO_WEBHOOKS),
-    ("SERVICE_WEBHOOK_TIMEOUT_MS", NO_WEBHOOKS),
+const NOT_SUPPORTED: [(&str, &str); 4] = [
     ("SERVICE_QUEUE_STREAM_MAXLEN", NO_DURABLE_BUS),
     ("SERVICE_STREAM_BUFFER_FRAMES", NO_DURABLE_BUS),
     ("SERVICE_HEAP_WARN_PERCENT", NO_HEAP_SAMPLER),
@@ -71,6 +70,11 @@ pub(crate) struct EnvKnobs {
     pub db_idle_timeout: Option<Duration>,
     /// DB_STATEMENT_TIMEOUT_MS: one statement; `Some(None)` is off.
     pub db_statement_timeout: Option<Option<Duration>>,
+    /// SERVICE_WEBHOOK_SECRET: comma-separated, newest first (checked with the
+    /// config file's `service.webhooks` in settings).
+    pub webhook_secret: Option<String>,
+    /// SERVICE_WEBHOOK_TIMEOUT_MS (the default on a malformed value, as SPEC says).
+    pub webhook_timeout_ms: Option<String>,
     /// Values that fell back to a default, to log once logging is set up.
     pub warnings: Vec<String>,
 }
@@ -141,6 +145,8 @@ impl EnvKnobs {
         }
         knobs.database_url = get("DATABASE_URL").or_else(|| get("DATABASE_URI"));
         knobs.log_filter = get("RUST_LOG");
+        knobs.webhook_secret = get("SERVICE_WEBHOOK_SECRET");
+        knobs.webhook_timeout_ms = get("SERVICE_WEBHOOK_TIMEOUT_MS");
         if let Some(text) = get("SERVICE_RUN_CONCURRENCY") {
             knobs.run_concurrency = Some(positive("SERVICE_RUN_CONCURRENCY", &text)?);
         } else if let Some(text) = get("N_JOBS_PER_WORKER") {
@@ -220,8 +226,6 @@ mod tests {
     #[test]
     fn a_knob_of_a_feature_not_built_yet_stops_the_boot_naming_it() {
         for name in [
-            "SERVICE_WEBHOOK_SECRET",
-            "SERVICE_WEBHOOK_TIMEOUT_MS",
             "SERVICE_QUEUE_STREAM_MAXLEN",
             "SERVICE_STREAM_BUFFER_FRAMES",
             "SERVICE_HEAP_WARN_PERCENT",
@@ -232,7 +236,7 @@ mod tests {
             assert!(error.0.contains("not supported yet"), "{error}");
         }
         // Set but empty is unset.
-        assert!(read(&[("SERVICE_WEBHOOK_SECRET", "")]).is_ok());
+        assert!(read(&[("SERVICE_QUEUE_STREAM_MAXLEN", "")]).is_ok());
     }
 
     #[test]

@@ -17,6 +17,7 @@ use service_graph::{Checkpointer, GraphSource, InMemorySaver};
 use service_store::{Clock, SystemClock};
 use service_store_memory::{MemoryOptions, memory_store};
 use service_store_postgres::PostgresStore;
+use service_webhooks::{Dispatcher, Outbox};
 use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
 
@@ -29,6 +30,7 @@ use crate::settings::{Database, ServerConfig};
 pub(crate) async fn serve(
     config: ServerConfig,
     graphs: Box<dyn GraphSource>,
+    dispatcher: Option<Arc<dyn Dispatcher>>,
 ) -> Result<(), ConfigError> {
     init_logging(&config.log_filter);
     for warning in &config.warnings {
@@ -38,11 +40,34 @@ pub(crate) async fn serve(
     let engine_config = config.engine;
     let graphs = graphs::served(graphs, config.graph_aliases);
     let bus = MemoryBus::new(engine_config.bus);
+    if dispatcher.is_some() && !config.webhooks.secrets.is_empty() {
+        tracing::warn!(
+            "webhooks are signed and sent through a custom dispatcher: it must pass headers and body on unchanged or receivers will reject the signature"
+        );
+    }
+    let webhooks = |store: &service_store::Store| {
+        let settings = config.webhooks.clone();
+        let outbox = match &dispatcher {
+            Some(dispatcher) => Outbox::with_dispatcher(
+                settings,
+                store.clone(),
+                clock.clone(),
+                Arc::clone(dispatcher),
+            ),
+            None => Outbox::new(settings, store.clone(), clock.clone())
+                .map_err(|error| ConfigError(format!("cannot send webhooks: {error}")))?,
+        };
+        Ok::<_, ConfigError>(Some(Arc::new(outbox) as Arc<dyn service_engine::Webhooks>))
+    };
     let engine = match &config.database {
         Some(database) => {
             let backend = postgres_backend(database, clock.clone()).await?;
+            // SPEC: the store is durable, the retry schedule is not (no queue server).
+            tracing::warn!(
+                "webhook retries are scheduled from the PostgreSQL outbox: a pending retry is not kept across a restart by a queue, but the delivery is picked up again at the next boot"
+            );
             let parts = EngineParts {
-                webhooks: None,
+                webhooks: webhooks(&backend.store)?,
                 store: backend.store,
                 graphs,
                 checkpointer: backend.checkpointer,
@@ -57,7 +82,7 @@ pub(crate) async fn serve(
                 MemoryOptions::new(clock.clone()).with_max_page_size(engine_config.max_page_size),
             );
             Engine::new(EngineParts {
-                webhooks: None,
+                webhooks: webhooks(&store)?,
                 store,
                 graphs,
                 checkpointer: Arc::new(InMemorySaver::new()),

@@ -2,9 +2,11 @@
 
 use std::fmt;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use clap::Parser;
 use service_graph::GraphSource;
+use service_webhooks::Dispatcher;
 
 use crate::cli::{Cli, Mode, ServeArgs};
 use crate::env::ConfigError;
@@ -30,6 +32,7 @@ use crate::settings::ServerConfig;
 /// ```
 pub struct Server {
     graphs: Box<dyn GraphSource>,
+    dispatcher: Option<Arc<dyn Dispatcher>>,
 }
 
 impl fmt::Debug for Server {
@@ -43,7 +46,16 @@ impl Server {
     pub fn new(graphs: impl GraphSource + 'static) -> Self {
         Self {
             graphs: Box::new(graphs),
+            dispatcher: None,
         }
+    }
+
+    /// Sends webhook attempts through `dispatcher` instead of the built-in HTTP
+    /// client. It must pass each attempt's headers and body on unchanged: the
+    /// signature covers the body's exact bytes.
+    pub fn webhook_dispatcher(mut self, dispatcher: Arc<dyn Dispatcher>) -> Self {
+        self.dispatcher = Some(dispatcher);
+        self
     }
 
     /// A program's whole `main`: parses the command line, serves until SIGINT or
@@ -76,6 +88,6 @@ impl Server {
         // from panicking.
         let names = std::env::vars_os().filter_map(|(name, _)| name.into_string().ok());
         let config = ServerConfig::resolve(mode, &args, names, |name| std::env::var(name).ok())?;
-        serve(config, self.graphs).await
+        serve(config, self.graphs, self.dispatcher).await
     }
 }

@@ -33,6 +33,8 @@ pub(crate) struct ServerConfig {
     pub log_filter: String,
     /// The configuration file's `graphs` block.
     pub graph_aliases: Option<BTreeMap<String, String>>,
+    /// How run-completion webhooks are sent.
+    pub webhooks: service_webhooks::WebhookSettings,
     /// Settings that have no effect here, to log once logging is set up.
     pub warnings: Vec<String>,
 }
@@ -69,6 +71,13 @@ impl ServerConfig {
             None => ConfigFile::default(),
         };
         let mut warnings = knobs.warnings.clone();
+        let (webhooks, webhook_warnings) = service_webhooks::WebhookSettings::resolve(
+            &file.service.webhooks,
+            knobs.webhook_secret.as_deref(),
+            knobs.webhook_timeout_ms.as_deref(),
+        )
+        .map_err(|error| ConfigError(error.to_string()))?;
+        warnings.extend(webhook_warnings);
         let engine = engine_config(mode, args, &knobs, &file);
         let database = match (mode, &knobs.database_url) {
             (Mode::Start, Some(url)) => Some(database(url, &knobs, &engine, &mut warnings)?),
@@ -137,6 +146,7 @@ impl ServerConfig {
             },
             log_filter,
             graph_aliases: file.graphs,
+            webhooks,
             warnings,
         })
     }

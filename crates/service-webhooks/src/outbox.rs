@@ -145,9 +145,11 @@ impl Webhooks for Outbox {
 }
 
 impl Shared {
-    /// The lease an attempt holds its row with: past it, the row is due again.
+    /// The lease an attempt holds its row with: past it, the row is due again. Twice
+    /// the POST's timeout leaves room to record the outcome; a sender that died
+    /// leaves its row to others once it ends.
     fn lease_until(&self, now: Timestamp) -> Timestamp {
-        let lease = self.settings.timeout + Duration::from_secs(10);
+        let lease = self.settings.timeout * 2 + Duration::from_secs(1);
         now.plus_millis(lease.as_millis() as i64)
     }
 

@@ -82,7 +82,7 @@ mod tests {
 
     fn policy(json: &str) -> UrlPolicy {
         let block = serde_json::from_str(json).unwrap();
-        UrlPolicy::new(&WebhookSettings::resolve(&block, None, None).unwrap())
+        UrlPolicy::new(&WebhookSettings::resolve(&block, None, None).unwrap().0)
     }
 
     #[test]

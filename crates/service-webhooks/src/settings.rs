@@ -97,12 +97,13 @@ impl WebhookSettings {
     /// Settings from the config block and the environment's SERVICE_WEBHOOK_SECRET
     /// (a comma-separated list, newest first, that wins over the block's `secret`)
     /// and SERVICE_WEBHOOK_TIMEOUT_MS (a malformed value falls back to the default,
-    /// as SPEC says of this knob).
+    /// as SPEC says of this knob, with a warning returned for the boot to log).
     pub fn resolve(
         block: &WebhooksBlock,
         env_secret: Option<&str>,
         env_timeout_ms: Option<&str>,
-    ) -> Result<Self, SettingsError> {
+    ) -> Result<(Self, Vec<String>), SettingsError> {
+        let mut warnings = Vec::new();
         let mut settings = Self::default();
         if let Some(attempts) = block.retries.max_attempts {
             if !(1..=100).contains(&attempts) {
@@ -175,13 +176,13 @@ impl WebhookSettings {
         if let Some(raw) = env_timeout_ms {
             match raw.trim().parse::<u64>() {
                 Ok(ms) if ms > 0 => settings.timeout = Duration::from_millis(ms),
-                _ => tracing::warn!(
-                    value = raw,
-                    "SERVICE_WEBHOOK_TIMEOUT_MS is not a positive number of milliseconds; using 5000"
-                ),
+                _ => warnings.push(format!(
+                    "SERVICE_WEBHOOK_TIMEOUT_MS={raw:?} is not a positive number of milliseconds; using {}",
+                    DEFAULT_TIMEOUT.as_millis()
+                )),
             }
         }
-        Ok(settings)
+        Ok((settings, warnings))
     }
 
     /// The delay after failed attempt `attempt` (1-based) before the next, without
@@ -202,7 +203,9 @@ mod tests {
 
     #[test]
     fn defaults_span_about_34_minutes_over_12_attempts() {
-        let settings = WebhookSettings::resolve(&WebhooksBlock::default(), None, None).unwrap();
+        let settings = WebhookSettings::resolve(&WebhooksBlock::default(), None, None)
+            .unwrap()
+            .0;
         assert_eq!(settings.max_attempts, 12);
         let total: Duration = (1..settings.max_attempts)
             .map(|attempt| settings.retry_delay(attempt))
@@ -215,9 +218,9 @@ mod tests {
     #[test]
     fn environment_secrets_win_over_the_file_newest_first() {
         let file = block(r#"{"secret": "from-file"}"#);
-        let settings = WebhookSettings::resolve(&file, Some("new, old"), None).unwrap();
+        let (settings, _) = WebhookSettings::resolve(&file, Some("new, old"), None).unwrap();
         assert_eq!(settings.secrets, ["new", "old"]);
-        let settings = WebhookSettings::resolve(&file, None, None).unwrap();
+        let (settings, _) = WebhookSettings::resolve(&file, None, None).unwrap();
         assert_eq!(settings.secrets, ["from-file"]);
         assert!(WebhookSettings::resolve(&file, Some(" , "), None).is_err());
     }
@@ -225,9 +228,11 @@ mod tests {
     #[test]
     fn a_malformed_timeout_falls_back_to_the_default() {
         let empty = WebhooksBlock::default();
-        let settings = WebhookSettings::resolve(&empty, None, Some("abc")).unwrap();
+        let (settings, warnings) = WebhookSettings::resolve(&empty, None, Some("abc")).unwrap();
         assert_eq!(settings.timeout, DEFAULT_TIMEOUT);
-        let settings = WebhookSettings::resolve(&empty, None, Some("250")).unwrap();
+        assert!(warnings[0].contains("SERVICE_WEBHOOK_TIMEOUT_MS"));
+        let (settings, warnings) = WebhookSettings::resolve(&empty, None, Some("250")).unwrap();
+        assert!(warnings.is_empty());
         assert_eq!(settings.timeout, Duration::from_millis(250));
     }
 
@@ -247,7 +252,7 @@ mod tests {
             );
         }
         assert!(serde_json::from_str::<WebhooksBlock>(r#"{"retry": {}}"#).is_err());
-        let settings = WebhookSettings::resolve(
+        let (settings, _) = WebhookSettings::resolve(
             &block(r#"{"allowed_hosts": ["Example.com", "*.hooks.dev"], "require_https": true}"#),
             None,
             None,

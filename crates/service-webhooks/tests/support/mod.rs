@@ -2,7 +2,7 @@
 //! answers as a test plans, and an engine with the example graphs whose webhooks go
 //! through an [`Outbox`].
 
-#![allow(dead_code, unreachable_pub)]
+#![allow(dead_code, unused_imports, unreachable_pub)]
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};

@@ -1,0 +1,124 @@
+//! What the tests that start server processes on PostgreSQL share: a database of
+//! their own, an instance of the binary, one HTTP request.
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+
+use serde_json::Value;
+
+pub fn base_url() -> String {
+    std::env::var("TEST_DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
+}
+
+/// A database of its own, dropped when the test ends.
+pub struct Database {
+    name: String,
+}
+
+impl Database {
+    pub async fn create(label: &str) -> Self {
+        let name = format!("svc_instances_{label}_{}", std::process::id());
+        let (client, connection) = tokio_postgres::connect(&base_url(), tokio_postgres::NoTls)
+            .await
+            .expect("PostgreSQL reachable");
+        tokio::spawn(connection);
+        // Separate statements: several in one query run as one transaction.
+        client
+            .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+            .await
+            .unwrap();
+        client
+            .batch_execute(&format!("CREATE DATABASE {name}"))
+            .await
+            .unwrap();
+        Self { name }
+    }
+
+    pub async fn drop(self) {
+        let (client, connection) = tokio_postgres::connect(&base_url(), tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(connection);
+        let _ = client
+            .batch_execute(&format!(
+                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+                self.name
+            ))
+            .await;
+    }
+
+    pub fn url(&self) -> String {
+        let base = base_url();
+        let (server, _) = base.rsplit_once('/').unwrap();
+        format!("{server}/{}", self.name)
+    }
+}
+
+pub struct Instance {
+    pub child: Child,
+    pub address: String,
+}
+
+impl Drop for Instance {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn start(database_url: &str) -> Instance {
+    start_with(database_url, &[])
+}
+
+/// [`start`] with more environment.
+pub fn start_with(database_url: &str, env: &[(&str, &str)]) -> Instance {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_service-server"))
+        .args(["start", "--port", "0"])
+        .env("DATABASE_URL", database_url)
+        .env("NO_COLOR", "1")
+        .env_remove("RUST_LOG")
+        .envs(env.iter().copied())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut log = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    let address = loop {
+        line.clear();
+        assert!(
+            log.read_line(&mut line).unwrap() > 0,
+            "server exited before listening"
+        );
+        if let Some(at) = line.find("listening on http://") {
+            break line[at + "listening on http://".len()..]
+                .chars()
+                .take_while(|c| c.is_ascii_digit() || *c == '.' || *c == ':')
+                .collect::<String>();
+        }
+    };
+    // Keep draining the log so the server never blocks on a full pipe.
+    std::thread::spawn(move || for _ in log.lines() {});
+    Instance { child, address }
+}
+
+/// One HTTP/1.1 request; the JSON body of the answer.
+pub fn request(instance: &Instance, method: &str, path: &str, body: Option<Value>) -> Value {
+    let mut stream = TcpStream::connect(&instance.address).unwrap();
+    let body = body.map(|body| body.to_string()).unwrap_or_default();
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").unwrap();
+    assert!(head.starts_with("HTTP/1.1 200"), "{method} {path}: {head}");
+    serde_json::from_str(body).unwrap()
+}
