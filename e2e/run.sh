@@ -5,6 +5,8 @@
 #   E2E_SERVER_BIN=target/debug/service-server e2e/run.sh   # start `$E2E_SERVER_BIN dev --port <free>`
 #   E2E_SERVER_MODE=start DATABASE_URL=... e2e/run.sh        # the same in production mode (here on PostgreSQL)
 #
+# E2E_WEBHOOK_SECRET (default e2e-webhook-secret) is the started server's
+# SERVICE_WEBHOOK_SECRET; against a running server, set it to that server's secret.
 # Optional: E2E_REFERENCE=1 when the server is the reference server (SPEC-only
 # assertions then xfail/skip instead of failing), E2E_SUITES="python js" to
 # choose suites, extra arguments are passed to pytest. The started server's log is
@@ -15,6 +17,7 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 SUITES="${E2E_SUITES:-python js hostile}"
 SERVER_PID=""
 SERVER_LOG=""
+export E2E_WEBHOOK_SECRET="${E2E_WEBHOOK_SECRET:-e2e-webhook-secret}"
 
 log() { printf '[e2e] %s\n' "$*" >&2; }
 
@@ -51,7 +54,8 @@ start_server() {
   SERVER_LOG="$(mktemp -t e2e-server.XXXXXX.log)"
   local mode="${E2E_SERVER_MODE:-dev}"
   log "starting $E2E_SERVER_BIN $mode --port $port (log: $SERVER_LOG)"
-  "$E2E_SERVER_BIN" "$mode" --port "$port" >"$SERVER_LOG" 2>&1 &
+  # Webhooks are signed with the secret the suites verify with.
+  SERVICE_WEBHOOK_SECRET="$E2E_WEBHOOK_SECRET" "$E2E_SERVER_BIN" "$mode" --port "$port" >"$SERVER_LOG" 2>&1 &
   SERVER_PID=$!
   E2E_BASE_URL="http://127.0.0.1:$port"
   for _ in $(seq 1 300); do  # up to 30 s

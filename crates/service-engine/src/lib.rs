@@ -8,6 +8,7 @@ pub mod bus;
 mod config;
 pub mod coordination;
 mod crons;
+mod deliveries;
 mod drive;
 mod engine;
 mod error;

@@ -10,8 +10,8 @@ use service_types::{Run, RunError, RunStatus, ThreadStatus};
 
 use crate::Engine;
 use crate::bus::Topic;
+use crate::deliveries::CallbackBody;
 use crate::run_options::RunOptions;
-use crate::webhooks::CallbackBody;
 
 /// A run takes its claim only after the coordinator's claim delay (a second or so), or
 /// a moment later under load; a run younger than this may have none yet and is left

@@ -11,12 +11,12 @@ use uuid::Uuid;
 
 use crate::Engine;
 use crate::bus::Topic;
+use crate::deliveries::CallbackBody;
 use crate::drive::{Driven, Ending};
 use crate::join::result_body;
 use crate::run_options::RunOptions;
 use crate::scheduler::NextRun;
 use crate::threads::{pending_interrupts, snapshot_mirror};
-use crate::webhooks::CallbackBody;
 
 /// A run whose graph was driven, ready to settle.
 #[derive(Debug)]

@@ -1,17 +1,13 @@
 //! The seam to run-completion webhooks: the engine renders a settled run's callback
-//! body and has the store write it with the terminal status; a [`Webhooks`]
-//! implementation (the service-webhooks crate's outbox) checks URLs, caps bodies and
-//! sends. An engine built without one refuses runs that carry a webhook rather than
-//! accept a callback it would never send.
+//! body (`deliveries.rs`) and has the store write it with the terminal status; a
+//! [`Webhooks`] implementation (the service-webhooks crate's outbox) checks URLs, caps
+//! bodies and sends. An engine built without one refuses runs that carry a webhook
+//! rather than accept a callback it would never send.
 
 use async_trait::async_trait;
-use serde_json::Value;
-use service_store::{DeliveryQuery, WebhookRequest, webhook_status};
-use service_types::{Delivery, Metadata, Run, RunStatus, Timestamp};
+use service_types::Metadata;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
-
-use crate::{Engine, EngineError, EngineResult};
 
 /// A settled run's webhook, handed over once the run's thread is free.
 #[derive(Clone, Debug, PartialEq)]
@@ -46,146 +42,4 @@ pub trait Webhooks: Send + Sync + 'static {
     /// Waits, within the per-attempt timeout, for attempts in flight; what is left is
     /// attempted again once its lease ends.
     async fn drain(&self);
-}
-
-/// What a settled run's callback body is rendered from.
-pub(crate) struct CallbackBody<'a> {
-    pub(crate) run: &'a Run,
-    pub(crate) url: &'a str,
-    pub(crate) values: Option<Value>,
-    /// Plain message of a failure.
-    pub(crate) error: Option<String>,
-    /// Pending interrupts by task id (sent only when the run paused).
-    pub(crate) interrupts: Option<Value>,
-    /// The last reply declaration the graph wrote to its custom stream.
-    pub(crate) reply: Option<Value>,
-    pub(crate) started_at: Timestamp,
-    pub(crate) ended_at: Timestamp,
-}
-
-impl Engine {
-    /// Checks a run's webhook URL at creation.
-    pub(crate) fn check_webhook(&self, url: &str) -> EngineResult<()> {
-        let Some(webhooks) = &self.inner.webhooks else {
-            return Err(EngineError::unprocessable(
-                "This server does not send webhooks (none is configured)",
-            ));
-        };
-        webhooks
-            .check_url(url)
-            .map_err(|reason| EngineError::unprocessable(format!("Invalid webhook URL: {reason}")))
-    }
-
-    /// The webhook part of a settlement: the body capped, `status` left to the store,
-    /// which reads it from the status it writes.
-    pub(crate) fn webhook_request(&self, body: CallbackBody<'_>) -> Option<WebhookRequest> {
-        let webhooks = self.inner.webhooks.as_ref()?;
-        let mut payload = match serde_json::to_value(body.run) {
-            Ok(Value::Object(fields)) => fields,
-            _ => Metadata::new(),
-        };
-        // The request's options (its input among them) are not the outcome, and would
-        // make the payload cap powerless: receivers read them by run id if they must.
-        payload.remove("kwargs");
-        payload.insert("values".into(), body.values.unwrap_or(Value::Null));
-        if let Some(error) = body.error {
-            payload.insert("error".into(), Value::String(error));
-        }
-        if let Some(interrupts) = body.interrupts {
-            payload.insert("interrupts".into(), interrupts);
-        }
-        if let Some(reply) = body.reply {
-            payload.insert("reply".into(), reply);
-        }
-        payload.insert("run_started_at".into(), json_time(body.started_at));
-        payload.insert("run_ended_at".into(), json_time(body.ended_at));
-        let payload_truncated = webhooks.cap_payload(&mut payload);
-        Some(WebhookRequest {
-            url: body.url.to_owned(),
-            payload,
-            payload_truncated,
-        })
-    }
-
-    /// Hands a settled run's webhook to the sender: its outbox row when the store
-    /// wrote one, else (a store that records no deliveries) the body itself.
-    pub(crate) fn send_webhook(
-        &self,
-        delivery_id: Option<Uuid>,
-        unrecorded: Option<WebhookRequest>,
-        status: RunStatus,
-        interrupted: bool,
-    ) {
-        let Some(webhooks) = &self.inner.webhooks else {
-            return;
-        };
-        // A store without a deliveries repository may still keep rows of its own, which
-        // nothing could claim: its webhooks go out as one best-effort POST.
-        if let Some(request) = unrecorded {
-            let mut payload = request.payload;
-            payload.insert(
-                "status".into(),
-                Value::from(webhook_status(status, interrupted)),
-            );
-            webhooks.send(Outgoing::Unrecorded {
-                url: request.url,
-                payload,
-            });
-        } else if let Some(delivery_id) = delivery_id {
-            webhooks.send(Outgoing::Recorded(delivery_id));
-        }
-    }
-
-    /// A run's deliveries (`GET /threads/{thread_id}/runs/{run_id}/deliveries`). They
-    /// outlive their run and thread, so the path is checked against the rows.
-    pub async fn list_deliveries(
-        &self,
-        thread_id: Uuid,
-        run_id: Uuid,
-        query: &DeliveryQuery,
-    ) -> EngineResult<Vec<Delivery>> {
-        if query
-            .limit
-            .is_some_and(|limit| limit > self.config().max_page_size)
-        {
-            return Err(EngineError::unprocessable(format!(
-                "limit must be at most {}",
-                self.config().max_page_size
-            )));
-        }
-        // A store that records no deliveries has none to list.
-        let Some(deliveries) = self.store().deliveries() else {
-            return Ok(Vec::new());
-        };
-        let mut listed = deliveries.list(run_id, query).await?;
-        listed.retain(|delivery| delivery.thread_id == thread_id);
-        Ok(listed)
-    }
-
-    /// Makes a delivery not yet delivered due now and attempts it
-    /// (`POST .../deliveries/{delivery_id}/replay`).
-    pub async fn replay_delivery(
-        &self,
-        thread_id: Uuid,
-        run_id: Uuid,
-        delivery_id: Uuid,
-    ) -> EngineResult<Delivery> {
-        let not_found = || EngineError::not_found(format!("Delivery {delivery_id} not found"));
-        let deliveries = self.store().deliveries().ok_or_else(not_found)?;
-        let belongs = deliveries.get(delivery_id).await?.is_some_and(|record| {
-            record.delivery.run_id == run_id && record.delivery.thread_id == thread_id
-        });
-        if !belongs {
-            return Err(not_found());
-        }
-        let delivery = deliveries.replay(run_id, delivery_id).await?;
-        if let Some(webhooks) = &self.inner.webhooks {
-            webhooks.send(Outgoing::Recorded(delivery_id));
-        }
-        Ok(delivery)
-    }
-}
-
-fn json_time(at: Timestamp) -> Value {
-    serde_json::to_value(at).unwrap_or(Value::Null)
 }
