@@ -41,8 +41,8 @@ pub(crate) struct RunArgs {
     /// Process id of the server under test (S6 reads its VmRSS).
     #[arg(long)]
     server_pid: Option<u32>,
-    /// Scenarios to run, comma-separated (s1..s7).
-    #[arg(long, default_value = "s1,s2,s3,s4,s5,s6,s7", value_delimiter = ',')]
+    /// Scenarios to run, comma-separated (s1..s8; s8 reads s3's figures).
+    #[arg(long, default_value = "s1,s2,s3,s4,s5,s6,s7,s8", value_delimiter = ',')]
     scenarios: Vec<String>,
     /// Only the loads at these concurrencies, comma-separated (default: each
     /// scenario's own), e.g. `--concurrency 32` to profile one load.

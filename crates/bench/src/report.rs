@@ -201,7 +201,7 @@ struct Target {
     bound: Bound,
 }
 
-const TARGETS: [Target; 14] = [
+const TARGETS: [Target; 16] = [
     Target {
         text: "S1 create thread, c=1: ≥ 50% of ceiling",
         scenario: "S1",
@@ -328,6 +328,24 @@ const TARGETS: [Target; 14] = [
         kind: Kind::Millis,
         bound: Bound::Below(5.0),
     },
+    Target {
+        text: "S8 S3 with a webhook, c=1: ≥ 80% of S3's runs/s",
+        scenario: "S8",
+        concurrency: Some(1),
+        field: "s3_fraction",
+        pg_field: None,
+        kind: Kind::Fraction,
+        bound: Bound::AtLeast(0.8),
+    },
+    Target {
+        text: "S8 S3 with a webhook, c=32: ≥ 80% of S3's runs/s",
+        scenario: "S8",
+        concurrency: Some(32),
+        field: "s3_fraction",
+        pg_field: None,
+        kind: Kind::Fraction,
+        bound: Bound::AtLeast(0.8),
+    },
 ];
 
 /// Targets the issue sets for the PostgreSQL server alone.
@@ -403,6 +421,11 @@ fn other(runs: &Runs, scenario: &str, concurrency: u64) -> String {
         "S7" => format!(
             "resume alone p50 {} ms",
             cell(runs.figure(scenario, c, "resume_p50_ms"), Kind::Millis)
+        ),
+        "S8" => format!(
+            "{} deliveries/s; {} of S3's runs/s",
+            cell(runs.figure(scenario, c, "deliveries_per_sec"), Kind::Rate),
+            cell(runs.figure(scenario, c, "s3_fraction"), Kind::Fraction),
         ),
         _ => String::new(),
     }

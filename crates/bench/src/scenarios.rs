@@ -13,6 +13,8 @@ use crate::RunArgs;
 use crate::client::Http;
 use crate::load::{self, Measured, Outcome, Plan};
 
+mod webhook;
+
 /// The echo input every echo scenario sends.
 fn echo_body() -> Value {
     json!({"assistant_id": "echo", "input": {"messages": [{"type": "human", "content": "hi"}]}})
@@ -56,6 +58,7 @@ pub(crate) async fn run_all(args: RunArgs) -> Result<(), String> {
             ("s4", &[1, 16]),
             ("s5", &[1, 32]),
             ("s7", &[1]),
+            ("s8", &[1, 32]),
         ] {
             if selected(name) {
                 widths.extend(bench.widths(list));
@@ -65,7 +68,7 @@ pub(crate) async fn run_all(args: RunArgs) -> Result<(), String> {
         widths.dedup();
         bench.ceiling_runs(&url, &widths).await?;
     }
-    for name in ["s1", "s2", "s3", "s4", "s5", "s7"] {
+    for name in ["s1", "s2", "s3", "s4", "s5", "s7", "s8"] {
         if !selected(name) {
             continue;
         }
@@ -75,7 +78,8 @@ pub(crate) async fn run_all(args: RunArgs) -> Result<(), String> {
             "s3" => bench.s3().await,
             "s4" => bench.s4().await,
             "s5" => bench.s5().await,
-            _ => bench.s7().await,
+            "s7" => bench.s7().await,
+            _ => bench.s8().await,
         };
         if let Err(error) = result {
             bench.failed(&name.to_uppercase(), &error);
@@ -217,6 +221,14 @@ impl Bench {
     }
 
     /// The concurrencies of `list` the run asked for.
+    /// A figure an earlier scenario of this sitting reported.
+    fn figure(&self, scenario: &str, concurrency: usize, field: &str) -> Option<f64> {
+        self.lines
+            .iter()
+            .find(|line| line["scenario"] == scenario && line["concurrency"] == concurrency)
+            .and_then(|line| line[field].as_f64())
+    }
+
     fn widths(&self, list: &[usize]) -> Vec<usize> {
         list.iter()
             .copied()

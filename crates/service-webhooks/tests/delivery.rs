@@ -452,3 +452,40 @@ async fn a_store_without_deliveries_sends_one_unsigned_best_effort_post() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(receiver.received().len(), 1, "not retried");
 }
+
+#[tokio::test]
+async fn a_dead_delivery_loses_its_payload_after_retention_and_can_no_longer_be_replayed() {
+    let receiver = Receiver::start().await;
+    receiver.plan([Answer::Status(500)]);
+    let settings = WebhookSettings {
+        max_attempts: 1,
+        retain: Duration::ZERO,
+        purge_interval: Duration::from_millis(20),
+        ..fast_settings()
+    };
+    let engine = memory_engine(settings).await;
+    let thread = new_thread(&engine).await;
+    let run = engine
+        .create_run(
+            RunTarget::Thread(thread),
+            run_body("echo", json!({}), &receiver.url),
+        )
+        .await
+        .unwrap();
+    let dead = delivery_in(&engine, &run, DeliveryStatus::Dead).await;
+    let purged = eventually(|| async {
+        let listed = engine
+            .list_deliveries(thread, run.run_id, &Default::default())
+            .await
+            .unwrap();
+        listed.into_iter().find(|delivery| !delivery.replayable)
+    })
+    .await;
+    assert_eq!(purged.delivery_id, dead.delivery_id);
+    let error = engine
+        .replay_delivery(thread, run.run_id, dead.delivery_id)
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind, ErrorKind::Conflict);
+    assert!(error.message.contains("purged"), "{}", error.message);
+}

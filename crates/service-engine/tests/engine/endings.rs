@@ -227,3 +227,27 @@ async fn a_run_whose_stored_options_do_not_decode_fails_naming_them() {
         error.chain_summary()
     );
 }
+
+/// An engine built without a webhook sender refuses a run (or cron) carrying a
+/// webhook rather than accept a callback it would never send.
+#[tokio::test]
+async fn an_engine_without_webhooks_refuses_runs_that_carry_one() {
+    let Harness { engine, .. } = started(EngineConfig::default()).await;
+    let body = RunCreate {
+        webhook: Some("https://hooks.example.com/x".into()),
+        ..run_body("echo", json!({}))
+    };
+    let error = engine
+        .create_run(RunTarget::Stateless, body.clone())
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind, service_engine::ErrorKind::Unprocessable);
+    assert!(error.message.contains("webhooks"), "{}", error.message);
+    let cron = CronCreate {
+        schedule: "*/5 * * * *".into(),
+        run: body,
+        ..CronCreate::default()
+    };
+    let error = engine.create_cron(None, cron).await.unwrap_err();
+    assert_eq!(error.kind, service_engine::ErrorKind::Unprocessable);
+}
