@@ -82,6 +82,23 @@ pub async fn delivery_success_clears_payload(factory: Factory) {
     );
 }
 
+/// Claiming or finishing an attempt on an unknown delivery is NotFound.
+pub async fn delivery_unknown_ids_are_not_found(factory: Factory) {
+    let h = Harness::new(&factory).await;
+    settled_delivery(&h).await;
+    let unknown = Uuid::now_v7();
+    assert_kind(
+        repo(&h).claim(unknown, h.now(), lease(&h)).await,
+        ErrorKind::NotFound,
+    );
+    assert_kind(
+        repo(&h)
+            .finish_attempt(unknown, AttemptOutcome::Delivered)
+            .await,
+        ErrorKind::NotFound,
+    );
+}
+
 /// A failure with attempts left goes back to pending at next_attempt_at, keeping the
 /// reason; the retry is attempt 2.
 pub async fn delivery_failure_schedules_retry(factory: Factory) {

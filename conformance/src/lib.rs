@@ -202,6 +202,7 @@ macro_rules! __conformance_tests {
             deliveries: [
                 delivery_first_attempt_counts_one,
                 delivery_success_clears_payload,
+                delivery_unknown_ids_are_not_found,
                 delivery_failure_schedules_retry,
                 delivery_dead_keeps_payload_for_retention,
                 delivery_replay_makes_undelivered_due_now,

@@ -1,6 +1,8 @@
 //! Webhook deliveries. Due rows are picked in SQL (`FOR UPDATE SKIP LOCKED`, so each
-//! goes to one caller); the state machine itself is the shared `DeliveryRecord`
-//! code, applied to the locked rows and written back in the same transaction.
+//! goes to one caller); the state machine is the shared `DeliveryRecord` code, applied
+//! to locked rows and written back in the same transaction, except on the per-delivery
+//! path (claim, finish), where it is one statement each whose agreement with that code
+//! the conformance suite proves.
 
 use async_trait::async_trait;
 use deadpool_postgres::Transaction;
@@ -116,6 +118,18 @@ async fn write(client: &Transaction<'_>, record: &DeliveryRecord) -> StoreResult
 }
 
 impl Db {
+    async fn exists(&self, delivery_id: Uuid) -> StoreResult<bool> {
+        let client = self.client().await?;
+        let row = client
+            .query_opt_cached(
+                "SELECT 1 FROM webhook_deliveries WHERE delivery_id = $1",
+                &[&delivery_id],
+            )
+            .await
+            .map_err(store_error)?;
+        Ok(row.is_some())
+    }
+
     /// Locks one row, lets `change` run the state machine on it, writes it back.
     async fn change_delivery<T: Send>(
         &self,
@@ -188,14 +202,28 @@ impl DeliveriesRepo for Db {
         now: Timestamp,
         lease_until: Timestamp,
     ) -> StoreResult<Option<DeliveryRecord>> {
-        self.change_delivery(delivery_id, |record| {
-            if !record.is_due(now) {
-                return Ok(None);
-            }
-            record.begin_attempt(now, lease_until);
-            Ok(Some(record.clone()))
-        })
-        .await
+        // `DeliveryRecord::is_due` and `begin_attempt` in one statement: the row lock
+        // it takes makes a concurrent claim re-check the lease it set, and fail.
+        let client = self.client().await?;
+        let row = client
+            .query_opt_cached(
+                static_sql!(
+                    "UPDATE webhook_deliveries
+                     SET status = 'delivering', attempt = attempt + 1,
+                         next_attempt_at = $3, updated_at = $2
+                     WHERE delivery_id = $1 AND status IN ('pending', 'delivering')
+                       AND next_attempt_at <= $2
+                     RETURNING {COLUMNS}"
+                ),
+                &[&delivery_id, &at(now), &at(lease_until)],
+            )
+            .await
+            .map_err(store_error)?;
+        match row {
+            Some(row) => record(&row).map(Some),
+            None if self.exists(delivery_id).await? => Ok(None),
+            None => Err(not_found(delivery_id)),
+        }
     }
 
     async fn claim_due(
@@ -238,14 +266,66 @@ impl DeliveriesRepo for Db {
         delivery_id: Uuid,
         outcome: AttemptOutcome,
     ) -> StoreResult<DeliveryRecord> {
-        let now = self.now();
-        let finished = self
-            .change_delivery(delivery_id, |record| {
-                record.finish_attempt(outcome, now)?;
-                Ok(Some(record.clone()))
-            })
-            .await?;
-        finished.ok_or_else(|| not_found(delivery_id))
+        // `DeliveryRecord::finish_attempt` in one statement per outcome (the payload is
+        // never written back, only cleared on success).
+        let now = at(self.now());
+        let client = self.client().await?;
+        let row = match &outcome {
+            AttemptOutcome::Delivered => {
+                client
+                    .query_opt_cached(
+                        static_sql!(
+                            "UPDATE webhook_deliveries
+                             SET status = 'delivered', next_attempt_at = NULL, payload = NULL,
+                                 replayable = false, updated_at = $2
+                             WHERE delivery_id = $1 AND status = 'delivering'
+                             RETURNING {COLUMNS}"
+                        ),
+                        &[&delivery_id, &now],
+                    )
+                    .await
+            }
+            AttemptOutcome::Retry { error, retry_at } => {
+                client
+                    .query_opt_cached(
+                        static_sql!(
+                            "UPDATE webhook_deliveries
+                             SET status = 'pending', last_error = $3, next_attempt_at = $4,
+                                 replayable = payload IS NOT NULL, updated_at = $2
+                             WHERE delivery_id = $1 AND status = 'delivering'
+                             RETURNING {COLUMNS}"
+                        ),
+                        &[&delivery_id, &now, error, &at(*retry_at)],
+                    )
+                    .await
+            }
+            AttemptOutcome::Dead {
+                error,
+                retain_until,
+            } => {
+                client
+                    .query_opt_cached(
+                        static_sql!(
+                            "UPDATE webhook_deliveries
+                             SET status = 'dead', last_error = $3, next_attempt_at = NULL,
+                                 retain_until = $4, replayable = payload IS NOT NULL,
+                                 updated_at = $2
+                             WHERE delivery_id = $1 AND status = 'delivering'
+                             RETURNING {COLUMNS}"
+                        ),
+                        &[&delivery_id, &now, error, &at(*retain_until)],
+                    )
+                    .await
+            }
+        }
+        .map_err(store_error)?;
+        match row {
+            Some(row) => record(&row),
+            None if self.exists(delivery_id).await? => {
+                Err(DeliveryRecord::no_attempt_in_flight(delivery_id))
+            }
+            None => Err(not_found(delivery_id)),
+        }
     }
 
     async fn replay(&self, run_id: Uuid, delivery_id: Uuid) -> StoreResult<Delivery> {

@@ -110,10 +110,7 @@ impl DeliveryRecord {
     /// Records how the in-flight attempt ended; only a delivering row accepts it.
     pub fn finish_attempt(&mut self, outcome: AttemptOutcome, now: Timestamp) -> StoreResult<()> {
         if self.delivery.status != DeliveryStatus::Delivering {
-            return Err(StoreError::conflict(format!(
-                "Delivery {} has no attempt in flight",
-                self.delivery.delivery_id
-            )));
+            return Err(Self::no_attempt_in_flight(self.delivery.delivery_id));
         }
         match outcome {
             AttemptOutcome::Delivered => {
@@ -139,6 +136,11 @@ impl DeliveryRecord {
         self.delivery.updated_at = now;
         self.sync_replayable();
         Ok(())
+    }
+
+    /// What finishing an attempt on a row with none in flight fails with.
+    pub fn no_attempt_in_flight(delivery_id: Uuid) -> StoreError {
+        StoreError::conflict(format!("Delivery {delivery_id} has no attempt in flight"))
     }
 
     /// Makes a not-yet-delivered row due now. Delivered: `Conflict` (HTTP 409); a dead

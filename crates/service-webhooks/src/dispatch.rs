@@ -6,13 +6,14 @@ use std::time::Duration;
 use async_trait::async_trait;
 use bytes::Bytes;
 use http::HeaderMap;
+use url::Url;
 
 /// One attempt as it goes out: a custom dispatcher must send headers and body
 /// unchanged (the signature covers the body's exact bytes).
 #[derive(Clone, Debug)]
 pub struct Attempt {
-    /// Target URL.
-    pub url: String,
+    /// Target URL, checked against the URL policy.
+    pub url: Url,
     /// `content-type` and, for recorded deliveries, the delivery id, attempt and
     /// signature headers.
     pub headers: HeaderMap,
@@ -57,7 +58,7 @@ impl Dispatcher for HttpDispatcher {
     async fn post(&self, attempt: Attempt) -> Result<(), AttemptError> {
         let sent = self
             .client
-            .post(&attempt.url)
+            .post(attempt.url)
             .headers(attempt.headers)
             .body(attempt.body)
             .send()

@@ -17,7 +17,7 @@ mod signature;
 pub use dispatch::{Attempt, AttemptError, Dispatcher, HttpDispatcher};
 pub use outbox::Outbox;
 pub use payload::{cap, is_truncation_marker};
-pub use policy::{UrlPolicy, redact};
+pub use policy::{UrlPolicy, redact, redact_url};
 pub use settings::{
     DEFAULT_INITIAL_DELAY, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_RETAIN_HOURS,
     DEFAULT_TIMEOUT, RetriesBlock, SettingsError, WebhookSettings, WebhooksBlock,
@@ -26,3 +26,4 @@ pub use signature::{
     ATTEMPT_HEADER, DEFAULT_TOLERANCE, DELIVERY_ID_HEADER, Rejection, SIGNATURE_HEADER, sign,
     verify, verify_header,
 };
+pub use url::Url;

@@ -20,7 +20,7 @@ use tokio_util::task::TaskTracker;
 use uuid::Uuid;
 
 use crate::dispatch::{Attempt, AttemptError, Dispatcher, HttpDispatcher};
-use crate::policy::{UrlPolicy, redact};
+use crate::policy::{UrlPolicy, redact, redact_url};
 use crate::schedule::RetryTimer;
 use crate::signature::{ATTEMPT_HEADER, DELIVERY_ID_HEADER, SIGNATURE_HEADER, sign};
 use crate::{WebhookSettings, payload};
@@ -228,17 +228,22 @@ impl Shared {
         };
         let delivery = &record.delivery;
         let (delivery_id, attempt) = (delivery.delivery_id, delivery.attempt);
-        let target = redact(&record.url);
-        let failure = match (self.policy.permit(&record.url), record.payload) {
+        // Parsed once: the policy's check, the request and the logs all use it.
+        let url = self.policy.permit(&record.url);
+        let target = || match &url {
+            Ok(url) => redact_url(url),
+            Err(_) => redact(&record.url),
+        };
+        let failure = match (&url, record.payload) {
             (Err(reason), _) => Some((format!("refused: {reason}"), true)),
             (Ok(_), None) => Some(("the payload is no longer kept".to_owned(), true)),
-            (Ok(_), Some(payload)) => {
+            (Ok(url), Some(payload)) => {
                 let now = self.clock.now();
                 let (headers, body) = self.signed(delivery_id, attempt, payload, now);
                 let sent = self
                     .dispatcher
                     .post(Attempt {
-                        url: record.url.clone(),
+                        url: url.clone(),
                         headers,
                         body,
                     })
@@ -252,7 +257,7 @@ impl Shared {
             Some((error, final_failure))
                 if final_failure || attempt >= self.settings.max_attempts =>
             {
-                tracing::error!(%delivery_id, attempt, target, error, "webhook delivery is dead");
+                tracing::error!(%delivery_id, attempt, target = target(), error, "webhook delivery is dead");
                 AttemptOutcome::Dead {
                     error,
                     retain_until: now.plus_millis(self.settings.retain.as_millis() as i64),
@@ -263,7 +268,7 @@ impl Shared {
                 tracing::warn!(
                     %delivery_id,
                     attempt,
-                    target,
+                    target = target(),
                     error,
                     retry_in_ms = delay.as_millis() as u64,
                     "webhook delivery failed"
@@ -317,11 +322,14 @@ impl Shared {
 
     /// One POST without delivery headers, for a store that records no deliveries.
     async fn best_effort(&self, url: String, mut payload: Metadata) {
-        let target = redact(&url);
-        if let Err(reason) = self.policy.permit(&url) {
-            tracing::error!(target, reason, "webhook refused");
-            return;
-        }
+        let url = match self.policy.permit(&url) {
+            Ok(url) => url,
+            Err(reason) => {
+                tracing::error!(target = redact(&url), reason, "webhook refused");
+                return;
+            }
+        };
+        let target = redact_url(&url);
         payload.insert(
             "webhook_sent_at".into(),
             serde_json::to_value(self.clock.now()).unwrap_or(Value::Null),

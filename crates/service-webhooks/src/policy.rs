@@ -67,13 +67,14 @@ fn host_matches(pattern: &str, host: &str) -> bool {
 /// A URL as logs show it: scheme and host, never path, query or credentials.
 pub fn redact(url: &str) -> String {
     match Url::parse(url) {
-        Ok(parsed) => format!(
-            "{}://{}",
-            parsed.scheme(),
-            parsed.host_str().unwrap_or_default()
-        ),
+        Ok(parsed) => redact_url(&parsed),
         Err(_) => "<invalid url>".into(),
     }
+}
+
+/// [`redact`] of a parsed URL.
+pub fn redact_url(url: &Url) -> String {
+    format!("{}://{}", url.scheme(), url.host_str().unwrap_or_default())
 }
 
 #[cfg(test)]
