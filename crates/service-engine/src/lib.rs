@@ -24,12 +24,14 @@ mod run_options;
 mod runs;
 mod scheduler;
 mod settle;
+mod state_edit;
 mod sweep;
 mod threads;
 mod worker;
 
 pub use assistants::AssistantSearchPage;
 pub use config::EngineConfig;
+pub use crons::CronSearchPage;
 pub use engine::{Engine, EngineParts};
 pub use error::{EngineError, EngineResult, ErrorDetail, ErrorKind};
 pub use items::validate_namespace;
