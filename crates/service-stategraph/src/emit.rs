@@ -16,11 +16,15 @@ pub(crate) type ChunkSender = UnboundedSender<Result<Chunk, GraphError>>;
 #[derive(Clone)]
 pub(crate) struct Emitter {
     inner: Arc<Inner>,
+    /// The subgraph namespace this emitter reports for (empty at the root): its chunks
+    /// carry it, and are sent only when the run streams subgraphs.
+    namespace: Vec<String>,
 }
 
 struct Inner {
     tx: ChunkSender,
     modes: Vec<StreamMode>,
+    subgraphs: bool,
     graph_name: String,
     run_id: String,
     tags: Vec<String>,
@@ -59,21 +63,44 @@ impl Emitter {
             inner: Arc::new(Inner {
                 tx,
                 modes,
+                subgraphs: options.subgraphs,
                 graph_name: graph_name.to_owned(),
                 run_id,
                 tags: options.config.tags.clone(),
             }),
+            namespace: Vec::new(),
+        }
+    }
+
+    /// The emitter of a subgraph run under this one, `segment` (`node:task_id`)
+    /// appended to the namespace.
+    pub(crate) fn nested(&self, segment: &str) -> Self {
+        let mut namespace = self.namespace.clone();
+        namespace.push(segment.to_owned());
+        Self {
+            inner: Arc::clone(&self.inner),
+            namespace,
         }
     }
 
     fn wants(&self, mode: StreamMode) -> bool {
-        self.inner.modes.contains(&mode)
+        (self.namespace.is_empty() || self.inner.subgraphs) && self.inner.modes.contains(&mode)
+    }
+
+    /// Sends `chunk`, labelled with this emitter's namespace.
+    fn send_chunk(&self, chunk: Chunk) {
+        let chunk = if self.namespace.is_empty() {
+            chunk
+        } else {
+            chunk.with_namespace(self.namespace.clone())
+        };
+        // The receiver lives as long as the run (`DrivenRun` holds both).
+        let _ = self.inner.tx.send(Ok(chunk));
     }
 
     fn send(&self, mode: StreamMode, data: Value) {
         if self.wants(mode) {
-            // The receiver lives as long as the run (`DrivenRun` holds both).
-            let _ = self.inner.tx.send(Ok(Chunk::new(mode.as_str(), data)));
+            self.send_chunk(Chunk::new(mode.as_str(), data));
         }
     }
 
@@ -89,10 +116,7 @@ impl Emitter {
             return;
         }
         match Chunk::encoded(StreamMode::Values.as_str(), values) {
-            // The receiver lives as long as the run (`DrivenRun` holds both).
-            Ok(chunk) => {
-                let _ = self.inner.tx.send(Ok(chunk));
-            }
+            Ok(chunk) => self.send_chunk(chunk),
             Err(error) => self.fail(GraphError::Other(Box::new(RunError::from_error(
                 "SerializationError",
                 &error,

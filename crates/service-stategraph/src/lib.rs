@@ -18,8 +18,10 @@ mod emit;
 mod graph;
 mod node;
 mod pregel;
+mod resume;
 mod schema;
 mod stored;
+mod subgraph;
 mod update;
 
 pub use channel::{Reducer, ReducerFn};
