@@ -200,6 +200,42 @@ async fn resume_by_interrupt_id_reaches_the_childs_interrupt() {
     assert_eq!(state(&graph, "t").await.values["approved"], json!(true));
 }
 
+#[tokio::test]
+async fn a_failing_subgraph_node_fails_the_parent_with_the_childs_error() {
+    let saver = saver();
+    let broken = StateGraph::new("broken")
+        .channel("topic", Reducer::LastValue, json!({}))
+        .node("explode", |_, _| async {
+            Err::<Value, _>(NodeError::failed(service_types::RunError::new(
+                "ValueError",
+                "boom",
+            )))
+        })
+        .edge(START, "explode")
+        .edge("explode", END)
+        .compile(Arc::clone(&saver))
+        .unwrap();
+    let graph = StateGraph::new("parent")
+        .channel("topic", Reducer::LastValue, json!({}))
+        .subgraph("inner", &broken)
+        .edge(START, "inner")
+        .edge("inner", END)
+        .compile(Arc::clone(&saver))
+        .unwrap();
+    let outcome = run(&graph, "t", values(json!({"topic": "x"}))).await;
+    let Some(service_graph::GraphError::NodeFailed { node, error }) = outcome.error else {
+        panic!("a node failure, not {:?}", outcome.error);
+    };
+    assert_eq!(
+        (node.as_str(), error.error.as_str()),
+        ("inner", "ValueError")
+    );
+    assert_eq!(error.message, "boom");
+    let failed = state(&graph, "t").await;
+    assert_eq!(failed.next, ["inner"]);
+    assert!(failed.tasks[0].error.as_deref().unwrap().contains("boom"));
+}
+
 /// `outer`: one node `inner`, the report graph (which holds `team`).
 fn outer(saver: &Arc<dyn Checkpointer>) -> CompiledGraph {
     StateGraph::new("outer")
