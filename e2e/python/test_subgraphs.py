@@ -43,6 +43,14 @@ async def test_state_with_subgraphs_shows_the_subgraphs_pause_and_the_parent_res
     assert inner["interrupts"][0]["id"] == state["interrupts"][0]["id"]
     assert (await client.threads.get_state(tid))["tasks"][0]["state"] is None
 
+    # The subgraph's own checkpoints, read through its namespace.
+    child = {"thread_id": tid, "checkpoint_ns": inner["checkpoint"]["checkpoint_ns"]}
+    history = await client.threads.get_history(tid, limit=10, checkpoint=child)
+    assert history[0]["next"] == ["review"]
+    assert history[-1]["metadata"]["source"] == "input"
+    assert all(h["checkpoint"]["checkpoint_ns"] == child["checkpoint_ns"] for h in history)
+    assert (await client.threads.get_state(tid, checkpoint=child))["values"]["draft"] == "draft for cats"
+
     final = await client.runs.wait(tid, "nested", command=Command(resume=True))
     assert final["status"] == "approved"
     assert final["log"] == ["plan cats", "publish approved"]
