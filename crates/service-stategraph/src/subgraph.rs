@@ -42,7 +42,6 @@ impl Run {
         child: Arc<GraphDef>,
     ) -> BoxFuture<'static, Outcome> {
         let namespace = child_namespace(&self.thread.checkpoint_ns, node, id);
-        let segment = format!("{node}:{id}");
         let before = current.body.channel_values.clone();
         let input = if resume.is_empty() {
             RunInput::Values(Value::Object(before.clone()))
@@ -72,7 +71,7 @@ impl Run {
             options,
             store: self.store.clone(),
             cancel: self.cancel.clone(),
-            emit: self.emit.nested(&segment),
+            emit: self.emit.nested(node, id),
             final_state: FinalState::default(),
         };
         let channels = self.def.channels.clone();

@@ -151,6 +151,35 @@ async fn stream_subgraphs_sends_the_childs_frames_named_mode_bar_namespace() {
 }
 
 #[tokio::test]
+async fn the_event_stream_holds_the_subgraphs_node_events_under_its_task() {
+    let saver = saver();
+    let graph = report(&saver, false);
+    let outcome = run_with(
+        &graph,
+        values(json!({"topic": "e"})),
+        options("t", &[StreamMode::Events]),
+    )
+    .await;
+    let events = outcome.of("events");
+    let run_id = events[0]["run_id"].clone();
+    let (_, task_id) = team_task(&graph, "t").await;
+    let research = events
+        .iter()
+        .find(|e| e["event"] == "on_chain_start" && e["name"] == "research")
+        .expect("the subgraph's node events, without stream_subgraphs");
+    assert_eq!(research["parent_ids"], json!([run_id, task_id]));
+    assert_eq!(
+        research["metadata"]["langgraph_checkpoint_ns"],
+        format!("team:{task_id}")
+    );
+    let starts = events
+        .iter()
+        .filter(|e| e["event"] == "on_chain_start" && e["parent_ids"] == json!([]))
+        .count();
+    assert_eq!(starts, 1, "one run start: the subgraph's is its task's");
+}
+
+#[tokio::test]
 async fn an_interrupt_in_a_subgraph_pauses_the_parent_and_is_resumed_from_it() {
     let saver = saver();
     let graph = report(&saver, true);
