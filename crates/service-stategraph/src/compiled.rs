@@ -223,9 +223,18 @@ impl AgentGraph for CompiledGraph {
                 "Supersteps must each hold at least one update".into(),
             ));
         }
-        let mut base = self.load(&thread).await?;
+        // A subgraph's checkpoints are updated through the subgraph's own nodes and
+        // reducers.
+        let def = graph_at(&self.def, &thread.checkpoint_ns).ok_or_else(|| {
+            GraphError::NotFound(format!(
+                "No subgraph at checkpoint namespace {}",
+                thread.checkpoint_ns
+            ))
+        })?;
+        let graph = Self::new(def, Arc::clone(&self.saver));
+        let mut base = graph.load(&thread).await?;
         for updates in supersteps {
-            base = Some(self.write_updates(&thread, base, updates).await?);
+            base = Some(graph.write_updates(&thread, base, updates).await?);
         }
         base.map(|loaded| loaded.tuple.config)
             .ok_or_else(|| GraphError::InvalidInput("No update was applied".into()))

@@ -43,19 +43,16 @@ impl Run {
     ) -> BoxFuture<'static, Outcome> {
         let namespace = child_namespace(&self.thread.checkpoint_ns, node, id);
         let before = current.body.channel_values.clone();
-        let input = if resume.is_empty() {
-            RunInput::Values(Value::Object(before.clone()))
-        } else {
+        let answers: Option<Map<String, Value>> = (!resume.is_empty()).then(|| {
             let raised = current.writes_of(id).interrupts;
-            let answers: Map<String, Value> = resume
+            resume
                 .into_iter()
                 .filter_map(|(index, value)| {
                     let child_interrupt = raised.iter().find(|r| r.index == index)?;
                     Some((child_interrupt.id.clone(), value))
                 })
-                .collect();
-            RunInput::Command(json!({ "resume": answers }))
-        };
+                .collect()
+        });
         let mut options = self.options.clone();
         // Pauses before or after nodes name the parent's nodes.
         options.interrupt_before = None;
@@ -76,6 +73,13 @@ impl Run {
         };
         let channels = self.def.channels.clone();
         Box::pin(async move {
+            let input = match answers {
+                None => RunInput::Values(Value::Object(before.clone())),
+                Some(answers) => match resume_command(&run, answers).await {
+                    Ok(command) => command,
+                    Err(error) => return Outcome::Failed(error.to_run_error()),
+                },
+            };
             match run.run_to_end(input).await {
                 Ok(_) => match child_outcome(&run, &channels, &before).await {
                     Ok(outcome) => outcome,
@@ -86,6 +90,27 @@ impl Run {
             }
         })
     }
+}
+
+/// The command resuming the child with `answers` (by the child's interrupt ids). When
+/// the child's state was updated since it paused, its interrupt is pending under a
+/// new id: a single answer then goes as a plain value, which reaches it all the same.
+async fn resume_command(run: &Run, answers: Map<String, Value>) -> Result<RunInput, GraphError> {
+    let pending: Vec<String> = match run.saver.get_tuple(&run.thread).await? {
+        Some(latest) => Loaded::new(latest)?
+            .snapshot()
+            .interrupts()
+            .into_iter()
+            .map(|interrupt| interrupt.id)
+            .collect(),
+        None => Vec::new(),
+    };
+    let by_id = answers.keys().all(|id| pending.contains(id));
+    let resume = match (by_id, answers.len()) {
+        (false, 1) => answers.into_iter().next().map(|(_, value)| value),
+        _ => Some(Value::Object(answers)),
+    };
+    Ok(RunInput::Command(json!({ "resume": resume })))
 }
 
 /// How the child's run left it: paused on interrupts (the parent's task raises them,

@@ -220,6 +220,47 @@ async fn an_interrupt_in_a_subgraph_pauses_the_parent_and_is_resumed_from_it() {
 }
 
 #[tokio::test]
+async fn a_paused_subgraphs_state_is_updated_through_its_namespace() {
+    let saver = saver();
+    let graph = report(&saver, true);
+    run(&graph, "t", values(json!({"topic": "x"}))).await;
+    let paused = state(&graph, "t").await;
+    let child = paused.tasks[0]
+        .checkpoint
+        .clone()
+        .expect("the child's checkpoints");
+    let written = graph
+        .update_state(
+            &RunnableConfig::from(child.clone()),
+            json!({"notes": ["edited"]}),
+            Some("research".into()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(written.checkpoint_ns, child.checkpoint_ns);
+    let unknown = RunnableConfig::from(service_graph::CheckpointConfig {
+        checkpoint_ns: "nowhere:1".into(),
+        ..child
+    });
+    let refused = graph.update_state(&unknown, json!({}), None).await;
+    assert!(matches!(
+        refused,
+        Err(service_graph::GraphError::NotFound(_))
+    ));
+    run(&graph, "t", command(json!({"resume": true}))).await;
+    let done = state(&graph, "t").await;
+    assert_eq!(
+        done.values["notes"],
+        json!(["plan", "research x", "edited", "approved"])
+    );
+    assert_eq!(
+        done.values["approved"],
+        json!(true),
+        "the answer reached the pause"
+    );
+}
+
+#[tokio::test]
 async fn resume_by_interrupt_id_reaches_the_childs_interrupt() {
     let saver = saver();
     let graph = report(&saver, true);
@@ -263,6 +304,59 @@ async fn a_failing_subgraph_node_fails_the_parent_with_the_childs_error() {
     let failed = state(&graph, "t").await;
     assert_eq!(failed.next, ["inner"]);
     assert!(failed.tasks[0].error.as_deref().unwrap().contains("boom"));
+}
+
+#[tokio::test]
+async fn two_interrupts_in_a_subgraph_are_answered_one_at_a_time_from_the_parent() {
+    let saver = saver();
+    let side = |name: &'static str| {
+        move |_: Value, ctx: service_stategraph::NodeContext| async move {
+            let answer = ctx.interrupt(json!({"side": name}))?;
+            Ok::<_, NodeError>(json!({"answers": [format!("{name}={answer}")]}))
+        }
+    };
+    let twins = StateGraph::new("twins")
+        .channel("answers", Reducer::Append, json!({}))
+        .node("left", side("left"))
+        .node("right", side("right"))
+        .edge(START, "left")
+        .edge(START, "right")
+        .edge("left", END)
+        .edge("right", END)
+        .compile(Arc::clone(&saver))
+        .unwrap();
+    let graph = StateGraph::new("parent")
+        .channel("answers", Reducer::Append, json!({}))
+        .subgraph("pair", &twins)
+        .edge(START, "pair")
+        .edge("pair", END)
+        .compile(Arc::clone(&saver))
+        .unwrap();
+    run(&graph, "t", values(json!({}))).await;
+    let pending = state(&graph, "t").await.interrupts();
+    assert_eq!(pending.len(), 2);
+    let left = pending
+        .iter()
+        .find(|i| i.value == json!({"side": "left"}))
+        .unwrap();
+    run(
+        &graph,
+        "t",
+        command(json!({"resume": {left.id.clone(): 1}})),
+    )
+    .await;
+    let still = state(&graph, "t").await.interrupts();
+    assert_eq!(still.len(), 1, "the other side still waits");
+    assert_eq!(still[0].value, json!({"side": "right"}));
+    run(
+        &graph,
+        "t",
+        command(json!({"resume": {still[0].id.clone(): 2}})),
+    )
+    .await;
+    let done = state(&graph, "t").await;
+    assert!(!done.is_paused());
+    assert_eq!(done.values["answers"], json!(["left=1", "right=2"]));
 }
 
 /// `outer`: one node `inner`, the report graph (which holds `team`).
