@@ -66,6 +66,17 @@ async def test_a_subgraph_interrupt_is_answered_by_id_from_the_parent(client, th
     assert (await client.threads.get_state(tid))["values"]["status"] == "rejected"
 
 
+async def test_a_paused_subgraphs_state_is_edited_through_its_namespace(client, thread):
+    tid = thread["thread_id"]
+    await pause(client, tid)
+    state = await client.threads.get_state(tid, subgraphs=True)
+    child = state["tasks"][0]["state"]["checkpoint"]
+    written = await client.threads.update_state(tid, {"draft": "edited draft"}, as_node="draft", checkpoint=child)
+    assert written["checkpoint"]["checkpoint_ns"] == child["checkpoint_ns"]
+    final = await client.runs.wait(tid, "nested", command=Command(resume=True))
+    assert (final["draft"], final["status"]) == ("edited draft", "approved")
+
+
 async def test_assistant_subgraphs_and_xray_drawing(client):
     listed = await client.assistants.get_subgraphs("nested")
     assert list(listed) == ["review"]
