@@ -22,6 +22,7 @@ pub mod model;
 pub mod namespaces;
 pub mod ordering;
 pub mod runs;
+pub mod state_holds;
 pub mod store_filter;
 pub mod text;
 pub mod thread_ttl;
@@ -177,6 +178,11 @@ macro_rules! __conformance_tests {
                 run_active_lists_pending_and_running,
                 run_delete_removes_only_that_run,
                 run_concurrent_claims_never_double_run_a_thread,
+            ];
+            state_holds: [
+                state_hold_is_refused_while_the_thread_is_busy,
+                state_hold_keeps_the_threads_runs_pending_until_released,
+                state_hold_lease_ends_it_and_a_late_release_keeps_the_next,
             ];
             crons: [
                 cron_next_run_date_is_read_in_its_timezone,

@@ -74,3 +74,16 @@ async def test_search_pages(client):
     assert {c["cron_id"] for c in page1 + page2} == set(ids)
     for cid in ids:
         await client.crons.delete(cid)
+
+
+async def test_search_sends_the_pagination_headers(client, http):
+    m = marker()
+    ids = [(await client.crons.create("echo", schedule=YEARLY, input={}, metadata={"e2e": m}))["cron_id"] for _ in range(3)]
+    first = await http.post("/runs/crons/search", json={"metadata": {"e2e": m}, "limit": 2})
+    assert first.headers["x-pagination-next"] == "2"
+    assert first.headers["x-pagination-total"] == "3"
+    last = await http.post("/runs/crons/search", json={"metadata": {"e2e": m}, "limit": 2, "offset": 2})
+    assert "x-pagination-next" not in last.headers
+    assert len(last.json()) == 1
+    for cid in ids:
+        await client.crons.delete(cid)

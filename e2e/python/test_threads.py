@@ -1,11 +1,12 @@
 """Threads: CRUD, search, count, copy, prune, state, history, supersteps, join stream."""
 
 import asyncio
+import json
 
 import pytest
-from langgraph_sdk.errors import NotFoundError
+from langgraph_sdk.errors import ConflictError, NotFoundError
 
-from conftest import collect_until, marker, spec_only, wait_run
+from conftest import collect_until, eventually, marker, spec_only, wait_run
 
 
 async def test_create_get_update_delete_thread(client):
@@ -230,6 +231,49 @@ async def test_create_with_supersteps_applies_updates(client):
     state = await client.threads.get_state(t["thread_id"])
     assert [msg["content"] for msg in state["values"]["messages"]] == ["one", "two"]
     assert len(await client.threads.get_history(t["thread_id"], limit=10)) >= 2
+
+
+async def test_supersteps_at_creation_publish_state_update_on_the_thread_stream(client, http):
+    created = await client.threads.create(metadata={"e2e": marker()}, graph_id="echo")
+    tid = created["thread_id"]
+    # Over plain HTTP: the SDK's join_stream connects only when first read, and the
+    # stream must listen before the supersteps are applied.
+    async with http.stream("GET", f"/threads/{tid}/stream") as listening:
+        assert listening.status_code == 200
+        await client.threads.create(
+            thread_id=tid,
+            if_exists="do_nothing",
+            supersteps=[{"updates": [{"values": {"messages": [{"type": "human", "content": "hi"}]}, "as_node": "echo"}]}],
+        )
+
+        async def first_state_update() -> dict:
+            event = None
+            async for line in listening.aiter_lines():
+                if line.startswith("event:"):
+                    event = line.split(":", 1)[1].strip()
+                elif line.startswith("data:") and event == "state_update":
+                    return json.loads(line.split(":", 1)[1])
+            raise AssertionError("the stream ended without a state_update")
+
+        update = await asyncio.wait_for(first_state_update(), 10)
+    assert update["thread_id"] == tid
+    assert [msg["content"] for msg in update["state"]["values"]["messages"]] == ["hi"]
+
+
+async def test_state_edits_beside_an_active_run_are_refused_409(client, http, thread):
+    tid = thread["thread_id"]
+    await client.runs.wait(tid, "slow", input={"delay_ms": 1})
+    run = await client.runs.create(tid, "slow", input={"delay_ms": 60000})
+    await eventually(lambda: client.runs.get(tid, run["run_id"]), lambda r: r["status"] == "running")
+    with pytest.raises(ConflictError) as err:
+        await client.threads.update_state(tid, {"done": False})
+    assert "Thread is busy with a running job. Cannot update state." in str(err.value)
+    patched = await http.patch(f"/threads/{tid}/state", json={"metadata": {"note": "x"}})
+    assert patched.status_code == 409
+    await client.runs.cancel(tid, run["run_id"])
+    await wait_run(client, tid, run["run_id"])
+    await client.threads.update_state(tid, {"done": False})
+    assert (await client.threads.get_state(tid))["values"]["done"] is False
 
 
 async def test_join_stream_sees_a_run_on_the_thread(client, thread):

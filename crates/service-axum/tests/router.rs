@@ -155,6 +155,7 @@ async fn a_search_limit_above_1000_is_rejected() {
     for uri in [
         "/threads/search",
         "/assistants/search",
+        "/runs/crons/search",
         "/store/items/search",
     ] {
         let reply = post(&app, uri, json!({"limit": 1001})).await;
@@ -163,6 +164,36 @@ async fn a_search_limit_above_1000_is_rejected() {
             StatusCode::UNPROCESSABLE_ENTITY,
             "1001 is greater than the maximum of 1000",
         );
+    }
+}
+
+#[tokio::test]
+async fn a_search_without_limit_returns_up_to_the_max_page_size_not_10() {
+    let app = app().await;
+    // Eight system assistants exist already: four more make twelve of each.
+    for n in 0..12 {
+        if n < 4 {
+            post(&app, "/assistants", json!({"graph_id": "echo"})).await;
+        }
+        thread(&app).await;
+        let cron = json!({"assistant_id": "echo", "schedule": "0 0 * * *"});
+        assert_eq!(post(&app, "/runs/crons", cron).await.status, StatusCode::OK);
+        let item = json!({"namespace": ["docs"], "key": format!("k{n}"), "value": {"n": n}});
+        let put = call(&app, "PUT", "/store/items", Some(&item.to_string()), &[]).await;
+        assert!(put.status.is_success(), "{}", put.body);
+    }
+    for uri in [
+        "/threads/search",
+        "/assistants/search",
+        "/runs/crons/search",
+        "/store/items/search",
+    ] {
+        let all = post(&app, uri, json!({})).await;
+        let rows = all.body.get("items").unwrap_or(&all.body);
+        assert_eq!(rows.as_array().map(Vec::len), Some(12), "{uri}");
+        let asked = post(&app, uri, json!({"limit": 10})).await;
+        let rows = asked.body.get("items").unwrap_or(&asked.body);
+        assert_eq!(rows.as_array().map(Vec::len), Some(10), "{uri}");
     }
 }
 
@@ -407,9 +438,27 @@ async fn search_pagination_headers_are_sent() {
     let app = app().await;
     let reply = post(&app, "/assistants/search", json!({"limit": 2})).await;
     assert_eq!(reply.headers["x-pagination-next"], "2");
-    assert_eq!(reply.headers["x-pagination-total"], "7");
+    assert_eq!(reply.headers["x-pagination-total"], "8");
     let last = post(&app, "/assistants/search", json!({"limit": 5, "offset": 5})).await;
+    assert_eq!(last.body.as_array().map(Vec::len), Some(3));
     assert!(!last.headers.contains_key("x-pagination-next"));
+}
+
+#[tokio::test]
+async fn cron_search_sends_the_pagination_headers_too() {
+    let app = app().await;
+    for _ in 0..3 {
+        let cron = json!({"assistant_id": "echo", "schedule": "0 0 * * *"});
+        assert_eq!(post(&app, "/runs/crons", cron).await.status, StatusCode::OK);
+    }
+    let first = post(&app, "/runs/crons/search", json!({"limit": 2})).await;
+    assert_eq!(first.body.as_array().map(Vec::len), Some(2));
+    assert_eq!(first.headers["x-pagination-next"], "2");
+    assert_eq!(first.headers["x-pagination-total"], "3");
+    let last = post(&app, "/runs/crons/search", json!({"limit": 2, "offset": 2})).await;
+    assert_eq!(last.body.as_array().map(Vec::len), Some(1));
+    assert!(!last.headers.contains_key("x-pagination-next"));
+    assert_eq!(last.headers["x-pagination-total"], "3");
 }
 
 /// An engine whose only graph fails to load, with stacks exposed or not.

@@ -218,7 +218,7 @@ impl Engine {
         if let Some(graph_id) = &body.graph_id {
             self.check_graph(graph_id)?;
         }
-        let limit = search_limit(body.limit, 10)?;
+        let limit = search_limit(body.limit)?;
         let offset = offset(body.offset)?;
         let query = AssistantQuery {
             filter: AssistantFilter {
@@ -228,10 +228,11 @@ impl Engine {
             },
             sort_by: body.sort_by.unwrap_or_default(),
             sort_order: body.sort_order.unwrap_or_default(),
-            limit: Some(limit),
+            limit,
             offset,
         };
         let page = self.store().assistants().search(&query).await?;
+        let limit = limit.unwrap_or(self.config().max_page_size);
         let next_offset =
             ((offset + page.items.len()) < page.total as usize).then_some(offset + limit);
         Ok(AssistantSearchPage {
@@ -266,7 +267,7 @@ impl Engine {
             .ok_or_else(|| EngineError::not_found(format!("Assistant {id} not found")))?;
         let query = VersionQuery {
             metadata: body.metadata,
-            limit: Some(search_limit(body.limit, 10)?),
+            limit: search_limit(body.limit)?,
             offset: offset(body.offset)?,
         };
         Ok(self

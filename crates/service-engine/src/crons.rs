@@ -11,6 +11,17 @@ use uuid::Uuid;
 use crate::limits::{offset, search_limit};
 use crate::{Engine, EngineError, EngineResult, RunTarget};
 
+/// One page of a cron search.
+#[derive(Clone, Debug)]
+pub struct CronSearchPage {
+    /// The matches on this page.
+    pub crons: Vec<Cron>,
+    /// Every match, unpaginated.
+    pub total: u64,
+    /// Offset of the next page, when more rows exist.
+    pub next_offset: Option<usize>,
+}
+
 /// Crons fired per scheduler pass; a full batch triggers another pass at once.
 const FIRE_BATCH: usize = 100;
 
@@ -163,16 +174,28 @@ impl Engine {
         })
     }
 
-    /// Searches crons.
-    pub async fn search_crons(&self, body: CronSearch) -> EngineResult<Vec<Cron>> {
+    /// Searches crons: one page, with the count of every match for the pagination
+    /// headers (as assistant search has).
+    pub async fn search_crons(&self, body: CronSearch) -> EngineResult<CronSearchPage> {
+        let filter = self.cron_filter(&body).await?;
+        let limit = search_limit(body.limit)?;
+        let offset = offset(body.offset)?;
         let query = CronQuery {
-            filter: self.cron_filter(&body).await?,
+            filter: filter.clone(),
             sort_by: body.sort_by.unwrap_or_default(),
             sort_order: body.sort_order.unwrap_or_default(),
-            limit: Some(search_limit(body.limit, 10)?),
-            offset: offset(body.offset)?,
+            limit,
+            offset,
         };
-        Ok(self.store().crons().search(&query).await?)
+        let crons = self.store().crons().search(&query).await?;
+        let total = self.store().crons().count(&filter).await?;
+        let limit = limit.unwrap_or(self.config().max_page_size);
+        let next_offset = ((offset + crons.len()) < total as usize).then_some(offset + limit);
+        Ok(CronSearchPage {
+            crons,
+            total,
+            next_offset,
+        })
     }
 
     /// Counts crons.

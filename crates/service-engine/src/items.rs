@@ -72,7 +72,7 @@ impl Engine {
             namespace_prefix: body.namespace_prefix,
             filter,
             query: body.query,
-            limit: Some(search_limit(body.limit, 10)?),
+            limit: search_limit(body.limit)?,
             offset: offset(body.offset)?,
             refresh_ttl: body.refresh_ttl.unwrap_or(false),
         };

@@ -25,6 +25,7 @@ mod run_options;
 mod runs;
 mod scheduler;
 mod settle;
+mod state_edit;
 mod sweep;
 mod threads;
 mod webhooks;
@@ -32,6 +33,7 @@ mod worker;
 
 pub use assistants::AssistantSearchPage;
 pub use config::EngineConfig;
+pub use crons::CronSearchPage;
 pub use engine::{Engine, EngineParts};
 pub use error::{EngineError, EngineResult, ErrorDetail, ErrorKind};
 pub use items::validate_namespace;

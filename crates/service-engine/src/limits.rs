@@ -60,9 +60,12 @@ pub fn check_ttl_minutes(minutes: Option<f64>) -> EngineResult<()> {
     }
 }
 
-/// A search `limit`: 1..=1000, `default` when absent. Above the maximum is rejected.
-pub fn search_limit(limit: Option<i64>, default: i64) -> EngineResult<usize> {
-    let limit = limit.unwrap_or(default);
+/// A search `limit`: 1..=1000, above the maximum rejected. Absent stays `None`: the
+/// store then returns up to its max page size (SPEC "Limits").
+pub fn search_limit(limit: Option<i64>) -> EngineResult<Option<usize>> {
+    let Some(limit) = limit else {
+        return Ok(None);
+    };
     if limit > MAX_SEARCH_LIMIT {
         return Err(EngineError::unprocessable(format!(
             "{limit} is greater than the maximum of {MAX_SEARCH_LIMIT}"
@@ -73,7 +76,7 @@ pub fn search_limit(limit: Option<i64>, default: i64) -> EngineResult<usize> {
             "{limit} is less than the minimum of 1"
         )));
     }
-    Ok(limit as usize)
+    Ok(Some(limit as usize))
 }
 
 /// A list `limit` that clamps instead of rejecting (run list, namespace list).
@@ -107,10 +110,15 @@ mod tests {
 
     #[test]
     fn search_limit_above_1000_is_rejected() {
-        let error = search_limit(Some(1001), 10).unwrap_err();
+        let error = search_limit(Some(1001)).unwrap_err();
         assert_eq!(error.message, "1001 is greater than the maximum of 1000");
-        assert_eq!(search_limit(None, 10).unwrap(), 10);
-        assert_eq!(search_limit(Some(1000), 10).unwrap(), 1000);
+        assert_eq!(
+            search_limit(None).unwrap(),
+            None,
+            "the store's max page size"
+        );
+        assert_eq!(search_limit(Some(1000)).unwrap(), Some(1000));
+        assert!(search_limit(Some(0)).is_err());
     }
 
     #[test]

@@ -17,7 +17,7 @@ use crate::limits::{offset, search_limit};
 use crate::{Engine, EngineError, EngineResult};
 
 /// Default and largest page of a history query.
-const HISTORY_DEFAULT_LIMIT: i64 = 100;
+const HISTORY_DEFAULT_LIMIT: usize = 100;
 
 /// One page of a thread search.
 #[derive(Clone, Debug)]
@@ -59,8 +59,14 @@ impl Engine {
         if if_exists == IfExists::DoNothing && thread.values.is_some() {
             return Ok(thread);
         }
-        let result = self.apply_supersteps(&thread, supersteps).await;
-        if let Err(error) = result {
+        let applied = self
+            .editing_state(thread_id, self.apply_supersteps(&thread, supersteps))
+            .await;
+        if let Err(error) = applied {
+            if error.kind == crate::ErrorKind::Conflict {
+                // Refused for a run on the thread: the thread is that run's now.
+                return Err(error);
+            }
             // A thread whose creation failed halfway is not left behind.
             let _ = self.store().threads().delete(thread_id).await;
             let _ = self
@@ -94,8 +100,10 @@ impl Engine {
             .collect();
         let config = RunnableConfig::for_thread(thread.thread_id.to_string());
         graph.bulk_update_state(&config, steps).await?;
-        self.mirror_from_graph(thread.thread_id, graph.as_ref(), None)
+        let state = self
+            .mirror_from_graph(thread.thread_id, graph.as_ref(), None)
             .await?;
+        self.publish_state_update(thread.thread_id, &state).await;
         Ok(())
     }
 
@@ -180,7 +188,7 @@ impl Engine {
         body: ThreadSearch,
         enforced_metadata: Option<Metadata>,
     ) -> EngineResult<ThreadSearchPage> {
-        let limit = search_limit(body.limit, 10)?;
+        let limit = search_limit(body.limit)?;
         let offset = offset(body.offset)?;
         let query = ThreadQuery {
             filter: ThreadFilter {
@@ -192,10 +200,11 @@ impl Engine {
             },
             sort_by: body.sort_by.unwrap_or_default(),
             sort_order: body.sort_order.unwrap_or_default(),
-            limit: Some(limit),
+            limit,
             offset,
         };
         let threads = self.store().threads().search(&query).await?;
+        let limit = limit.unwrap_or(self.config().max_page_size);
         let next_offset = (threads.len() == limit).then_some(offset + limit);
         Ok(ThreadSearchPage {
             threads,
@@ -304,13 +313,17 @@ impl Engine {
             })
         });
         let config = checkpoint_config(thread_id, checkpoint.as_ref());
-        let written = graph
-            .update_state(&config, body.values.unwrap_or(Value::Null), body.as_node)
+        let values = body.values.unwrap_or(Value::Null);
+        let written = self
+            .editing_state(thread_id, async {
+                let written = graph.update_state(&config, values, body.as_node).await?;
+                let state = self
+                    .mirror_from_graph(thread_id, graph.as_ref(), None)
+                    .await?;
+                self.publish_state_update(thread_id, &state).await;
+                Ok(written)
+            })
             .await?;
-        let state = self
-            .mirror_from_graph(thread_id, graph.as_ref(), None)
-            .await?;
-        self.publish_state_update(thread_id, &state).await;
         let wire = written.to_wire();
         Ok(json!({
             "checkpoint": wire,
@@ -327,19 +340,20 @@ impl Engine {
         metadata: Metadata,
     ) -> EngineResult<()> {
         self.get_thread(thread_id).await?;
-        let latest = self
-            .inner
-            .checkpointer
-            .get_tuple(&CheckpointConfig::new(thread_id.to_string(), None))
-            .await?
-            .ok_or_else(|| {
-                EngineError::not_found(format!("Thread {thread_id} has no state to patch"))
-            })?;
-        self.inner
-            .checkpointer
-            .merge_metadata(&latest.config, metadata)
-            .await?;
-        Ok(())
+        let checkpointer = &self.inner.checkpointer;
+        self.editing_state(thread_id, async {
+            let latest = checkpointer
+                .get_tuple(&CheckpointConfig::new(thread_id.to_string(), None))
+                .await?
+                .ok_or_else(|| {
+                    EngineError::not_found(format!("Thread {thread_id} has no state to patch"))
+                })?;
+            checkpointer
+                .merge_metadata(&latest.config, metadata)
+                .await?;
+            Ok(())
+        })
+        .await
     }
 
     /// Checkpoints of a thread, newest first.
@@ -352,7 +366,7 @@ impl Engine {
         if !thread.metadata.contains_key("graph_id") {
             return Ok(Vec::new());
         }
-        let limit = search_limit(query.limit, HISTORY_DEFAULT_LIMIT)?;
+        let limit = search_limit(query.limit)?.unwrap_or(HISTORY_DEFAULT_LIMIT);
         let graph = self.thread_graph(&thread).await?;
         let config = checkpoint_config(thread_id, query.checkpoint.as_ref());
         let options = HistoryOptions {

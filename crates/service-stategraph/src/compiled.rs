@@ -19,6 +19,7 @@ use crate::graph::GraphDef;
 use crate::pregel::Run;
 use crate::schema::{graph_json, graph_schema};
 use crate::stored::Loaded;
+use crate::subgraph::{fill_subgraph_tasks, graph_at, subgraphs_of};
 
 /// A validated state graph bound to a checkpointer; implements [`AgentGraph`].
 #[derive(Clone)]
@@ -73,6 +74,29 @@ impl CompiledGraph {
             (Some(id), None) => Err(GraphError::NotFound(format!("Checkpoint {id} not found"))),
             (_, found) => Ok(found),
         }
+    }
+
+    /// Gives the subgraph tasks of `snapshot` (a checkpoint at `thread`) their child's
+    /// coordinates and, with `nested`, its state; in a namespace this graph does not
+    /// know (a checkpoint of another graph's subgraph), nothing.
+    async fn fill_subgraph_tasks(
+        &self,
+        thread: &CheckpointConfig,
+        snapshot: &mut StateSnapshot,
+        nested: bool,
+    ) -> Result<(), GraphError> {
+        let Some(def) = graph_at(&self.def, &thread.checkpoint_ns) else {
+            return Ok(());
+        };
+        fill_subgraph_tasks(
+            &def,
+            &self.saver,
+            &thread.thread_id,
+            &thread.checkpoint_ns,
+            snapshot,
+            nested,
+        )
+        .await
     }
 
     fn start(&self, input: RunInput, options: StreamOptions, ctx: RunContext) -> ChunkStream {
@@ -135,13 +159,16 @@ impl AgentGraph for CompiledGraph {
     async fn get_state(
         &self,
         config: &RunnableConfig,
-        _options: StateOptions,
+        options: StateOptions,
     ) -> Result<StateSnapshot, GraphError> {
         let thread = Self::thread(config)?;
-        Ok(self
-            .load(&thread)
-            .await?
-            .map_or_else(StateSnapshot::empty, |loaded| loaded.snapshot()))
+        let Some(loaded) = self.load(&thread).await? else {
+            return Ok(StateSnapshot::empty());
+        };
+        let mut snapshot = loaded.snapshot();
+        self.fill_subgraph_tasks(&thread, &mut snapshot, options.subgraphs)
+            .await?;
+        Ok(snapshot)
     }
 
     async fn get_state_history(
@@ -161,10 +188,14 @@ impl AgentGraph for CompiledGraph {
                 },
             )
             .await?;
-        listed
-            .into_iter()
-            .map(|tuple| Loaded::new(tuple).map(|loaded| loaded.snapshot()))
-            .collect()
+        let mut history = Vec::with_capacity(listed.len());
+        for tuple in listed {
+            let mut snapshot = Loaded::new(tuple)?.snapshot();
+            self.fill_subgraph_tasks(&thread, &mut snapshot, false)
+                .await?;
+            history.push(snapshot);
+        }
+        Ok(history)
     }
 
     async fn update_state(
@@ -192,9 +223,18 @@ impl AgentGraph for CompiledGraph {
                 "Supersteps must each hold at least one update".into(),
             ));
         }
-        let mut base = self.load(&thread).await?;
+        // A subgraph's checkpoints are updated through the subgraph's own nodes and
+        // reducers.
+        let def = graph_at(&self.def, &thread.checkpoint_ns).ok_or_else(|| {
+            GraphError::NotFound(format!(
+                "No subgraph at checkpoint namespace {}",
+                thread.checkpoint_ns
+            ))
+        })?;
+        let graph = Self::new(def, Arc::clone(&self.saver));
+        let mut base = graph.load(&thread).await?;
         for updates in supersteps {
-            base = Some(self.write_updates(&thread, base, updates).await?);
+            base = Some(graph.write_updates(&thread, base, updates).await?);
         }
         base.map(|loaded| loaded.tuple.config)
             .ok_or_else(|| GraphError::InvalidInput("No update was applied".into()))
@@ -236,16 +276,18 @@ impl AgentGraph for CompiledGraph {
         }
     }
 
-    async fn get_graph(&self, _xray: u32) -> Result<Value, GraphError> {
-        Ok(graph_json(&self.def))
+    async fn get_graph(&self, xray: u32) -> Result<Value, GraphError> {
+        Ok(graph_json(&self.def, xray))
     }
 
     async fn get_subgraphs(
         &self,
-        _namespace: Option<String>,
-        _recurse: bool,
+        namespace: Option<String>,
+        recurse: bool,
     ) -> Result<Vec<(String, GraphSchema)>, GraphError> {
-        // Subgraphs are not supported yet, so there are none to list.
-        Ok(Vec::new())
+        Ok(subgraphs_of(&self.def, namespace.as_deref(), recurse)
+            .into_iter()
+            .map(|(name, def)| (name, graph_schema(&def)))
+            .collect())
     }
 }

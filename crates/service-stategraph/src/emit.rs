@@ -16,11 +16,17 @@ pub(crate) type ChunkSender = UnboundedSender<Result<Chunk, GraphError>>;
 #[derive(Clone)]
 pub(crate) struct Emitter {
     inner: Arc<Inner>,
+    /// The subgraph namespace this emitter reports for (empty at the root): its chunks
+    /// carry it, and are sent only when the run streams subgraphs (events excepted).
+    namespace: Vec<String>,
+    /// The run ids enclosing this emitter's tasks: the run's, then each subgraph task's.
+    lineage: Vec<String>,
 }
 
 struct Inner {
     tx: ChunkSender,
     modes: Vec<StreamMode>,
+    subgraphs: bool,
     graph_name: String,
     run_id: String,
     tags: Vec<String>,
@@ -59,21 +65,53 @@ impl Emitter {
             inner: Arc::new(Inner {
                 tx,
                 modes,
+                subgraphs: options.subgraphs,
                 graph_name: graph_name.to_owned(),
-                run_id,
+                run_id: run_id.clone(),
                 tags: options.config.tags.clone(),
             }),
+            namespace: Vec::new(),
+            lineage: vec![run_id],
         }
     }
 
+    /// The emitter of the subgraph run by task `task_id` of node `node`: its namespace
+    /// gains `node:task_id`, and its tasks' events name that task as a parent.
+    pub(crate) fn nested(&self, node: &str, task_id: &str) -> Self {
+        let mut namespace = self.namespace.clone();
+        namespace.push(format!("{node}:{task_id}"));
+        let mut lineage = self.lineage.clone();
+        lineage.push(task_id.to_owned());
+        Self {
+            inner: Arc::clone(&self.inner),
+            namespace,
+            lineage,
+        }
+    }
+
+    /// Events of a subgraph are sent whether or not the run streams subgraphs, as
+    /// LangGraph's event stream holds every nested run (their parent ids tell them
+    /// apart); other modes only then.
     fn wants(&self, mode: StreamMode) -> bool {
-        self.inner.modes.contains(&mode)
+        (self.namespace.is_empty() || self.inner.subgraphs || mode == StreamMode::Events)
+            && self.inner.modes.contains(&mode)
+    }
+
+    /// Sends `chunk`, labelled with this emitter's namespace (events are not: they
+    /// carry it in their metadata).
+    fn send_chunk(&self, chunk: Chunk) {
+        let chunk = if self.namespace.is_empty() || chunk.mode() == StreamMode::Events.as_str() {
+            chunk
+        } else {
+            chunk.with_namespace(self.namespace.clone())
+        };
+        // The receiver lives as long as the run (`DrivenRun` holds both).
+        let _ = self.inner.tx.send(Ok(chunk));
     }
 
     fn send(&self, mode: StreamMode, data: Value) {
         if self.wants(mode) {
-            // The receiver lives as long as the run (`DrivenRun` holds both).
-            let _ = self.inner.tx.send(Ok(Chunk::new(mode.as_str(), data)));
+            self.send_chunk(Chunk::new(mode.as_str(), data));
         }
     }
 
@@ -89,10 +127,7 @@ impl Emitter {
             return;
         }
         match Chunk::encoded(StreamMode::Values.as_str(), values) {
-            // The receiver lives as long as the run (`DrivenRun` holds both).
-            Ok(chunk) => {
-                let _ = self.inner.tx.send(Ok(chunk));
-            }
+            Ok(chunk) => self.send_chunk(chunk),
             Err(error) => self.fail(GraphError::Other(Box::new(RunError::from_error(
                 "SerializationError",
                 &error,
@@ -128,12 +163,17 @@ impl Emitter {
         );
     }
 
-    fn event(&self, event: &str, name: &str, run_id: &str, metadata: Value, data: Value) {
-        let parents: Vec<&str> = if run_id == self.inner.run_id {
-            Vec::new()
+    fn event(&self, event: &str, name: &str, run_id: &str, mut metadata: Value, data: Value) {
+        let parents: &[String] = if run_id == self.inner.run_id {
+            &[]
         } else {
-            vec![&self.inner.run_id]
+            &self.lineage
         };
+        if let (false, Value::Object(metadata)) = (self.namespace.is_empty(), &mut metadata) {
+            let namespace = Value::String(self.namespace.join("|"));
+            metadata.insert("langgraph_checkpoint_ns".into(), namespace.clone());
+            metadata.insert("checkpoint_ns".into(), namespace);
+        }
         self.send(
             StreamMode::Events,
             json!({
@@ -143,8 +183,9 @@ impl Emitter {
         );
     }
 
+    /// The run's own start event; a subgraph's run is its parent task's events.
     pub(crate) fn run_started(&self, input: &Value) {
-        if !self.wants(StreamMode::Events) {
+        if !self.namespace.is_empty() || !self.wants(StreamMode::Events) {
             return;
         }
         let (name, run_id) = (&self.inner.graph_name, &self.inner.run_id);
@@ -158,7 +199,7 @@ impl Emitter {
     }
 
     pub(crate) fn run_finished(&self, output: &Map<String, Value>) {
-        if !self.wants(StreamMode::Events) {
+        if !self.namespace.is_empty() || !self.wants(StreamMode::Events) {
             return;
         }
         let (name, run_id) = (&self.inner.graph_name, &self.inner.run_id);

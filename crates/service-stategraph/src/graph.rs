@@ -19,18 +19,25 @@ pub(crate) struct Branch {
     pub(crate) targets: Vec<String>,
 }
 
+/// What a node runs: a function of the state, or a compiled graph (a subgraph, run on
+/// a checkpoint namespace of its own).
+pub(crate) enum Node {
+    Func(NodeFn),
+    Graph(Arc<GraphDef>),
+}
+
 /// The validated graph definition a [`CompiledGraph`] runs.
 pub(crate) struct GraphDef {
     pub(crate) name: String,
     pub(crate) channels: Vec<(String, Channel)>,
     pub(crate) input_keys: Option<Vec<String>>,
-    pub(crate) nodes: Vec<(String, NodeFn)>,
+    pub(crate) nodes: Vec<(String, Node)>,
     pub(crate) edges: Vec<(String, String)>,
     pub(crate) branches: Vec<Branch>,
 }
 
 impl GraphDef {
-    pub(crate) fn node(&self, name: &str) -> Option<&NodeFn> {
+    pub(crate) fn node(&self, name: &str) -> Option<&Node> {
         self.nodes
             .iter()
             .find(|(node, _)| node == name)
@@ -126,7 +133,18 @@ impl StateGraph {
             let future = run(state, ctx);
             Box::pin(async move { future.await.map(Into::into) })
         });
-        self.def.nodes.push((name.into(), run));
+        self.def.nodes.push((name.into(), Node::Func(run)));
+        self
+    }
+
+    /// Adds a compiled graph as node `name` (a subgraph). It runs on the parent's
+    /// state (the keys it declares) with checkpoints of its own under the namespace
+    /// `name:<task id>`; its changes to the parent's keys are the node's update, and
+    /// an interrupt inside it pauses the parent until resumed there.
+    pub fn subgraph(mut self, name: impl Into<String>, graph: &CompiledGraph) -> Self {
+        self.def
+            .nodes
+            .push((name.into(), Node::Graph(Arc::clone(&graph.def))));
         self
     }
 

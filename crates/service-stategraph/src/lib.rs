@@ -8,7 +8,8 @@
 //! nodes concurrently, applies their writes through the reducers and writes one
 //! checkpoint. Nodes may pause with [`NodeContext::interrupt`] and are resumed by
 //! interrupt id; runs may pause before or after nodes; any checkpoint can be resumed
-//! or forked.
+//! or forked. A compiled graph can be a node of another ([`StateGraph::subgraph`]),
+//! with checkpoints under a namespace of its own.
 
 mod channel;
 mod compiled;
@@ -18,8 +19,10 @@ mod emit;
 mod graph;
 mod node;
 mod pregel;
+mod resume;
 mod schema;
 mod stored;
+mod subgraph;
 mod update;
 
 pub use channel::{Reducer, ReducerFn};

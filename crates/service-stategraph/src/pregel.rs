@@ -22,8 +22,9 @@ use tokio_util::sync::CancellationToken;
 use crate::channel::apply_update;
 use crate::context::{StreamWriter, TaskScope};
 use crate::emit::Emitter;
-use crate::graph::GraphDef;
+use crate::graph::{GraphDef, Node};
 use crate::node::{Command, NodeErrorKind};
+use crate::resume::{apply_resume, prior_resume};
 use crate::stored::{
     Body, Loaded, Output, RaisedInterrupt, WRITE_ERROR, WRITE_INTERRUPT, WRITE_OUTPUT,
     WRITE_RESUME, metadata, task_id,
@@ -51,16 +52,16 @@ pub(crate) struct Run {
 const TURN: std::time::Duration = std::time::Duration::from_micros(200);
 
 /// How one task of a superstep ended.
-enum Outcome {
+pub(crate) enum Outcome {
     Done(Output),
     Interrupted(Vec<RaisedInterrupt>),
     Failed(RunError),
 }
 
 /// Where the loop stopped.
-struct Ended {
+pub(crate) struct Ended {
     /// The last checkpoint.
-    current: Loaded,
+    pub(crate) current: Loaded,
     /// Whether `current`'s snapshot is the thread's state: false when `current` is
     /// an earlier checkpoint the run started from and did not move past, or when task
     /// writes were recorded on it after it was loaded or written (a pause on an
@@ -91,20 +92,27 @@ fn invalid_update(node: &str, message: String) -> GraphError {
 impl Run {
     /// Runs the graph to its end or a pause. Errors are the run's failure.
     pub(crate) async fn execute(self, input: RunInput) -> Result<(), GraphError> {
+        if let Some(ended) = self.run_to_end(input).await?
+            && ended.exact
+        {
+            self.final_state.set(ended.current.snapshot());
+        }
+        Ok(())
+    }
+
+    /// Runs the graph to its end or a pause; `None` when there was nothing to run.
+    pub(crate) async fn run_to_end(&self, input: RunInput) -> Result<Option<Ended>, GraphError> {
         let input_json = match &input {
             RunInput::None => Value::Null,
             RunInput::Values(values) | RunInput::Command(values) => values.clone(),
         };
         self.emit.run_started(&input_json);
         let Some(start) = self.start(input).await? else {
-            return Ok(());
+            return Ok(None);
         };
         let ended = self.run_loop(start).await?;
         self.emit.run_finished(&ended.current.body.channel_values);
-        if ended.exact {
-            self.final_state.set(ended.current.snapshot());
-        }
-        Ok(())
+        Ok(Some(ended))
     }
 
     async fn load(&self, config: &CheckpointConfig) -> Result<Option<Loaded>, GraphError> {
@@ -499,9 +507,18 @@ impl Run {
                 })
             });
         }
-        let Some(run) = self.def.node(node).cloned() else {
-            let error = RunError::new("InvalidUpdateError", format!("Node {node} does not exist"));
-            return Box::pin(async move { Outcome::Failed(error) });
+        let run = match self.def.node(node) {
+            Some(Node::Func(run)) => Arc::clone(run),
+            Some(Node::Graph(child)) => {
+                self.emit
+                    .task_started(step, id, node, &current.body.channel_values);
+                return self.subgraph_task(current, node, id, resume, Arc::clone(child));
+            }
+            None => {
+                let error =
+                    RunError::new("InvalidUpdateError", format!("Node {node} does not exist"));
+                return Box::pin(async move { Outcome::Failed(error) });
+            }
         };
         let state = Value::Object(current.body.channel_values.clone());
         self.emit
@@ -730,67 +747,5 @@ impl Run {
             unreachable!("the state was built as an object above")
         };
         Ok(Body::new(values, next))
-    }
-}
-
-/// Resume values already recorded on `current`, by task position.
-fn prior_resume(current: &Loaded) -> Vec<BTreeMap<usize, Value>> {
-    current
-        .task_ids()
-        .iter()
-        .map(|id| current.writes_of(id).resume)
-        .collect()
-}
-
-/// Adds a command's `resume` to the per-task resume values. A map whose keys are all
-/// pending interrupt ids resumes those interrupts; any other value resumes the one
-/// pending interrupt (or the first interrupt of the first task when none is recorded).
-fn apply_resume(
-    base: &Loaded,
-    value: &Value,
-    resume: &mut Vec<BTreeMap<usize, Value>>,
-) -> Result<(), GraphError> {
-    resume.resize(base.body.next.len().max(resume.len()), BTreeMap::new());
-    let pending: Vec<(usize, RaisedInterrupt)> = base
-        .task_ids()
-        .iter()
-        .enumerate()
-        .flat_map(|(position, id)| {
-            let writes = base.writes_of(id);
-            let open = if writes.output.is_none() {
-                writes.interrupts
-            } else {
-                Vec::new()
-            };
-            open.into_iter().map(move |raised| (position, raised))
-        })
-        .collect();
-    if let Value::Object(map) = value {
-        let by_id = !map.is_empty()
-            && map
-                .keys()
-                .all(|key| pending.iter().any(|(_, raised)| &raised.id == key));
-        if by_id {
-            for (position, raised) in &pending {
-                if let Some(answer) = map.get(&raised.id) {
-                    resume[*position].insert(raised.index, answer.clone());
-                }
-            }
-            return Ok(());
-        }
-    }
-    match pending.as_slice() {
-        [] if !resume.is_empty() => {
-            resume[0].insert(0, value.clone());
-            Ok(())
-        }
-        [] => Ok(()),
-        [(position, raised)] => {
-            resume[*position].insert(raised.index, value.clone());
-            Ok(())
-        }
-        _ => Err(GraphError::InvalidInput(
-            "Several interrupts are pending: resume with a map of interrupt id to value".into(),
-        )),
     }
 }

@@ -140,6 +140,8 @@ pub(crate) struct Core {
     pub(crate) running: BTreeSet<RunKey>,
     /// Threads with a running run (the per-thread execution claim).
     pub(crate) busy_threads: HashMap<Uuid, Uuid>,
+    /// State holds by thread: the hold's id and when its lease ends.
+    pub(crate) state_holds: HashMap<Uuid, (Uuid, Timestamp)>,
     pub(crate) crons: HashMap<Uuid, Cron>,
     pub(crate) crons_by_thread: HashMap<Uuid, BTreeSet<Uuid>>,
     pub(crate) deliveries: HashMap<Uuid, DeliveryRecord>,
@@ -213,6 +215,16 @@ impl Core {
             }
             _ => {}
         }
+    }
+
+    /// True when a run of `thread_id` may start at `now`: no run of the thread is
+    /// running and no state hold lives.
+    pub(crate) fn thread_free(&self, thread_id: Uuid, now: Timestamp) -> bool {
+        !self.busy_threads.contains_key(&thread_id)
+            && self
+                .state_holds
+                .get(&thread_id)
+                .is_none_or(|(_, until)| *until <= now)
     }
 
     /// Removes a cron and its index entry.

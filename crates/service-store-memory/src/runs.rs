@@ -22,9 +22,7 @@ impl Core {
         self.pending
             .iter()
             .filter_map(|(_, id)| self.runs.get(id))
-            .find(|row| {
-                row.available_at <= now && !self.busy_threads.contains_key(&row.run.thread_id)
-            })
+            .find(|row| row.available_at <= now && self.thread_free(row.run.thread_id, now))
             .map(|row| row.run.run_id)
     }
 
@@ -33,7 +31,7 @@ impl Core {
         let claimable = self.runs.get(&run_id).is_some_and(|row| {
             row.run.status == RunStatus::Pending
                 && row.available_at <= now
-                && !self.busy_threads.contains_key(&row.run.thread_id)
+                && self.thread_free(row.run.thread_id, now)
         });
         if !claimable {
             return None;

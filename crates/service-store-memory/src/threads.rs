@@ -5,8 +5,8 @@ use service_store::ordering::sort_rows;
 use service_store::page::paginate;
 use service_store::text::refuse_nul;
 use service_store::{
-    NewThread, StoreError, StoreResult, ThreadFilter, ThreadMirror, ThreadPatch, ThreadQuery,
-    ThreadsRepo, TtlChange, validate_ttl,
+    NewThread, StateHold, StoreError, StoreResult, ThreadFilter, ThreadMirror, ThreadPatch,
+    ThreadQuery, ThreadsRepo, TtlChange, validate_ttl,
 };
 use service_types::{
     IfExists, JsonText, Metadata, Thread, ThreadStatus, ThreadTtl, Timestamp, TtlSetting,
@@ -140,11 +140,50 @@ impl ThreadsRepo for MemoryCore {
             .mirror_after_run(thread_id, status, mirror, now)
     }
 
+    async fn hold_state(&self, thread_id: Uuid, until: Timestamp) -> StoreResult<StateHold> {
+        let now = self.env.clock.now();
+        let mut core = self.state.lock();
+        if !core.threads.contains_key(&thread_id) {
+            return Err(missing(thread_id));
+        }
+        let runs_active = core.runs_by_thread.get(&thread_id).is_some_and(|keys| {
+            keys.iter()
+                .filter_map(|(_, run_id)| core.runs.get(run_id))
+                .any(|row| !row.run.status.is_terminal())
+        });
+        let held = core
+            .state_holds
+            .get(&thread_id)
+            .is_some_and(|(_, lease)| *lease > now);
+        if runs_active || held {
+            return Err(StateHold::thread_busy());
+        }
+        let hold = StateHold {
+            thread_id,
+            hold_id: Uuid::now_v7(),
+        };
+        core.state_holds.insert(thread_id, (hold.hold_id, until));
+        Ok(hold)
+    }
+
+    async fn release_state(&self, hold: StateHold) -> StoreResult<()> {
+        let mut core = self.state.lock();
+        if core
+            .state_holds
+            .get(&hold.thread_id)
+            .is_some_and(|(hold_id, _)| *hold_id == hold.hold_id)
+        {
+            core.state_holds.remove(&hold.thread_id);
+        }
+        Ok(())
+    }
+
     async fn delete(&self, thread_id: Uuid) -> StoreResult<()> {
         let mut core = self.state.lock();
         core.threads
             .remove(&thread_id)
             .ok_or_else(|| missing(thread_id))?;
+        core.state_holds.remove(&thread_id);
         let run_ids: Vec<Uuid> = core
             .runs_by_thread
             .get(&thread_id)

@@ -112,6 +112,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0008_checkpoint_body_inline.sql",
         sql: include_str!("../../../migrations/0008_checkpoint_body_inline.sql"),
     },
+    Migration {
+        version: 9,
+        name: "0009_thread_state_holds.sql",
+        sql: include_str!("../../../migrations/0009_thread_state_holds.sql"),
+    },
 ];
 
 /// The ledger table.
@@ -342,7 +347,7 @@ mod tests {
         let flags: Vec<bool> = MIGRATIONS.iter().map(Migration::no_transaction).collect();
         assert_eq!(
             flags,
-            vec![false, false, false, false, true, true, true, false]
+            vec![false, false, false, false, true, true, true, false, false]
         );
     }
 

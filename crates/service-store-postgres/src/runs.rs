@@ -2,7 +2,8 @@
 //! run whose thread has no running run with `FOR UPDATE SKIP LOCKED`; the partial
 //! unique index `runs_one_running_per_thread` makes the one-running-run-per-thread
 //! rule a database constraint, so two claimers racing for two runs of one thread
-//! cannot both win (the loser's update fails and it looks again).
+//! cannot both win (the loser's update fails and it looks again). A thread with a live
+//! row in `thread_state_holds` (an edit of its state in progress) is skipped too.
 
 use async_trait::async_trait;
 use serde_json::Value;
@@ -93,6 +94,9 @@ pub(crate) const CLAIM_SQL: &str =
           AND NOT EXISTS (
               SELECT 1 FROM runs busy
               WHERE busy.thread_id = r.thread_id AND busy.status = 'running')
+          AND NOT EXISTS (
+              SELECT 1 FROM thread_state_holds hold
+              WHERE hold.thread_id = r.thread_id AND hold.held_until > $1)
         ORDER BY r.created_at, r.run_id
         LIMIT 1
         FOR UPDATE SKIP LOCKED)
@@ -173,6 +177,9 @@ fn settle_and_mirror_sql() -> &'static str {
                AND NOT EXISTS (
                    SELECT 1 FROM runs busy
                    WHERE busy.thread_id = runs.thread_id AND busy.status = 'running')
+               AND NOT EXISTS (
+                   SELECT 1 FROM thread_state_holds hold
+                   WHERE hold.thread_id = runs.thread_id AND hold.held_until > $12)
              RETURNING {COLUMNS})
          SELECT settled.*, (SELECT runs_wait FROM mirrored) AS others_wait, claimed.*
          FROM settled LEFT JOIN claimed ON true"
@@ -201,6 +208,9 @@ impl Db {
                        AND NOT EXISTS (
                            SELECT 1 FROM runs busy
                            WHERE busy.thread_id = runs.thread_id AND busy.status = 'running')
+                       AND NOT EXISTS (
+                           SELECT 1 FROM thread_state_holds hold
+                           WHERE hold.thread_id = runs.thread_id AND hold.held_until > $2)
                      RETURNING {COLUMNS}"
                 ),
                 &[&run_id, &at(now), &not_on_thread],

@@ -5,8 +5,8 @@
 use async_trait::async_trait;
 use serde_json::Value;
 use service_store::{
-    NewThread, StoreError, StoreResult, ThreadFilter, ThreadMirror, ThreadPatch, ThreadQuery,
-    ThreadSortBy, ThreadsRepo, TtlChange, validate_ttl,
+    NewThread, StateHold, StoreError, StoreResult, ThreadFilter, ThreadMirror, ThreadPatch,
+    ThreadQuery, ThreadSortBy, ThreadsRepo, TtlChange, validate_ttl,
 };
 use service_types::{IfExists, Thread, ThreadStatus, ThreadTtl, Timestamp, TtlSetting};
 use tokio_postgres::Row;
@@ -372,6 +372,63 @@ impl ThreadsRepo for Db {
 
     async fn mirror_after_run(&self, thread_id: Uuid, mirror: ThreadMirror) -> StoreResult<bool> {
         self.write_mirror(thread_id, mirror, true).await
+    }
+
+    async fn hold_state(&self, thread_id: Uuid, until: Timestamp) -> StoreResult<StateHold> {
+        let now = at(self.now());
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(store_error)?;
+        // The thread's row lock first: a run's create writes that row in its own step,
+        // so once it is held, the check below (a statement of its own, hence a fresh
+        // snapshot) sees every run created before, and runs created after see the hold.
+        tx.query_opt_cached(
+            "SELECT 1 FROM threads WHERE thread_id = $1 FOR UPDATE",
+            &[&thread_id],
+        )
+        .await
+        .map_err(store_error)?
+        .ok_or_else(|| missing(thread_id))?;
+        let busy: bool = tx
+            .query_one_cached(
+                "SELECT EXISTS (SELECT 1 FROM runs
+                     WHERE thread_id = $1 AND status IN ('pending', 'running'))
+                 OR EXISTS (SELECT 1 FROM thread_state_holds
+                     WHERE thread_id = $1 AND held_until > $2)",
+                &[&thread_id, &now],
+            )
+            .await
+            .map_err(store_error)
+            .and_then(|row| Columns::of(&row, "runs").column_at(0))?;
+        if busy {
+            return Err(StateHold::thread_busy());
+        }
+        let hold = StateHold {
+            thread_id,
+            hold_id: Uuid::now_v7(),
+        };
+        tx.execute_cached(
+            "INSERT INTO thread_state_holds (thread_id, hold_id, held_until)
+             VALUES ($1, $2, $3)
+             ON CONFLICT (thread_id)
+             DO UPDATE SET hold_id = excluded.hold_id, held_until = excluded.held_until",
+            &[&thread_id, &hold.hold_id, &at(until)],
+        )
+        .await
+        .map_err(store_error)?;
+        tx.commit().await.map_err(store_error)?;
+        Ok(hold)
+    }
+
+    async fn release_state(&self, hold: StateHold) -> StoreResult<()> {
+        let client = self.client().await?;
+        client
+            .execute_cached(
+                "DELETE FROM thread_state_holds WHERE thread_id = $1 AND hold_id = $2",
+                &[&hold.thread_id, &hold.hold_id],
+            )
+            .await
+            .map_err(store_error)?;
+        Ok(())
     }
 
     async fn delete(&self, thread_id: Uuid) -> StoreResult<()> {

@@ -45,6 +45,6 @@ pub use runs::{
 };
 pub use store::{Capabilities, Store, StoreHealth, StoreParts};
 pub use threads::{
-    NewThread, ThreadFilter, ThreadMatcher, ThreadMirror, ThreadPatch, ThreadQuery, ThreadSortBy,
-    ThreadsRepo, TtlChange, validate_ttl,
+    NewThread, StateHold, ThreadFilter, ThreadMatcher, ThreadMirror, ThreadPatch, ThreadQuery,
+    ThreadSortBy, ThreadsRepo, TtlChange, validate_ttl,
 };

@@ -289,13 +289,15 @@ pub trait RunsRepo: Send + Sync {
     async fn active(&self, query: &ActiveRunsQuery) -> StoreResult<Vec<Run>>;
 
     /// Atomically takes the oldest pending run (created_at, then run_id) with
-    /// `available_at <= now` whose thread has no running run, marks it running and
-    /// records that it started.
+    /// `available_at <= now` whose thread has no running run and no live state hold
+    /// ([`ThreadsRepo::hold_state`]), marks it running and records that it started.
+    ///
+    /// [`ThreadsRepo::hold_state`]: crate::ThreadsRepo::hold_state
     async fn claim_next(&self, now: Timestamp) -> StoreResult<Option<Claimed>>;
 
     /// Takes one run as [`RunsRepo::claim_next`] would, when it is pending, due and its
-    /// thread has no running run; `None` otherwise (taken, cancelled, delayed, or its
-    /// thread busy). Lets an instance start the runs it queued without searching the
+    /// thread has no running run or state hold; `None` otherwise (taken, cancelled,
+    /// delayed, or its thread busy). Lets an instance start the runs it queued without searching the
     /// queue.
     async fn claim(&self, run_id: Uuid, now: Timestamp) -> StoreResult<Option<Run>>;
 

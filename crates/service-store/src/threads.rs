@@ -147,6 +147,24 @@ pub struct ThreadQuery {
     pub offset: usize,
 }
 
+/// A thread's state hold, taken by [`ThreadsRepo::hold_state`]: while it lives no run
+/// of the thread is claimed, so a state edit never races the thread's graph.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StateHold {
+    /// The held thread.
+    pub thread_id: Uuid,
+    /// This hold, so a release never ends a later hold of the same thread.
+    pub hold_id: Uuid,
+}
+
+impl StateHold {
+    /// The `Conflict` of a state edit on a thread with an active run or another edit
+    /// (the reference servers' text).
+    pub fn thread_busy() -> StoreError {
+        StoreError::conflict("Thread is busy with a running job. Cannot update state.")
+    }
+}
+
 /// Checks a ttl value before it is stored.
 pub fn validate_ttl(ttl: TtlSetting) -> StoreResult<()> {
     if ttl.is_valid() {
@@ -189,6 +207,17 @@ pub trait ThreadsRepo: Send + Sync {
     /// whether any do. One step, so a run queued meanwhile is either seen here or finds
     /// the thread already released. Unknown: `NotFound`.
     async fn mirror_after_run(&self, thread_id: Uuid, mirror: ThreadMirror) -> StoreResult<bool>;
+
+    /// Takes the thread's state hold until `until`, in one step with the check that no
+    /// run is pending or running on the thread and no other hold lives (else
+    /// `Conflict`, [`StateHold::thread_busy`]). Until it is released or `until` passes
+    /// (the lease a crashed holder leaves behind), claims skip the thread's runs; runs
+    /// created meanwhile stay pending. Unknown thread: `NotFound`.
+    async fn hold_state(&self, thread_id: Uuid, until: Timestamp) -> StoreResult<StateHold>;
+
+    /// Ends `hold` (nothing when it already ended or the thread is gone), so the
+    /// thread's pending runs can be claimed again.
+    async fn release_state(&self, hold: StateHold) -> StoreResult<()>;
 
     /// Deletes the thread, its runs and its thread-scoped crons, in one step (its
     /// deliveries stay). Unknown: `NotFound` ("Thread with ID <id> not found").

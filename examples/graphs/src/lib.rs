@@ -11,6 +11,7 @@
 //! | `slow` | node `sleep` waits `delay_ms` (default 1000), then sets `done` |
 //! | `reply` | hand-written agent writing a reply declaration to custom |
 //! | `memory` | puts `{"text": text}` in the long-term store and counts the namespace |
+//! | `nested` | `plan`, then `approval` as subgraph node `review` (its interrupt pauses `nested`), then `publish` |
 
 use std::sync::Arc;
 
@@ -20,6 +21,7 @@ mod approval;
 mod echo;
 mod fail;
 mod memory;
+mod nested;
 mod reply;
 mod slow;
 mod steps;
@@ -27,11 +29,11 @@ mod steps;
 pub use reply::ReplyGraph;
 
 /// The ids of every example graph, in registration order.
-pub const GRAPH_IDS: [&str; 7] = [
-    "echo", "steps", "approval", "fail", "slow", "reply", "memory",
+pub const GRAPH_IDS: [&str; 8] = [
+    "echo", "steps", "approval", "fail", "slow", "reply", "memory", "nested",
 ];
 
-/// A registry of the seven example graphs, their checkpoints kept by `checkpointer`
+/// A registry of the eight example graphs, their checkpoints kept by `checkpointer`
 /// (the in-memory saver in development, a database saver in production).
 pub fn registry(checkpointer: Arc<dyn Checkpointer>) -> Result<GraphRegistry, GraphError> {
     let mut registry = GraphRegistry::new();
@@ -41,7 +43,8 @@ pub fn registry(checkpointer: Arc<dyn Checkpointer>) -> Result<GraphRegistry, Gr
         ("approval", approval::graph(Arc::clone(&checkpointer))?),
         ("fail", fail::graph(Arc::clone(&checkpointer))?),
         ("slow", slow::graph(Arc::clone(&checkpointer))?),
-        ("memory", memory::graph(checkpointer)?),
+        ("memory", memory::graph(Arc::clone(&checkpointer))?),
+        ("nested", nested::graph(checkpointer)?),
     ];
     for (id, graph) in compiled {
         registry.insert(id, graph.schema(), Arc::new(graph));

@@ -20,9 +20,9 @@ fn human(content: &str) -> Value {
 }
 
 #[tokio::test]
-async fn the_registry_serves_the_seven_graph_ids_with_schemas() {
+async fn the_registry_serves_the_eight_graph_ids_with_schemas() {
     let registry = service_example_graphs::registry(Arc::new(InMemorySaver::new())).unwrap();
-    assert_eq!(registry.graph_ids().len(), 7);
+    assert_eq!(registry.graph_ids().len(), 8);
     for id in service_example_graphs::GRAPH_IDS {
         assert!(registry.load(id).await.is_ok(), "{id} loads");
         assert_eq!(

@@ -12,6 +12,7 @@ use crate::error::ApiResult;
 use crate::extract::{JsonBody, Path, uuid};
 use crate::json::Json;
 use crate::project;
+use crate::routes::headers;
 
 const SELECTABLE: [&str; 15] = [
     "cron_id",
@@ -90,8 +91,13 @@ async fn search(
         .into_iter()
         .filter(|field| field != "now")
         .collect();
-    let crons = engine.search_crons(body).await?;
-    Ok(Json(project::select(&crons, &select, &SELECTABLE)?).into_response())
+    let page = engine.search_crons(body).await?;
+    let items = project::select(&page.crons, &select, &SELECTABLE)?;
+    let mut pairs = vec![("x-pagination-total", page.total.to_string())];
+    if let Some(next) = page.next_offset {
+        pairs.push(("x-pagination-next", next.to_string()));
+    }
+    Ok((headers(&pairs), Json(items)).into_response())
 }
 
 async fn count(

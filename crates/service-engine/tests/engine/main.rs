@@ -7,5 +7,6 @@ mod instances;
 mod observed;
 mod queue;
 mod schedules;
+mod state;
 mod streams;
 mod support;
