@@ -117,6 +117,18 @@ async fn write(client: &Transaction<'_>, record: &DeliveryRecord) -> StoreResult
     Ok(())
 }
 
+/// A transaction whose commit does not wait for its WAL flush. Only for an attempt's
+/// claim and its outcome: a crash that loses one leaves the row as it was (pending, or
+/// delivering until its lease ends), so the attempt is made again, which at-least-once
+/// allows; the delivery row itself is written with the run's settle, flushed.
+async fn unflushed(client: &mut deadpool_postgres::Object) -> StoreResult<Transaction<'_>> {
+    let tx = client.transaction().await.map_err(store_error)?;
+    tx.batch_execute("SET LOCAL synchronous_commit TO off")
+        .await
+        .map_err(store_error)?;
+    Ok(tx)
+}
+
 impl Db {
     async fn exists(&self, delivery_id: Uuid) -> StoreResult<bool> {
         let client = self.client().await?;
@@ -204,8 +216,9 @@ impl DeliveriesRepo for Db {
     ) -> StoreResult<Option<DeliveryRecord>> {
         // `DeliveryRecord::is_due` and `begin_attempt` in one statement: the row lock
         // it takes makes a concurrent claim re-check the lease it set, and fail.
-        let client = self.client().await?;
-        let row = client
+        let mut client = self.client().await?;
+        let tx = unflushed(&mut client).await?;
+        let row = tx
             .query_opt_cached(
                 static_sql!(
                     "UPDATE webhook_deliveries
@@ -219,6 +232,7 @@ impl DeliveriesRepo for Db {
             )
             .await
             .map_err(store_error)?;
+        tx.commit().await.map_err(store_error)?;
         match row {
             Some(row) => record(&row).map(Some),
             None if self.exists(delivery_id).await? => Ok(None),
@@ -269,56 +283,55 @@ impl DeliveriesRepo for Db {
         // `DeliveryRecord::finish_attempt` in one statement per outcome (the payload is
         // never written back, only cleared on success).
         let now = at(self.now());
-        let client = self.client().await?;
+        let mut client = self.client().await?;
+        let tx = unflushed(&mut client).await?;
         let row = match &outcome {
             AttemptOutcome::Delivered => {
-                client
-                    .query_opt_cached(
-                        static_sql!(
-                            "UPDATE webhook_deliveries
+                tx.query_opt_cached(
+                    static_sql!(
+                        "UPDATE webhook_deliveries
                              SET status = 'delivered', next_attempt_at = NULL, payload = NULL,
                                  replayable = false, updated_at = $2
                              WHERE delivery_id = $1 AND status = 'delivering'
                              RETURNING {COLUMNS}"
-                        ),
-                        &[&delivery_id, &now],
-                    )
-                    .await
+                    ),
+                    &[&delivery_id, &now],
+                )
+                .await
             }
             AttemptOutcome::Retry { error, retry_at } => {
-                client
-                    .query_opt_cached(
-                        static_sql!(
-                            "UPDATE webhook_deliveries
+                tx.query_opt_cached(
+                    static_sql!(
+                        "UPDATE webhook_deliveries
                              SET status = 'pending', last_error = $3, next_attempt_at = $4,
                                  replayable = payload IS NOT NULL, updated_at = $2
                              WHERE delivery_id = $1 AND status = 'delivering'
                              RETURNING {COLUMNS}"
-                        ),
-                        &[&delivery_id, &now, error, &at(*retry_at)],
-                    )
-                    .await
+                    ),
+                    &[&delivery_id, &now, error, &at(*retry_at)],
+                )
+                .await
             }
             AttemptOutcome::Dead {
                 error,
                 retain_until,
             } => {
-                client
-                    .query_opt_cached(
-                        static_sql!(
-                            "UPDATE webhook_deliveries
+                tx.query_opt_cached(
+                    static_sql!(
+                        "UPDATE webhook_deliveries
                              SET status = 'dead', last_error = $3, next_attempt_at = NULL,
                                  retain_until = $4, replayable = payload IS NOT NULL,
                                  updated_at = $2
                              WHERE delivery_id = $1 AND status = 'delivering'
                              RETURNING {COLUMNS}"
-                        ),
-                        &[&delivery_id, &now, error, &at(*retain_until)],
-                    )
-                    .await
+                    ),
+                    &[&delivery_id, &now, error, &at(*retain_until)],
+                )
+                .await
             }
         }
         .map_err(store_error)?;
+        tx.commit().await.map_err(store_error)?;
         match row {
             Some(row) => record(&row),
             None if self.exists(delivery_id).await? => {
