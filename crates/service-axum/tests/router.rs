@@ -522,3 +522,20 @@ async fn a_graph_that_fails_to_load_is_500_graph_load_failed_with_the_reason_onl
             .contains("missing API key")
     );
 }
+
+#[tokio::test]
+async fn invoke_runs_the_graph_and_refuses_a_webhook_it_could_never_send() {
+    let app = app().await;
+    let input = json!({"messages": [{"type": "human", "content": "hi"}]});
+    let reply = post(&app, "/invoke/echo", input).await;
+    assert_eq!(reply.status, StatusCode::OK, "body: {}", reply.body);
+    assert_eq!(reply.body["messages"][1]["content"], "echo: hi");
+
+    let with_hook = json!({"messages": [], "webhook": "https://hooks.example.com/x"});
+    let reply = post(&app, "/invoke/echo", with_hook).await;
+    assert_error(
+        &reply,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "POST /invoke has no run, so it sends no webhook; create a run (POST /runs/wait) to get one",
+    );
+}

@@ -12,6 +12,12 @@ impl Engine {
     /// Invokes a graph on `input` and returns its final values; a graph failure is
     /// reported as `{"__error__": RunError}`, like a failed wait.
     pub async fn invoke(&self, graph_id: &str, input: Value) -> EngineResult<Value> {
+        // A callback asked for here would never be sent: refused, not ignored.
+        if input.get("webhook").is_some() {
+            return Err(EngineError::unprocessable(
+                "POST /invoke has no run, so it sends no webhook; create a run (POST /runs/wait) to get one",
+            ));
+        }
         if !self.graph_ids().iter().any(|graph| graph == graph_id) {
             return Err(EngineError::not_found(format!(
                 "Graph '{graph_id}' not found"
