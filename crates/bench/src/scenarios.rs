@@ -300,22 +300,11 @@ impl Bench {
                 String::from_utf8_lossy(&answer)
             ));
         }
+        let mut body = echo_body();
+        body["if_not_exists"] = json!("create");
+        let body = Bytes::from(body.to_string());
         for concurrency in self.widths(&[1, 32]) {
-            let http = self.http.clone();
-            let m = load::run(self.plan(concurrency), move |_| {
-                let http = http.clone();
-                async move {
-                    let answer = thread_echo(&http, Uuid::new_v4()).await?;
-                    if !contains(&answer, b"echo: hi") {
-                        return Err(format!(
-                            "unexpected answer: {}",
-                            String::from_utf8_lossy(&answer)
-                        ));
-                    }
-                    Ok(Outcome::default())
-                }
-            })
-            .await;
+            let m = self.load_fresh_thread_waits(concurrency, &body).await;
             self.emit(
                 "S3",
                 "echo run, wait, on a fresh thread (if_not_exists=create)",
@@ -325,6 +314,29 @@ impl Bench {
             );
         }
         Ok(())
+    }
+
+    /// Loads `POST /threads/<new id>/runs/wait` with an echo `body`, checking each
+    /// answer echoes (S3, S8).
+    async fn load_fresh_thread_waits(&self, concurrency: usize, body: &Bytes) -> Measured {
+        let http = self.http.clone();
+        let body = body.clone();
+        load::run(self.plan(concurrency), move |_| {
+            let http = http.clone();
+            let body = body.clone();
+            async move {
+                let path = format!("/threads/{}/runs/wait", Uuid::new_v4());
+                let answer = http.post(&path, body).await?;
+                if !contains(&answer, b"echo: hi") {
+                    return Err(format!(
+                        "unexpected answer: {}",
+                        String::from_utf8_lossy(&answer)
+                    ));
+                }
+                Ok(Outcome::default())
+            }
+        })
+        .await
     }
 
     async fn s4(&mut self) -> Result<(), String> {

@@ -12,8 +12,6 @@ use serde_json::json;
 use uuid::Uuid;
 
 use super::{Bench, contains, echo_body};
-use crate::client::Http;
-use crate::load::{self, Outcome};
 
 /// Counts the deliveries it answers.
 struct Receiver {
@@ -64,14 +62,6 @@ impl Receiver {
     }
 }
 
-async fn hooked_thread_echo(http: &Http, body: &Bytes) -> Result<Bytes, String> {
-    http.post(
-        &format!("/threads/{}/runs/wait", Uuid::new_v4()),
-        body.clone(),
-    )
-    .await
-}
-
 impl Bench {
     pub(super) async fn s8(&mut self) -> Result<(), String> {
         let receiver = Receiver::start().await?;
@@ -79,7 +69,8 @@ impl Bench {
         body["if_not_exists"] = json!("create");
         body["webhook"] = json!(receiver.url);
         let body = Bytes::from(body.to_string());
-        let answer = hooked_thread_echo(&self.http, &body).await?;
+        let path = format!("/threads/{}/runs/wait", Uuid::new_v4());
+        let answer = self.http.post(&path, body.clone()).await?;
         if !contains(&answer, b"echo: hi") {
             return Err(format!(
                 "S8: the run did not echo: {}",
@@ -91,25 +82,9 @@ impl Bench {
             return Err("S8: the run's webhook never reached the receiver".into());
         }
         for concurrency in self.widths(&[1, 32]) {
-            let http = self.http.clone();
-            let body = body.clone();
             let before = receiver.delivered();
             let started = Instant::now();
-            let m = load::run(self.plan(concurrency), move |_| {
-                let http = http.clone();
-                let body = body.clone();
-                async move {
-                    let answer = hooked_thread_echo(&http, &body).await?;
-                    if !contains(&answer, b"echo: hi") {
-                        return Err(format!(
-                            "unexpected answer: {}",
-                            String::from_utf8_lossy(&answer)
-                        ));
-                    }
-                    Ok(Outcome::default())
-                }
-            })
-            .await;
+            let m = self.load_fresh_thread_waits(concurrency, &body).await;
             receiver.settle(Duration::from_secs(30)).await;
             let delivered = receiver.delivered() - before;
             let s3 = self.figure("S3", concurrency, "ops_per_sec");
