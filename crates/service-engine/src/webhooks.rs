@@ -39,7 +39,7 @@ pub trait Webhooks: Send + Sync + 'static {
     /// Runs the retry schedule and retention sweeps until `stop` fires.
     async fn run(&self, stop: CancellationToken);
 
-    /// Waits, within the per-attempt timeout, for attempts in flight; what is left is
-    /// attempted again once its lease ends.
+    /// Waits briefly (the shutdown has a budget) for attempts in flight; what is left
+    /// is attempted again once its lease ends.
     async fn drain(&self);
 }

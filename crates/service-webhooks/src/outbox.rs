@@ -29,6 +29,8 @@ use crate::{WebhookSettings, payload};
 const MAX_CONCURRENT_ATTEMPTS: usize = 64;
 /// Rows claimed per search of the outbox.
 const CLAIM_BATCH: usize = 32;
+/// The longest shutdown waits for attempts in flight.
+const MAX_DRAIN: Duration = Duration::from_secs(2);
 
 /// Sends run-completion webhooks from the store's delivery outbox.
 #[derive(Clone, Debug)]
@@ -135,7 +137,9 @@ impl Webhooks for Outbox {
     async fn drain(&self) {
         let attempts = &self.shared.attempts;
         attempts.close();
-        let budget = self.shared.settings.timeout + Duration::from_secs(1);
+        // Within the shutdown's own budget (SPEC: about 8 s in all): what is left goes
+        // again after its lease.
+        let budget = (self.shared.settings.timeout + Duration::from_secs(1)).min(MAX_DRAIN);
         if tokio::time::timeout(budget, attempts.wait()).await.is_err() {
             tracing::warn!(
                 "webhook attempts still in flight at shutdown are retried after their lease"

@@ -489,3 +489,26 @@ async fn a_dead_delivery_loses_its_payload_after_retention_and_can_no_longer_be_
     assert_eq!(error.kind, ErrorKind::Conflict);
     assert!(error.message.contains("purged"), "{}", error.message);
 }
+
+#[tokio::test]
+async fn shutdown_does_not_wait_out_a_receiver_that_never_answers() {
+    let receiver = Receiver::start().await;
+    receiver.plan([Answer::After(Duration::from_secs(120))]);
+    let settings = WebhookSettings {
+        timeout: Duration::from_secs(60),
+        ..fast_settings()
+    };
+    let engine = memory_engine(settings).await;
+    engine
+        .create_run(
+            RunTarget::Stateless,
+            run_body("echo", json!({}), &receiver.url),
+        )
+        .await
+        .unwrap();
+    receiver.wait_for(1).await;
+    // The attempt hangs for its 60 s timeout; shutdown keeps to its own budget.
+    tokio::time::timeout(Duration::from_secs(20), engine.shutdown())
+        .await
+        .expect("shutdown ends while the attempt still hangs");
+}
