@@ -69,6 +69,14 @@ impl Engine {
         })
     }
 
+    /// A settlement's webhook kept to be sent as it is: only for a store that writes
+    /// no delivery row (every other is sent from its row).
+    pub(crate) fn unrecorded(&self, webhook: Option<&WebhookRequest>) -> Option<WebhookRequest> {
+        webhook
+            .filter(|_| !self.store().capabilities().deliveries)
+            .cloned()
+    }
+
     /// Hands a settled run's webhook to the sender: its outbox row when the store
     /// wrote one, else (a store that records no deliveries) the body itself.
     pub(crate) fn send_webhook(

@@ -89,10 +89,7 @@ impl Engine {
                     ended_at: self.now(),
                 })
             });
-        let unrecorded_webhook = webhook
-            .as_ref()
-            .filter(|_| !self.store().capabilities().deliveries)
-            .cloned();
+        let unrecorded_webhook = self.unrecorded(webhook.as_ref());
         let settlement = Settlement {
             status: RunStatus::Error,
             error: Some(error.clone()),

@@ -139,11 +139,7 @@ impl Engine {
                     ended_at: self.now(),
                 })
             });
-        // Sent from the row the store writes; kept only for a store that writes none.
-        let unrecorded_webhook = webhook
-            .as_ref()
-            .filter(|_| !self.store().capabilities().deliveries)
-            .cloned();
+        let unrecorded_webhook = self.unrecorded(webhook.as_ref());
         let settlement = Settlement {
             status,
             error: error.clone(),
