@@ -539,3 +539,33 @@ async fn invoke_runs_the_graph_and_refuses_a_webhook_it_could_never_send() {
         "POST /invoke has no run, so it sends no webhook; create a run (POST /runs/wait) to get one",
     );
 }
+
+#[tokio::test]
+async fn the_deliveries_routes_check_their_input() {
+    let app = app().await;
+    let thread = thread(&app).await;
+    let run = uuid::Uuid::now_v7();
+    let base = format!("/threads/{thread}/runs/{run}/deliveries");
+    let listed = call(&app, "GET", &base, None, &[]).await;
+    assert_eq!(listed.status, StatusCode::OK, "body: {}", listed.body);
+    assert_eq!(listed.body, json!([]));
+    let bad_status = call(&app, "GET", &format!("{base}?status=sent"), None, &[]).await;
+    assert_error(
+        &bad_status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "Invalid delivery status: 'sent' (pending, delivering, delivered or dead)",
+    );
+    let negative = call(&app, "GET", &format!("{base}?limit=-1"), None, &[]).await;
+    assert_error(
+        &negative,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "limit must not be negative",
+    );
+    let unknown = uuid::Uuid::now_v7();
+    let replay = post(&app, &format!("{base}/{unknown}/replay"), json!({})).await;
+    assert_error(
+        &replay,
+        StatusCode::NOT_FOUND,
+        &format!("Delivery {unknown} not found"),
+    );
+}
