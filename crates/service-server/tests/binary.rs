@@ -1,10 +1,14 @@
 //! The server binary: configuration mistakes stop the boot with a message naming
 //! them, and SIGTERM stops a serving process cleanly.
 
+mod support;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+use support::listening_address;
 
 fn server() -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_service-server"));
@@ -64,25 +68,6 @@ fn an_unknown_config_file_key_stops_the_boot() {
     std::fs::remove_file(&path).ok();
     assert!(!output.status.success());
     assert!(String::from_utf8_lossy(&output.stderr).contains("grpahs"));
-}
-
-/// Reads the server's log until it names the address it listens on.
-fn listening_address(log: &mut impl BufRead) -> String {
-    let mut line = String::new();
-    loop {
-        line.clear();
-        assert!(
-            log.read_line(&mut line).unwrap() > 0,
-            "server exited before listening"
-        );
-        if let Some(at) = line.find("listening on http://") {
-            let rest = &line[at + "listening on http://".len()..];
-            return rest
-                .chars()
-                .take_while(|c| c.is_ascii_digit() || *c == '.' || *c == ':')
-                .collect();
-        }
-    }
 }
 
 fn get_ok(address: &str) -> String {

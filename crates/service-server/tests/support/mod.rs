@@ -87,20 +87,7 @@ pub fn start_with(database_url: &str, env: &[(&str, &str)]) -> Instance {
         .spawn()
         .unwrap();
     let mut log = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    let address = loop {
-        line.clear();
-        assert!(
-            log.read_line(&mut line).unwrap() > 0,
-            "server exited before listening"
-        );
-        if let Some(at) = line.find("listening on http://") {
-            break line[at + "listening on http://".len()..]
-                .chars()
-                .take_while(|c| c.is_ascii_digit() || *c == '.' || *c == ':')
-                .collect::<String>();
-        }
-    };
+    let address = listening_address(&mut log);
     // Keep draining the log so the server never blocks on a full pipe.
     std::thread::spawn(move || for _ in log.lines() {});
     Instance { child, address }
@@ -121,4 +108,23 @@ pub fn request(instance: &Instance, method: &str, path: &str, body: Option<Value
     let (head, body) = response.split_once("\r\n\r\n").unwrap();
     assert!(head.starts_with("HTTP/1.1 200"), "{method} {path}: {head}");
     serde_json::from_str(body).unwrap()
+}
+
+/// Reads the server's log until it names the address it listens on.
+pub fn listening_address(log: &mut impl BufRead) -> String {
+    let mut line = String::new();
+    loop {
+        line.clear();
+        assert!(
+            log.read_line(&mut line).unwrap() > 0,
+            "server exited before listening"
+        );
+        if let Some(at) = line.find("listening on http://") {
+            let rest = &line[at + "listening on http://".len()..];
+            return rest
+                .chars()
+                .take_while(|c| c.is_ascii_digit() || *c == '.' || *c == ':')
+                .collect();
+        }
+    }
 }
