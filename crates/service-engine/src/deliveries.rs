@@ -2,7 +2,7 @@
 //! body rendered at settle, the delivery handed to the `Webhooks` sender, and the
 //! deliveries routes' calls.
 
-use serde_json::Value;
+use serde_json::{Value, json};
 use service_store::{DeliveryQuery, WebhookRequest, webhook_status};
 use service_types::{Delivery, Metadata, Run, RunStatus, Timestamp};
 use uuid::Uuid;
@@ -42,13 +42,19 @@ impl Engine {
     /// which reads it from the status it writes.
     pub(crate) fn webhook_request(&self, body: CallbackBody<'_>) -> Option<WebhookRequest> {
         let webhooks = self.inner.webhooks.as_ref()?;
-        let mut payload = match serde_json::to_value(body.run) {
-            Ok(Value::Object(fields)) => fields,
-            _ => Metadata::new(),
-        };
-        // The request's options (its input among them) are not the outcome, and would
-        // make the payload cap powerless: receivers read them by run id if they must.
-        payload.remove("kwargs");
+        let run = body.run;
+        // The run's own fields, but not its `kwargs`: the request's options (its input
+        // among them) are not the outcome, would make the payload cap powerless, and
+        // need not be written out per settle; receivers read them by run id. `status`
+        // is the store's to write, `error` the plain message below.
+        let mut payload = Metadata::new();
+        payload.insert("run_id".into(), json!(run.run_id));
+        payload.insert("thread_id".into(), json!(run.thread_id));
+        payload.insert("assistant_id".into(), json!(run.assistant_id));
+        payload.insert("created_at".into(), json_time(run.created_at));
+        payload.insert("updated_at".into(), json_time(run.updated_at));
+        payload.insert("metadata".into(), Value::Object(run.metadata.clone()));
+        payload.insert("multitask_strategy".into(), json!(run.multitask_strategy));
         payload.insert("values".into(), body.values.unwrap_or(Value::Null));
         if let Some(error) = body.error {
             payload.insert("error".into(), Value::String(error));

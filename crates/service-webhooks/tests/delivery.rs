@@ -62,6 +62,11 @@ async fn a_successful_run_delivers_its_final_state_signed() {
         assert!(body.get(field).is_some(), "{field} missing from {body}");
     }
     assert!(body.get("error").is_none() && body.get("interrupts").is_none());
+    assert!(
+        body.get("kwargs").is_none(),
+        "the request's options are not sent"
+    );
+    assert_eq!(body["created_at"], json!(run.created_at));
     assert_eq!(hook.header("x-service-attempt"), Some("1"));
     assert_eq!(hook.header("content-type"), Some("application/json"));
 
