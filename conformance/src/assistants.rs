@@ -1,6 +1,7 @@
 //! Assistants and their versions (SPEC "Assistant", "Versioning" 2).
 
 use serde_json::json;
+use service_store::containment::Enforced;
 use service_store::{
     AssistantFilter, AssistantPatch, AssistantQuery, ErrorKind, NewAssistant, VersionQuery,
 };
@@ -321,4 +322,45 @@ pub async fn assistant_search_filters_and_reports_total(factory: Factory) {
             expected
         );
     }
+}
+
+/// An enforced filter narrows search, its total and count; an alternative admits
+/// shared assistants (the system ones) besides the caller's own.
+pub async fn assistant_search_and_count_within_enforced_metadata(factory: Factory) {
+    let h = Harness::new(&factory).await;
+    let mine = create(&h, new_assistant("agent", "mine", json!({"owner": "me"}))).await;
+    create(&h, new_assistant("agent", "yours", json!({"owner": "you"}))).await;
+    let system = create(
+        &h,
+        new_assistant("agent", "system", json!({"created_by": "system"})),
+    )
+    .await;
+    let filter = AssistantFilter {
+        enforced: Some(Enforced(vec![
+            obj(json!({"owner": "me"})),
+            obj(json!({"created_by": "system"})),
+        ])),
+        ..Default::default()
+    };
+    let query = AssistantQuery {
+        filter: filter.clone(),
+        ..Default::default()
+    };
+    let page = h.store.assistants().search(&query).await.expect("search");
+    let mut found: Vec<Uuid> = page.items.iter().map(|a| a.assistant_id).collect();
+    found.sort();
+    let mut expected = vec![mine.assistant_id, system.assistant_id];
+    expected.sort();
+    assert_eq!(found, expected);
+    assert_eq!(page.total, 2);
+    assert_eq!(h.store.assistants().count(&filter).await.expect("count"), 2);
+    let own_only = AssistantFilter {
+        metadata: Some(obj(json!({"created_by": "system"}))),
+        enforced: Some(Enforced::metadata(obj(json!({"owner": "me"})))),
+        ..Default::default()
+    };
+    assert_eq!(
+        h.store.assistants().count(&own_only).await.expect("count"),
+        0
+    );
 }

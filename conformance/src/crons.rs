@@ -1,6 +1,7 @@
 //! Crons: schedules in a time zone, end time, pause/resume, due firings.
 
 use serde_json::json;
+use service_store::containment::Enforced;
 use service_store::{CronFilter, CronPatch, CronQuery, ErrorKind, NewCron};
 use service_types::{Metadata, Timestamp};
 use uuid::Uuid;
@@ -330,4 +331,45 @@ pub async fn cron_thread_must_exist_and_delete_removes(factory: Factory) {
     h.store.crons().delete(id).await.expect("delete");
     assert_eq!(h.store.crons().get(id).await.expect("get"), None);
     assert_kind(h.store.crons().delete(id).await, ErrorKind::NotFound);
+}
+
+/// An enforced filter narrows cron search and count; a key collision matches nothing.
+pub async fn cron_search_and_count_within_enforced_metadata(factory: Factory) {
+    let h = Harness::new(&factory).await;
+    let mine = NewCron {
+        metadata: obj(json!({"owner": "me", "k": 1})),
+        ..cron("0 * * * *")
+    };
+    let mine = h.store.crons().create(mine).await.expect("create").cron_id;
+    let yours = NewCron {
+        metadata: obj(json!({"owner": "you", "k": 1})),
+        ..cron("0 * * * *")
+    };
+    h.store.crons().create(yours).await.expect("create");
+    let filter = CronFilter {
+        metadata: Some(obj(json!({"k": 1}))),
+        enforced: Some(Enforced::metadata(obj(json!({"owner": "me"})))),
+        ..Default::default()
+    };
+    let query = CronQuery {
+        filter: filter.clone(),
+        ..Default::default()
+    };
+    let found: Vec<Uuid> = h
+        .store
+        .crons()
+        .search(&query)
+        .await
+        .expect("search")
+        .iter()
+        .map(|c| c.cron_id)
+        .collect();
+    assert_eq!(found, vec![mine]);
+    assert_eq!(h.store.crons().count(&filter).await.expect("count"), 1);
+    let colliding = CronFilter {
+        metadata: Some(obj(json!({"owner": "me"}))),
+        enforced: Some(Enforced::metadata(obj(json!({"owner": "me"})))),
+        ..Default::default()
+    };
+    assert_eq!(h.store.crons().count(&colliding).await.expect("count"), 0);
 }

@@ -139,6 +139,7 @@ macro_rules! __conformance_tests {
                 assistant_versions_newest_first_filter_and_page,
                 assistant_delete_removes_versions,
                 assistant_search_filters_and_reports_total,
+                assistant_search_and_count_within_enforced_metadata,
             ];
             threads: [
                 thread_create_is_idle_with_null_values,
@@ -149,6 +150,7 @@ macro_rules! __conformance_tests {
                 thread_mirror_after_run_stays_busy_while_runs_wait,
                 thread_search_enforced_metadata_is_anded,
                 thread_search_enforced_metadata_key_collision_matches_nothing,
+                thread_search_enforced_alternatives_match_any,
                 thread_search_filters_ids_status_and_values,
                 thread_search_sorts_by_each_field,
                 thread_count_by_status,
@@ -176,6 +178,7 @@ macro_rules! __conformance_tests {
                 run_settle_of_terminal_run_is_a_noop,
                 run_list_filters_status_and_pages,
                 run_active_lists_pending_and_running,
+                run_active_within_enforced_metadata,
                 run_delete_removes_only_that_run,
                 run_concurrent_claims_never_double_run_a_thread,
             ];
@@ -192,6 +195,7 @@ macro_rules! __conformance_tests {
                 cron_disable_pauses_and_resume_skips_missed_firings,
                 cron_update_recomputes_schedule_and_merges_metadata,
                 cron_search_and_count_filter,
+                cron_search_and_count_within_enforced_metadata,
                 cron_thread_must_exist_and_delete_removes,
             ];
             idempotency: [

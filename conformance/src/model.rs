@@ -1,6 +1,7 @@
 //! Model tests: random operation sequences applied to the driver and to a tiny
 //! reference model must give identical results.
 
+use service_store::containment::Enforced;
 use service_store::ordering::SortField;
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -519,7 +520,7 @@ async fn check_threads(factory: Factory, ops: Vec<ThreadOp>) -> Result<(), TestC
             } => {
                 let filter = ThreadFilter {
                     metadata: owner_metadata(owner),
-                    enforced_metadata: owner_metadata(enforced),
+                    enforced: owner_metadata(enforced).map(Enforced::metadata),
                     status,
                     ..Default::default()
                 };

@@ -4,9 +4,10 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use serde_json::json;
+use service_store::containment::Enforced;
 use service_store::{
-    ActiveRunsQuery, CancelOutcome, ClaimNext, Claimed, ErrorKind, RunListQuery, SettledRun,
-    Settlement, ThreadMirror, WebhookRequest,
+    ActiveRunsQuery, CancelOutcome, ClaimNext, Claimed, ErrorKind, NewRun, RunListQuery,
+    SettledRun, Settlement, ThreadMirror, WebhookRequest,
 };
 use service_types::{DeliveryStatus, Metadata, RunError, RunStatus, ThreadStatus};
 use uuid::Uuid;
@@ -1080,6 +1081,47 @@ pub async fn run_active_lists_pending_and_running(factory: Factory) {
         ..Default::default()
     };
     assert_eq!(ids(pending_only).await, HashSet::from([queued, other]));
+}
+
+/// Active runs within an enforced filter: only runs whose metadata it admits, across
+/// threads and on one thread.
+pub async fn run_active_within_enforced_metadata(factory: Factory) {
+    let h = Harness::new(&factory).await;
+    let thread = h.thread().await.thread_id;
+    let owned = |owner: &str| NewRun {
+        metadata: obj(json!({"owner": owner})),
+        ..h.new_run(thread)
+    };
+    let mine = h
+        .store
+        .runs()
+        .create(owned("me"), Metadata::new())
+        .await
+        .expect("create")
+        .run_id;
+    h.store
+        .runs()
+        .create(owned("you"), Metadata::new())
+        .await
+        .expect("create");
+    let enforced = Some(Enforced::metadata(obj(json!({"owner": "me"}))));
+    for thread_id in [None, Some(thread)] {
+        let query = ActiveRunsQuery {
+            thread_id,
+            enforced: enforced.clone(),
+            ..Default::default()
+        };
+        let found: Vec<Uuid> = h
+            .store
+            .runs()
+            .active(&query)
+            .await
+            .expect("active")
+            .into_iter()
+            .map(|r| r.run_id)
+            .collect();
+        assert_eq!(found, vec![mine], "{thread_id:?}");
+    }
 }
 
 /// Delete removes one run (running ones too, freeing the thread); unknown is NotFound.

@@ -2,6 +2,7 @@
 //! the delete cascade.
 
 use serde_json::json;
+use service_store::containment::Enforced;
 use service_store::{
     CronFilter, ErrorKind, NewCron, NewThread, RunListQuery, ThreadFilter, ThreadMirror,
     ThreadPatch, ThreadQuery, ThreadSortBy,
@@ -300,9 +301,9 @@ pub async fn thread_search_enforced_metadata_is_anded(factory: Factory) {
         .await
         .thread_id;
     h.thread_with(json!({"owner": "you", "topic": "x"})).await;
-    let enforced = Some(obj(json!({"owner": "me"})));
+    let enforced = Some(Enforced::metadata(obj(json!({"owner": "me"}))));
     let only_enforced = ThreadFilter {
-        enforced_metadata: enforced.clone(),
+        enforced: enforced.clone(),
         ..Default::default()
     };
     assert_eq!(
@@ -311,7 +312,7 @@ pub async fn thread_search_enforced_metadata_is_anded(factory: Factory) {
     );
     let both = ThreadFilter {
         metadata: Some(obj(json!({"topic": "x"}))),
-        enforced_metadata: enforced,
+        enforced,
         ..Default::default()
     };
     assert_eq!(search_ids(&h, both.clone()).await, vec![mine]);
@@ -324,11 +325,48 @@ pub async fn thread_search_enforced_metadata_key_collision_matches_nothing(facto
     h.thread_with(json!({"owner": "me"})).await;
     let filter = ThreadFilter {
         metadata: Some(obj(json!({"owner": "me"}))),
-        enforced_metadata: Some(obj(json!({"owner": "me"}))),
+        enforced: Some(Enforced::metadata(obj(json!({"owner": "me"})))),
         ..Default::default()
     };
     assert_eq!(search_ids(&h, filter.clone()).await, Vec::<Uuid>::new());
     assert_eq!(h.store.threads().count(&filter).await.expect("count"), 0);
+}
+
+/// Enforced alternatives match any; one that collides with the request's filter is
+/// dropped while the others still apply; none at all matches nothing.
+pub async fn thread_search_enforced_alternatives_match_any(factory: Factory) {
+    let h = Harness::new(&factory).await;
+    let mine = h.thread_with(json!({"owner": "me"})).await.thread_id;
+    let shared = h
+        .thread_with(json!({"shared": true, "owner": "you"}))
+        .await
+        .thread_id;
+    h.thread_with(json!({"owner": "you"})).await;
+    let alternatives = Enforced(vec![
+        obj(json!({"owner": "me"})),
+        obj(json!({"shared": true})),
+    ]);
+    let both = ThreadFilter {
+        enforced: Some(alternatives.clone()),
+        ..Default::default()
+    };
+    assert_eq!(
+        search_ids(&h, both.clone()).await,
+        sorted(vec![mine, shared])
+    );
+    assert_eq!(h.store.threads().count(&both).await.expect("count"), 2);
+    let colliding = ThreadFilter {
+        metadata: Some(obj(json!({"owner": "you"}))),
+        enforced: Some(alternatives),
+        ..Default::default()
+    };
+    assert_eq!(search_ids(&h, colliding.clone()).await, vec![shared]);
+    let nothing = ThreadFilter {
+        enforced: Some(Enforced(Vec::new())),
+        ..Default::default()
+    };
+    assert_eq!(search_ids(&h, nothing.clone()).await, Vec::<Uuid>::new());
+    assert_eq!(h.store.threads().count(&nothing).await.expect("count"), 0);
 }
 
 /// Search filters by ids, status and values containment (null values never match).

@@ -24,6 +24,8 @@ pub type ApiResult<T> = Result<T, ApiError>;
 pub fn status_of(kind: ErrorKind) -> StatusCode {
     match kind {
         ErrorKind::BadRequest => StatusCode::BAD_REQUEST,
+        ErrorKind::Unauthenticated => StatusCode::UNAUTHORIZED,
+        ErrorKind::Forbidden => StatusCode::FORBIDDEN,
         ErrorKind::NotFound => StatusCode::NOT_FOUND,
         ErrorKind::Conflict => StatusCode::CONFLICT,
         ErrorKind::Unprocessable | ErrorKind::CapabilityMissing => StatusCode::UNPROCESSABLE_ENTITY,

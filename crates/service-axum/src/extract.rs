@@ -173,6 +173,11 @@ fn decode(text: &str) -> String {
 }
 
 impl QueryParams {
+    /// Every `(name, value)`, in order.
+    pub(crate) fn pairs(&self) -> &[(String, String)] {
+        &self.0
+    }
+
     /// Parses a raw query string.
     pub(crate) fn parse(query: &str) -> Self {
         Self(

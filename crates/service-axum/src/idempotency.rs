@@ -17,6 +17,7 @@ use service_engine::{Engine, EngineError};
 use service_store::{Begin, StoredResponse};
 use sha2::{Digest, Sha256};
 
+use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::extract::{BodyLimit, read_body};
 
@@ -39,6 +40,12 @@ pub(crate) async fn idempotency(
     if request.method() != Method::POST || key.is_empty() || key.len() > 255 {
         return next.run(request).await;
     }
+    // A key is the caller's own: another principal's same key neither replays nor
+    // conflicts with it. The identity's length keeps `a:b` + `c` apart from `a` + `b:c`.
+    let key = match request.extensions().get::<Caller>() {
+        Some(caller) => format!("{}:{}:{key}", caller.0.identity.len(), caller.0.identity),
+        None => key,
+    };
     // Buffered to fingerprint it, under the same limit as any body.
     let limit = BodyLimit::of(request.extensions());
     let (parts, body) = request.into_parts();

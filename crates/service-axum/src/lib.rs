@@ -9,6 +9,7 @@
 //! # }
 //! ```
 
+pub mod auth;
 mod cors;
 mod error;
 mod extract;
@@ -21,23 +22,32 @@ mod sse;
 use axum::Router;
 use service_engine::Engine;
 
+use crate::auth::{Access, Auth};
+
 pub use error::{ApiError, ApiResult, status_of};
+pub use routes::RouteInfo;
 
 /// The request body limit when none is configured: 25 MiB, room for agent inputs
 /// that carry images or long histories.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 25 * 1024 * 1024;
 
 /// How the router treats requests.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct RouterOptions {
     /// Largest request body read (SERVICE_MAX_BODY_BYTES); a larger one gets 413.
     pub max_body_bytes: usize,
+    /// Authentication and authorization; none by default.
+    pub auth: Auth,
+    /// Leaves out the run routes and the deliveries routes (`http.disable_runs`).
+    pub disable_runs: bool,
 }
 
 impl Default for RouterOptions {
     fn default() -> Self {
         Self {
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            auth: Auth::default(),
+            disable_runs: false,
         }
     }
 }
@@ -50,28 +60,60 @@ pub fn router(engine: Engine) -> Router {
 
 /// Every route of the service, bound to `engine`, with `options`.
 pub fn router_with(engine: Engine, options: RouterOptions) -> Router {
-    let routes = Router::new()
-        .merge(routes::assistants::routes())
-        .merge(routes::threads::routes())
-        .merge(routes::crons::routes())
-        .merge(routes::runs::routes())
-        .merge(routes::deliveries::routes())
-        .merge(routes::store::routes())
-        .merge(routes::meta::routes())
+    let (routes, table) = route_table(options.disable_runs).into_parts();
+    let routes = routes
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(engine.clone());
     let limit = extract::BodyLimit(options.max_body_bytes);
     // Wrapping the whole route table (not each route) lets an idempotent replay
     // re-dispatch to a different route (the join of the recorded run).
-    Router::new()
+    let mut router = Router::new()
         .fallback_service(routes)
         .layer(axum::middleware::from_fn_with_state(
             engine,
             idempotency::idempotency,
         ))
-        .layer(axum::Extension(limit))
-        .layer(axum::middleware::from_fn(cors::cors))
+        .layer(axum::Extension(limit));
+    if let Some(authorizer) = options.auth.authorizer {
+        router = router.layer(axum::Extension(authorizer));
+    }
+    if let Some(authenticator) = options.auth.authenticator {
+        let public = table
+            .iter()
+            .filter(|route| route.access == Access::Public)
+            .map(|route| route.path)
+            .collect();
+        let gate = auth::Gate {
+            authenticator,
+            public,
+        };
+        router = router.layer(axum::middleware::from_fn_with_state(
+            gate,
+            auth::authenticate,
+        ));
+    }
+    router.layer(axum::middleware::from_fn(cors::cors))
+}
+
+/// Every route the router serves with `options`, with what each asks the authorizer.
+pub fn routes(options: &RouterOptions) -> Vec<RouteInfo> {
+    route_table(options.disable_runs).into_parts().1
+}
+
+fn route_table(disable_runs: bool) -> routes::Table {
+    let table = routes::Table::new()
+        .merge(routes::assistants::routes())
+        .merge(routes::threads::routes())
+        .merge(routes::crons::routes())
+        .merge(routes::store::routes())
+        .merge(routes::meta::routes());
+    if disable_runs {
+        return table;
+    }
+    table
+        .merge(routes::runs::routes())
+        .merge(routes::deliveries::routes())
 }
 
 async fn not_found() -> ApiError {

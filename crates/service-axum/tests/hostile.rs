@@ -1,7 +1,8 @@
 //! Hostile input in process: NUL characters, invalid UTF-8, bodies over the limit,
 //! out-of-bound numbers. Every refusal is a 4xx with the JSON error body.
 
-use std::sync::Arc;
+mod support;
+use support::app_with;
 
 use axum::Router;
 use axum::body::Body;
@@ -9,33 +10,7 @@ use axum::http::{Request, StatusCode, header};
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
 use service_axum::RouterOptions;
-use service_engine::bus::MemoryBus;
-use service_engine::{Engine, EngineConfig, EngineParts};
-use service_graph::InMemorySaver;
-use service_store::{Clock, SystemClock};
-use service_store_memory::{MemoryOptions, memory_store};
 use tower::ServiceExt;
-
-async fn app_with(options: RouterOptions) -> Router {
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let config = EngineConfig::default();
-    let engine = Engine::new(EngineParts {
-        webhooks: None,
-        store: memory_store(MemoryOptions::new(clock.clone())),
-        graphs: Box::new(service_example_graphs::registry),
-        checkpointer: Arc::new(InMemorySaver::new()),
-        bus: MemoryBus::new(config.bus),
-        clock,
-        config,
-    })
-    .expect("example graphs");
-    engine
-        .ensure_system_assistants()
-        .await
-        .expect("system assistants");
-    engine.start();
-    service_axum::router_with(engine, options)
-}
 
 async fn app() -> Router {
     app_with(RouterOptions::default()).await
@@ -212,6 +187,7 @@ async fn a_5_mb_run_input_is_accepted() {
 async fn a_body_over_the_limit_is_413_with_or_without_its_length_or_an_idempotency_key() {
     let app = app_with(RouterOptions {
         max_body_bytes: 1024,
+        ..RouterOptions::default()
     })
     .await;
     let big = json!({"metadata": {"k": "x".repeat(2048)}}).to_string();

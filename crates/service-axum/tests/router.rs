@@ -1,6 +1,8 @@
 //! The router in process (no socket): error mapping, bad input, limits, capability
 //! gaps, idempotency, and embedding under a path.
 
+mod support;
+
 use std::sync::Arc;
 
 use axum::Router;
@@ -16,24 +18,7 @@ use service_store_memory::{MemoryOptions, memory_store};
 use tower::ServiceExt;
 
 async fn app() -> Router {
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let config = EngineConfig::default();
-    let engine = Engine::new(EngineParts {
-        webhooks: None,
-        store: memory_store(MemoryOptions::new(clock.clone())),
-        graphs: Box::new(service_example_graphs::registry),
-        checkpointer: Arc::new(InMemorySaver::new()),
-        bus: MemoryBus::new(config.bus),
-        clock,
-        config,
-    })
-    .expect("example graphs");
-    engine
-        .ensure_system_assistants()
-        .await
-        .expect("system assistants");
-    engine.start();
-    service_axum::router(engine)
+    support::app_with(service_axum::RouterOptions::default()).await
 }
 
 struct Reply {

@@ -4,6 +4,7 @@ use std::collections::HashMap;
 use std::sync::MutexGuard;
 
 use serde_json::Value;
+use service_store::containment::Enforced;
 use service_store::{AssistantFilter, AssistantPatch, AssistantQuery, NewAssistant, VersionQuery};
 use service_types::{
     Assistant, AssistantCreate, AssistantSearch, AssistantVersion, AssistantVersionsQuery, Config,
@@ -11,6 +12,7 @@ use service_types::{
 };
 use uuid::Uuid;
 
+use crate::auth::Scope;
 use crate::limits::{offset, search_limit};
 use crate::{Engine, EngineError, EngineResult};
 
@@ -191,12 +193,18 @@ impl Engine {
             .await?)
     }
 
-    /// Deletes an assistant and its versions; with `delete_threads`, also the threads
-    /// whose metadata names it.
-    pub async fn delete_assistant(&self, id: &str, delete_threads: bool) -> EngineResult<()> {
+    /// Deletes an assistant within `scope` and its versions; with `delete_threads`,
+    /// also the threads within the scope whose metadata names it.
+    pub async fn delete_assistant(
+        &self,
+        id: &str,
+        delete_threads: bool,
+        scope: &Scope,
+    ) -> EngineResult<()> {
         let assistant = self
             .find_assistant(id)
             .await?
+            .filter(|assistant| scope.admits(&assistant.metadata))
             .ok_or_else(|| EngineError::not_found(format!("Assistant with ID {id} not found")))?;
         self.forget_assistant(assistant.assistant_id);
         self.store()
@@ -204,16 +212,17 @@ impl Engine {
             .delete(assistant.assistant_id)
             .await?;
         if delete_threads {
-            self.delete_threads_of_assistant(assistant.assistant_id)
+            self.delete_threads_of_assistant(assistant.assistant_id, scope.enforced())
                 .await?;
         }
         Ok(())
     }
 
-    /// Searches assistants.
+    /// Searches assistants within `enforced`.
     pub async fn search_assistants(
         &self,
         body: AssistantSearch,
+        enforced: Option<Enforced>,
     ) -> EngineResult<AssistantSearchPage> {
         if let Some(graph_id) = &body.graph_id {
             self.check_graph(graph_id)?;
@@ -224,6 +233,7 @@ impl Engine {
             filter: AssistantFilter {
                 graph_id: body.graph_id,
                 metadata: body.metadata,
+                enforced,
                 name: body.name,
             },
             sort_by: body.sort_by.unwrap_or_default(),
@@ -242,14 +252,19 @@ impl Engine {
         })
     }
 
-    /// Counts assistants.
-    pub async fn count_assistants(&self, body: AssistantSearch) -> EngineResult<u64> {
+    /// Counts assistants within `enforced`.
+    pub async fn count_assistants(
+        &self,
+        body: AssistantSearch,
+        enforced: Option<Enforced>,
+    ) -> EngineResult<u64> {
         if let Some(graph_id) = &body.graph_id {
             self.check_graph(graph_id)?;
         }
         let filter = AssistantFilter {
             graph_id: body.graph_id,
             metadata: body.metadata,
+            enforced,
             name: body.name,
         };
         Ok(self.store().assistants().count(&filter).await?)

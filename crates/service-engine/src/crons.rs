@@ -3,11 +3,13 @@
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use service_store::containment::Enforced;
 use service_store::schedule::Schedule;
 use service_store::{CronFilter, CronPatch, CronQuery, NewCron};
 use service_types::{Cron, CronCreate, CronSearch, Metadata, OnCompletion, RunCreate};
 use uuid::Uuid;
 
+use crate::auth::Scope;
 use crate::limits::{offset, search_limit};
 use crate::{Engine, EngineError, EngineResult, RunTarget};
 
@@ -25,6 +27,10 @@ pub struct CronSearchPage {
 /// Crons fired per scheduler pass; a full batch triggers another pass at once.
 const FIRE_BATCH: usize = 100;
 
+/// The payload key keeping the scope of a cron's creator (its `enforcedMetadata`
+/// alternatives), which its firings run within.
+const OWNER_SCOPE: &str = "enforced_metadata";
+
 fn cron_not_found() -> EngineError {
     EngineError::not_found("Not Found")
 }
@@ -37,12 +43,14 @@ fn check_schedule(schedule: &str, timezone: Option<&str>) -> EngineResult<()> {
 }
 
 impl Engine {
-    /// Creates a cron; `thread_id` makes it fire on that thread, else each firing is
-    /// a stateless run.
+    /// Creates a cron; `thread_id` makes it fire on that thread (which must be within
+    /// `scope`), else each firing is a stateless run. The cron and its runs are stamped
+    /// with the scope's metadata, and its firings run within the scope.
     pub async fn create_cron(
         &self,
         thread_id: Option<Uuid>,
-        body: CronCreate,
+        mut body: CronCreate,
+        scope: &Scope,
     ) -> EngineResult<Cron> {
         check_schedule(&body.schedule, body.timezone.as_deref())?;
         crate::limits::check_run_numbers(&body.run)?;
@@ -50,9 +58,14 @@ impl Engine {
             self.check_webhook(webhook)?;
         }
         let assistant = self.resolve_run_assistant(&body.run.assistant_id).await?;
-        if let Some(thread_id) = thread_id {
-            self.get_thread(thread_id).await?;
+        if let Some(thread_id) = thread_id
+            && !scope.admits(&self.get_thread(thread_id).await?.metadata)
+        {
+            return Err(EngineError::not_found(format!(
+                "Thread {thread_id} not found"
+            )));
         }
+        scope.stamp_option(&mut body.run.metadata);
         let cron_id = Uuid::now_v7();
         let mut run = body.run;
         run.assistant_id = assistant.assistant_id.to_string();
@@ -65,6 +78,9 @@ impl Engine {
         let metadata = run.metadata.clone().unwrap_or_default();
         let mut payload = serde_json::to_value(&run).unwrap_or_else(|_| json!({}));
         payload["schedule"] = json!(body.schedule);
+        if let Some(enforced) = scope.enforced() {
+            payload[OWNER_SCOPE] = json!(enforced.0);
+        }
         if let Some(timezone) = &body.timezone {
             payload["timezone"] = json!(timezone);
         }
@@ -99,12 +115,31 @@ impl Engine {
     }
 
     /// Updates a cron: schedule fields, enabled, metadata (merged) and payload keys.
+    /// A cron outside `scope` is not found; a patched payload or metadata keeps the
+    /// scope's stamp.
     pub async fn update_cron(
         &self,
         cron_id: Uuid,
-        body: service_types::CronPatch,
+        mut body: service_types::CronPatch,
+        scope: &Scope,
     ) -> EngineResult<Cron> {
         let current = self.get_cron(cron_id).await?;
+        if !scope.admits(&current.metadata) {
+            return Err(cron_not_found());
+        }
+        if body.metadata.is_some() {
+            scope.stamp_option(&mut body.metadata);
+        }
+        if let Some(Value::Object(metadata)) = body.payload.get_mut("metadata") {
+            scope.stamp(metadata);
+        }
+        // The creator's scope is the server's: a patch neither sets nor clears it.
+        if !body.payload.is_empty() {
+            match current.payload.get(OWNER_SCOPE) {
+                Some(owner) => body.payload.insert(OWNER_SCOPE.into(), owner.clone()),
+                None => body.payload.remove(OWNER_SCOPE),
+            };
+        }
         let empty = body.schedule.is_none()
             && body.end_time.is_none()
             && body.timezone.is_none()
@@ -161,7 +196,11 @@ impl Engine {
             })
     }
 
-    async fn cron_filter(&self, body: &CronSearch) -> EngineResult<CronFilter> {
+    async fn cron_filter(
+        &self,
+        body: &CronSearch,
+        enforced: Option<Enforced>,
+    ) -> EngineResult<CronFilter> {
         let assistant_id = match &body.assistant_id {
             Some(id) => Some(self.resolve_run_assistant(id).await?.assistant_id),
             None => None,
@@ -171,13 +210,18 @@ impl Engine {
             thread_id: body.thread_id,
             enabled: body.enabled,
             metadata: body.metadata.clone(),
+            enforced,
         })
     }
 
     /// Searches crons: one page, with the count of every match for the pagination
-    /// headers (as assistant search has).
-    pub async fn search_crons(&self, body: CronSearch) -> EngineResult<CronSearchPage> {
-        let filter = self.cron_filter(&body).await?;
+    /// headers (as assistant search has); only crons within `enforced`.
+    pub async fn search_crons(
+        &self,
+        body: CronSearch,
+        enforced: Option<Enforced>,
+    ) -> EngineResult<CronSearchPage> {
+        let filter = self.cron_filter(&body, enforced).await?;
         let limit = search_limit(body.limit)?;
         let offset = offset(body.offset)?;
         let query = CronQuery {
@@ -198,9 +242,13 @@ impl Engine {
         })
     }
 
-    /// Counts crons.
-    pub async fn count_crons(&self, body: CronSearch) -> EngineResult<u64> {
-        let filter = self.cron_filter(&body).await?;
+    /// Counts crons within `enforced`.
+    pub async fn count_crons(
+        &self,
+        body: CronSearch,
+        enforced: Option<Enforced>,
+    ) -> EngineResult<u64> {
+        let filter = self.cron_filter(&body, enforced).await?;
         Ok(self.store().crons().count(&filter).await?)
     }
 
@@ -259,6 +307,20 @@ impl Engine {
                 return;
             }
         };
+        // A firing runs within the scope of the cron's creator.
+        let scope = match cron
+            .payload
+            .get(OWNER_SCOPE)
+            .cloned()
+            .map(serde_json::from_value)
+        {
+            None => Scope::All,
+            Some(Ok(alternatives)) => Scope::Owned(Enforced(alternatives)),
+            Some(Err(error)) => {
+                tracing::error!(cron_id = %cron.cron_id, %error, "cron owner scope is unreadable");
+                return;
+            }
+        };
         let target = match cron.thread_id {
             Some(thread_id) => RunTarget::Thread(thread_id),
             None => {
@@ -266,7 +328,7 @@ impl Engine {
                 RunTarget::Stateless
             }
         };
-        match self.create_run(target, body).await {
+        match self.create_run_within(target, body, &scope).await {
             Ok(run) => tracing::info!(cron_id = %cron.cron_id, run_id = %run.run_id, "cron fired"),
             Err(error) => {
                 tracing::error!(cron_id = %cron.cron_id, error = %error.chain(), "cron run failed to start")

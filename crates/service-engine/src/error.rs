@@ -10,6 +10,10 @@ use serde_json::Value;
 pub enum ErrorKind {
     /// The request is malformed or contradicts itself (400).
     BadRequest,
+    /// The request carries no valid credentials (401).
+    Unauthenticated,
+    /// The caller may not do this (403).
+    Forbidden,
     /// The resource does not exist (404).
     NotFound,
     /// The request conflicts with current state (409).

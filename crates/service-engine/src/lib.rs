@@ -4,6 +4,7 @@
 
 mod active;
 mod assistants;
+pub mod auth;
 pub mod bus;
 mod config;
 pub mod coordination;
@@ -29,6 +30,7 @@ mod state_edit;
 mod sweep;
 mod threads;
 mod webhooks;
+mod within;
 mod worker;
 
 pub use assistants::AssistantSearchPage;

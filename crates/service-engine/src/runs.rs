@@ -14,6 +14,7 @@ use service_types::{
 use uuid::Uuid;
 
 use crate::active::ActiveRun;
+use crate::auth::Scope;
 use crate::bus::{Replay, Subscription, Topic};
 use crate::limits::{check_run_numbers, clamped_limit, offset};
 use crate::run_options::{RunIds, RunOptions};
@@ -40,7 +41,19 @@ impl Engine {
     /// Creates a run: validates the body, prepares the thread, applies the multitask
     /// strategy, inserts the pending row and wakes a worker.
     pub async fn create_run(&self, target: RunTarget, body: RunCreate) -> EngineResult<Run> {
-        Ok(self.create(target, body, false).await?.0)
+        self.create_run_within(target, body, &Scope::All).await
+    }
+
+    /// [`create_run`](Self::create_run) for a caller limited to `scope`: the run and a
+    /// thread made for it are stamped with the scope's metadata, and a thread outside
+    /// the scope is not found.
+    pub async fn create_run_within(
+        &self,
+        target: RunTarget,
+        body: RunCreate,
+        scope: &Scope,
+    ) -> EngineResult<Run> {
+        Ok(self.create(target, body, false, scope).await?.0)
     }
 
     /// Like [`create_run`](Self::create_run), also subscribed to the run's frames from
@@ -53,7 +66,19 @@ impl Engine {
         target: RunTarget,
         body: RunCreate,
     ) -> EngineResult<(Run, Subscription)> {
-        let (run, subscription) = self.create(target, body, true).await?;
+        self.create_run_watched_within(target, body, &Scope::All)
+            .await
+    }
+
+    /// [`create_run_watched`](Self::create_run_watched) within `scope`, as
+    /// [`create_run_within`](Self::create_run_within).
+    pub async fn create_run_watched_within(
+        &self,
+        target: RunTarget,
+        body: RunCreate,
+        scope: &Scope,
+    ) -> EngineResult<(Run, Subscription)> {
+        let (run, subscription) = self.create(target, body, true, scope).await?;
         Ok((
             run,
             subscription.unwrap_or_else(|| futures::stream::empty().boxed()),
@@ -63,15 +88,18 @@ impl Engine {
     async fn create(
         &self,
         target: RunTarget,
-        body: RunCreate,
+        mut body: RunCreate,
         watch: bool,
+        scope: &Scope,
     ) -> EngineResult<(Run, Option<Subscription>)> {
         validate_run_body(&body, target)?;
+        scope.stamp_option(&mut body.metadata);
         if let Some(webhook) = &body.webhook {
             self.check_webhook(webhook)?;
         }
         let assistant = self.resolve_run_assistant(&body.assistant_id).await?;
-        if let Queued::Run(run, subscription) = self.queue(target, &body, &assistant, watch).await?
+        if let Queued::Run(run, subscription) =
+            self.queue(target, &body, &assistant, watch, scope).await?
         {
             return Ok((run, subscription));
         }
@@ -79,7 +107,7 @@ impl Engine {
         // once more from the stored one.
         self.forget_assistant(assistant.assistant_id);
         let assistant = self.resolve_run_assistant(&body.assistant_id).await?;
-        match self.queue(target, &body, &assistant, watch).await? {
+        match self.queue(target, &body, &assistant, watch, scope).await? {
             Queued::Run(run, subscription) => Ok((run, subscription)),
             _ => Err(EngineError::conflict(
                 "The assistant changed while the run was being created; try again.",
@@ -94,10 +122,12 @@ impl Engine {
         body: &RunCreate,
         assistant: &Assistant,
         watch: bool,
+        scope: &Scope,
     ) -> EngineResult<Queued> {
         match target {
             RunTarget::Stateless => {
-                let thread = RunThread::New(Self::thread_for_run(Uuid::now_v7(), assistant, None));
+                let thread = Self::thread_for_run(Uuid::now_v7(), assistant, None, scope);
+                let thread = RunThread::New(thread);
                 match self
                     .insert_run(thread, assistant, body, true, watch)
                     .await?
@@ -117,6 +147,7 @@ impl Engine {
                         .threads()
                         .get(thread_id)
                         .await?
+                        .filter(|thread| scope.admits(&thread.metadata))
                         .ok_or_else(not_found)?;
                     return self
                         .insert_on_existing(thread, assistant, body, watch)
@@ -128,7 +159,7 @@ impl Engine {
                     .config()
                     .thread_default_ttl_minutes
                     .map(service_types::TtlSetting::Minutes);
-                let new = RunThread::New(Self::thread_for_run(thread_id, assistant, ttl));
+                let new = RunThread::New(Self::thread_for_run(thread_id, assistant, ttl, scope));
                 let existing = match self.insert_run(new, assistant, body, false, watch).await? {
                     Queued::ThreadExists(Some(thread)) => thread,
                     // Made concurrently by another instance, too late to be read.
@@ -140,22 +171,28 @@ impl Engine {
                         .ok_or_else(not_found)?,
                     queued => return Ok(queued),
                 };
+                if !scope.admits(&existing.metadata) {
+                    return Err(not_found());
+                }
                 self.insert_on_existing(existing, assistant, body, watch)
                     .await
             }
         }
     }
 
-    /// A thread made for a run: busy and naming its run's graph and assistant, ready
-    /// for the run.
+    /// A thread made for a run: busy, naming its run's graph and assistant, stamped
+    /// with its caller's scope, ready for the run.
     fn thread_for_run(
         thread_id: Uuid,
         assistant: &Assistant,
         ttl: Option<service_types::TtlSetting>,
+        scope: &Scope,
     ) -> NewThread {
+        let mut metadata = latest_run_metadata(assistant);
+        scope.stamp(&mut metadata);
         NewThread {
             thread_id,
-            metadata: latest_run_metadata(assistant),
+            metadata,
             status: ThreadStatus::Busy,
             ttl,
         }
@@ -388,8 +425,14 @@ impl Engine {
         self.cancel_known_run(run, action).await
     }
 
-    /// Cancels every run a bulk-cancel body selects; 404 when none matched.
-    pub async fn cancel_runs(&self, body: BulkCancel, action: CancelAction) -> EngineResult<usize> {
+    /// Cancels every run a bulk-cancel body selects within `scope` (by status, or by
+    /// id on one thread within it); 404 when none matched.
+    pub async fn cancel_runs(
+        &self,
+        body: BulkCancel,
+        action: CancelAction,
+        scope: &Scope,
+    ) -> EngineResult<usize> {
         let runs = match (body.status, body.thread_id, body.run_ids) {
             (Some(status), None, None) => {
                 let status = match status {
@@ -401,10 +444,12 @@ impl Engine {
                     thread_id: None,
                     status,
                     limit: Some(self.config().max_page_size),
+                    enforced: scope.enforced(),
                 };
                 self.store().runs().active(&query).await?
             }
             (None, Some(thread_id), Some(run_ids)) => {
+                self.thread_within(thread_id, scope).await?;
                 let mut runs = Vec::new();
                 for run_id in run_ids {
                     if let Some(run) = self.store().runs().get(run_id).await?

@@ -5,6 +5,7 @@ use service_graph::{
     AgentGraph, CheckpointConfig, HistoryOptions, RunnableConfig, StateOptions, StateSnapshot,
     StateUpdate,
 };
+use service_store::containment::Enforced;
 use service_store::{NewThread, ThreadFilter, ThreadMirror, ThreadQuery, TtlChange};
 use service_types::{
     Checkpoint, HistoryQuery, IfExists, Metadata, PruneStrategy, Thread, ThreadCreate, ThreadPatch,
@@ -28,7 +29,7 @@ pub struct ThreadSearchPage {
     pub next_offset: Option<usize>,
 }
 
-fn thread_not_found(thread_id: Uuid) -> EngineError {
+pub(crate) fn thread_not_found(thread_id: Uuid) -> EngineError {
     EngineError::not_found(format!("Thread with ID {thread_id} not found"))
 }
 
@@ -157,7 +158,11 @@ impl Engine {
         Ok(())
     }
 
-    pub(crate) async fn delete_threads_of_assistant(&self, assistant_id: Uuid) -> EngineResult<()> {
+    pub(crate) async fn delete_threads_of_assistant(
+        &self,
+        assistant_id: Uuid,
+        enforced: Option<Enforced>,
+    ) -> EngineResult<()> {
         let mut metadata = Metadata::new();
         metadata.insert(
             "assistant_id".into(),
@@ -167,6 +172,7 @@ impl Engine {
             let query = ThreadQuery {
                 filter: ThreadFilter {
                     metadata: Some(metadata.clone()),
+                    enforced: enforced.clone(),
                     ..ThreadFilter::default()
                 },
                 limit: Some(100),
@@ -182,11 +188,11 @@ impl Engine {
         }
     }
 
-    /// Searches threads. `enforced_metadata` is the server-set ownership filter.
+    /// Searches threads. `enforced` is the server-set ownership filter.
     pub async fn search_threads(
         &self,
         body: ThreadSearch,
-        enforced_metadata: Option<Metadata>,
+        enforced: Option<Enforced>,
     ) -> EngineResult<ThreadSearchPage> {
         let limit = search_limit(body.limit)?;
         let offset = offset(body.offset)?;
@@ -194,7 +200,7 @@ impl Engine {
             filter: ThreadFilter {
                 ids: body.ids,
                 metadata: body.metadata,
-                enforced_metadata,
+                enforced,
                 status: body.status,
                 values: body.values,
             },
@@ -212,16 +218,16 @@ impl Engine {
         })
     }
 
-    /// Counts threads.
+    /// Counts threads within `enforced`.
     pub async fn count_threads(
         &self,
         body: ThreadSearch,
-        enforced_metadata: Option<Metadata>,
+        enforced: Option<Enforced>,
     ) -> EngineResult<u64> {
         let filter = ThreadFilter {
             ids: body.ids,
             metadata: body.metadata,
-            enforced_metadata,
+            enforced,
             status: body.status,
             values: body.values,
         };

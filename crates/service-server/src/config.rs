@@ -1,5 +1,5 @@
-//! The configuration file: graphs, http, store, checkpointer and service (webhooks)
-//! blocks. Unknown keys
+//! The configuration file: graphs, http, store, checkpointer, service (webhooks) and
+//! auth blocks. Unknown keys
 //! are refused so a typo fails at boot, and so are settings of features not built yet.
 
 use std::collections::BTreeMap;
@@ -29,6 +29,9 @@ pub(crate) struct ConfigFile {
     /// The service's own blocks (`service.webhooks`).
     #[serde(default)]
     pub service: ServiceConfig,
+    /// Authentication and authorization (validated with the environment in settings).
+    #[serde(default)]
+    pub auth: crate::auth::AuthBlock,
 }
 
 /// The `service` block.
@@ -48,7 +51,7 @@ pub(crate) struct HttpConfig {
     /// accepted: there is no console yet.
     #[serde(default)]
     pub console: Option<serde_json::Value>,
-    /// SPEC: turn off the run routes. Only `false` is accepted: not built yet.
+    /// SPEC: turn off the run routes (and the deliveries routes).
     #[serde(default)]
     pub disable_runs: Option<bool>,
 }
@@ -151,12 +154,6 @@ impl ConfigFile {
                 )));
             }
         }
-        if self.http.disable_runs == Some(true) {
-            return Err(ConfigError(
-                "http.disable_runs is not supported yet: the run routes are always served; remove the key"
-                    .into(),
-            ));
-        }
         match &self.http.console {
             Some(serde_json::Value::Bool(false)) | None => Ok(()),
             Some(serde_json::Value::Bool(true) | serde_json::Value::String(_)) => Err(ConfigError(
@@ -200,7 +197,6 @@ mod tests {
         for (text, key) in [
             (r#"{"http": {"console": true}}"#, "http.console"),
             (r#"{"http": {"console": "/console"}}"#, "http.console"),
-            (r#"{"http": {"disable_runs": true}}"#, "http.disable_runs"),
         ] {
             let config: ConfigFile = serde_json::from_str(text).unwrap();
             let error = config.validate().unwrap_err();

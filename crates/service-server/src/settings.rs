@@ -65,7 +65,7 @@ impl ServerConfig {
                 "--no-console is not supported yet: this server has no web console to turn off; drop the flag".into(),
             ));
         }
-        let knobs = EnvKnobs::read(names, lookup)?;
+        let knobs = EnvKnobs::read(names, &lookup)?;
         let file = match &args.config {
             Some(path) => ConfigFile::load(path)?,
             None => ConfigFile::default(),
@@ -78,6 +78,12 @@ impl ServerConfig {
         )
         .map_err(|error| ConfigError(error.to_string()))?;
         warnings.extend(webhook_warnings);
+        let config_dir = args
+            .config
+            .as_deref()
+            .and_then(std::path::Path::parent)
+            .unwrap_or(std::path::Path::new("."));
+        let auth = crate::auth::resolve(&file.auth, config_dir, &lookup)?;
         let engine = engine_config(mode, args, &knobs, &file);
         let database = match (mode, &knobs.database_url) {
             (Mode::Start, Some(url)) => Some(database(url, &knobs, &engine, &mut warnings)?),
@@ -143,6 +149,8 @@ impl ServerConfig {
                 max_body_bytes: knobs
                     .max_body_bytes
                     .unwrap_or(service_axum::RouterOptions::default().max_body_bytes),
+                auth: auth.unwrap_or_default(),
+                disable_runs: file.http.disable_runs.unwrap_or(false),
             },
             log_filter,
             graph_aliases: file.graphs,

@@ -191,6 +191,13 @@ impl RunsRepo for MemoryCore {
                 .flatten()
                 .copied()
                 .collect(),
+            // An ownership filter is checked on every active run, not on a first page.
+            None if query.enforced.is_some() => core
+                .pending
+                .iter()
+                .chain(core.running.iter())
+                .copied()
+                .collect(),
             None => core
                 .pending
                 .iter()
@@ -204,8 +211,9 @@ impl RunsRepo for MemoryCore {
             .iter()
             .filter_map(|(_, id)| core.runs.get(id))
             .filter(|row| query.selects(row.run.status))
-            .take(limit)
-            .map(|row| row.to_run());
+            .map(|row| row.to_run())
+            .filter(|run| query.admits(&run.metadata))
+            .take(limit);
         Ok(rows.collect())
     }
 

@@ -16,6 +16,8 @@ use crate::db::{
     ts,
 };
 use crate::error::store_error;
+use crate::filter::metadata_condition;
+use service_store::containment::merge_enforced;
 
 const COLUMNS: &str = "assistant_id, graph_id, config, context, metadata, name, description, \
                        version, created_at, updated_at";
@@ -65,9 +67,10 @@ fn conditions(sql: &mut Sql, filter: &AssistantFilter) -> Vec<String> {
         let p = sql.bind(graph_id.clone());
         conditions.push(format!("graph_id = {p}"));
     }
-    if let Some(metadata) = &filter.metadata {
-        let p = sql.bind(Value::Object(metadata.clone()));
-        conditions.push(format!("metadata @> {p}::jsonb"));
+    let merged = merge_enforced(filter.metadata.as_ref(), filter.enforced.as_ref());
+    match metadata_condition(sql, merged) {
+        Some(condition) => conditions.extend(condition),
+        None => conditions.push("false".to_owned()),
     }
     if let Some(name) = &filter.name {
         let p = sql.bind(name.clone());

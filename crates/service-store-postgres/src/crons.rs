@@ -18,6 +18,8 @@ use crate::db::{
     static_sql, ts,
 };
 use crate::error::{is_foreign_key_violation, is_unique_violation, store_error};
+use crate::filter::metadata_condition;
+use service_store::containment::merge_enforced;
 
 const COLUMNS: &str = "cron_id, assistant_id, thread_id, user_id, schedule, timezone, end_time, \
     next_run_date, payload, metadata, on_run_completed, enabled, created_at, updated_at";
@@ -65,9 +67,10 @@ fn conditions(sql: &mut Sql, filter: &CronFilter) -> Vec<String> {
         let p = sql.bind(enabled);
         conditions.push(format!("enabled = {p}"));
     }
-    if let Some(metadata) = &filter.metadata {
-        let p = sql.bind(Value::Object(metadata.clone()));
-        conditions.push(format!("metadata @> {p}::jsonb"));
+    let merged = merge_enforced(filter.metadata.as_ref(), filter.enforced.as_ref());
+    match metadata_condition(sql, merged) {
+        Some(condition) => conditions.extend(condition),
+        None => conditions.push("false".to_owned()),
     }
     conditions
 }

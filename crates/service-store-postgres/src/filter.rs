@@ -7,8 +7,32 @@
 use serde_json::Value;
 use service_store::filter::{Condition, FilterOp, Operand, StoreFilter};
 use service_store::namespace::{WILDCARD, literal_prefix};
+use service_types::Metadata;
 
 use crate::db::Sql;
+
+/// The metadata condition of a containment filter merged with an enforced one
+/// (`merge_enforced`'s answer): `metadata @>` one of the alternatives. `Some(None)`:
+/// no condition (one empty alternative); `None`: no row matches.
+pub(crate) fn metadata_condition(
+    sql: &mut Sql,
+    alternatives: Vec<Metadata>,
+) -> Option<Option<String>> {
+    if alternatives.is_empty() {
+        return None;
+    }
+    if alternatives.iter().any(Metadata::is_empty) {
+        return Some(None);
+    }
+    let tests: Vec<String> = alternatives
+        .into_iter()
+        .map(|alternative| {
+            let p = sql.bind(Value::Object(alternative));
+            format!("metadata @> {p}::jsonb")
+        })
+        .collect();
+    Some(Some(format!("({})", tests.join(" OR "))))
+}
 
 /// One SQL condition per filter condition, all on `column` (a JSONB object).
 ///

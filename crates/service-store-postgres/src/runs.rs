@@ -7,6 +7,7 @@
 
 use async_trait::async_trait;
 use serde_json::Value;
+use service_store::containment::merge_enforced;
 use service_store::{
     ActiveRunsQuery, AssistantStamp, CancelOutcome, ClaimNext, Claimed, DeliveryRecord, ErrorKind,
     NewRun, NewThread, RunListQuery, RunsRepo, Settled, SettledAndMirrored, SettledRun, Settlement,
@@ -23,6 +24,7 @@ use crate::db::{
 };
 use crate::deliveries::insert_delivery;
 use crate::error::{is_foreign_key_violation, is_unique_violation, store_error};
+use crate::filter::metadata_condition;
 use crate::threads::{self, COLUMNS as THREAD_COLUMNS, MIRROR_SET};
 
 pub(crate) const COLUMNS: &str = "run_id, thread_id, assistant_id, created_at, updated_at, status, \
@@ -130,6 +132,10 @@ pub(crate) fn active_sql(query: &ActiveRunsQuery, limit: usize) -> Option<Sql> {
     if let Some(thread_id) = query.thread_id {
         let p = sql.bind(thread_id);
         conditions.push(format!("thread_id = {p}"));
+    }
+    match metadata_condition(&mut sql, merge_enforced(None, query.enforced.as_ref())) {
+        Some(condition) => conditions.extend(condition),
+        None => return None,
     }
     push_where(&mut sql, &conditions);
     let p = sql.bind(count(limit));
@@ -480,7 +486,7 @@ impl RunsRepo for Db {
 
     async fn active(&self, query: &ActiveRunsQuery) -> StoreResult<Vec<Run>> {
         let limit = self.limits.bounded(query.limit);
-        if let (Some(thread_id), None) = (query.thread_id, query.status) {
+        if let (Some(thread_id), None, None) = (query.thread_id, query.status, &query.enforced) {
             // The common question (does anything wait on this thread?), answered from
             // the thread's entries of `runs_active_by_thread`.
             let client = self.client().await?;

@@ -18,6 +18,7 @@ use crate::db::{
     push_where, static_sql, ts,
 };
 use crate::error::{is_unique_violation, store_error};
+use crate::filter::metadata_condition;
 
 /// A thread's columns, in the order [`thread_at`] reads them.
 pub(crate) const COLUMNS: &str = "thread_id, created_at, updated_at, state_updated_at, metadata, \
@@ -145,17 +146,13 @@ pub(crate) fn ttl_columns(ttl: Option<&ThreadTtl>) -> StoreResult<TtlColumns> {
 /// WHERE conditions of a thread filter; `None` when the request and enforced
 /// metadata collide (the filter matches nothing).
 pub(crate) fn conditions(sql: &mut Sql, filter: &ThreadFilter) -> StoreResult<Option<Vec<String>>> {
-    let Some(metadata) = filter.effective_metadata() else {
+    let Some(metadata) = metadata_condition(sql, filter.effective_metadata()) else {
         return Ok(None);
     };
-    let mut conditions = Vec::new();
+    let mut conditions = Vec::from_iter(metadata);
     if let Some(ids) = &filter.ids {
         let p = sql.bind(ids.clone());
         conditions.push(format!("thread_id = ANY({p}::uuid[])"));
-    }
-    if !metadata.is_empty() {
-        let p = sql.bind(Value::Object(metadata));
-        conditions.push(format!("metadata @> {p}::jsonb"));
     }
     if let Some(status) = filter.status {
         let p = sql.bind(enum_text(&status)?);

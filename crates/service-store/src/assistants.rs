@@ -6,8 +6,9 @@ use service_types::{
 };
 use uuid::Uuid;
 
+use crate::StoreResult;
+use crate::containment::{self, Enforced};
 use crate::ordering::{SortField, SortKey};
-use crate::{StoreResult, containment};
 pub use service_types::AssistantSortBy;
 
 /// A new assistant; it becomes version 1.
@@ -94,6 +95,8 @@ pub struct AssistantFilter {
     pub graph_id: Option<String>,
     /// Containment on metadata.
     pub metadata: Option<Metadata>,
+    /// Server-set containment (ownership); a key also in `metadata` matches nothing.
+    pub enforced: Option<Enforced>,
     /// Case-insensitive substring of the name.
     pub name: Option<String>,
 }
@@ -104,10 +107,11 @@ impl AssistantFilter {
         self.graph_id
             .as_ref()
             .is_none_or(|graph| &assistant.graph_id == graph)
-            && self
-                .metadata
-                .as_ref()
-                .is_none_or(|wanted| containment::contains_object(&assistant.metadata, wanted))
+            && containment::visible(
+                &assistant.metadata,
+                self.metadata.as_ref(),
+                self.enforced.as_ref(),
+            )
             && self.name.as_ref().is_none_or(|needle| {
                 assistant
                     .name

@@ -48,20 +48,66 @@ pub fn compare_numbers(a: &Number, b: &Number) -> Option<Ordering> {
     a.as_f64()?.partial_cmp(&b.as_f64()?)
 }
 
-/// Merges a request's metadata filter with the server-set enforced subset (SPEC
-/// "Authentication" 4). `None` means the query matches nothing: a key collision.
-pub fn merge_enforced(
-    metadata: Option<&Metadata>,
-    enforced: Option<&Metadata>,
-) -> Option<Metadata> {
-    let mut merged = metadata.cloned().unwrap_or_default();
-    for (key, value) in enforced.into_iter().flatten() {
-        if merged.contains_key(key) {
-            return None;
-        }
-        merged.insert(key.clone(), value.clone());
+/// The server-set ownership filter (SPEC "Authentication" 4, `enforcedMetadata`): a
+/// row is visible when its metadata contains one of the alternatives. One alternative
+/// is SPEC's enforced subset; more let a handler share rows besides the owner's (the
+/// system assistants, say).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Enforced(pub Vec<Metadata>);
+
+impl Enforced {
+    /// Rows whose metadata contains `metadata`.
+    pub fn metadata(metadata: Metadata) -> Self {
+        Self(vec![metadata])
     }
-    Some(merged)
+
+    /// True when `metadata` contains one of the alternatives.
+    pub fn admits(&self, metadata: &Metadata) -> bool {
+        self.0
+            .iter()
+            .any(|alternative| contains_object(metadata, alternative))
+    }
+}
+
+/// The containment filters a row must match one of: the request's metadata filter
+/// merged with each enforced alternative. An alternative sharing a key with the
+/// request's filter matches nothing (SPEC: a key collision), so it is left out; an
+/// empty answer selects no row. Without an enforced filter, the request's alone.
+pub fn merge_enforced(metadata: Option<&Metadata>, enforced: Option<&Enforced>) -> Vec<Metadata> {
+    let request = metadata.cloned().unwrap_or_default();
+    let Some(enforced) = enforced else {
+        return vec![request];
+    };
+    enforced
+        .0
+        .iter()
+        .filter(|alternative| !alternative.keys().any(|key| request.contains_key(key)))
+        .map(|alternative| {
+            let mut merged = request.clone();
+            merged.extend(alternative.clone());
+            merged
+        })
+        .collect()
+}
+
+/// True when `target` matches the request's metadata filter and the enforced one
+/// (what [`merge_enforced`] selects), for one row.
+pub fn visible(
+    target: &Metadata,
+    metadata: Option<&Metadata>,
+    enforced: Option<&Enforced>,
+) -> bool {
+    let Some(enforced) = enforced else {
+        return metadata.is_none_or(|wanted| contains_object(target, wanted));
+    };
+    contains_any(target, &merge_enforced(metadata, Some(enforced)))
+}
+
+/// True when `target` contains one of `alternatives` (the answer of [`merge_enforced`]).
+pub fn contains_any(target: &Metadata, alternatives: &[Metadata]) -> bool {
+    alternatives
+        .iter()
+        .any(|alternative| contains_object(target, alternative))
 }
 
 #[cfg(test)]
@@ -81,7 +127,37 @@ mod tests {
     #[test]
     fn enforced_key_collision_matches_nothing() {
         let request = json!({"owner": "a"}).as_object().cloned();
-        let enforced = json!({"owner": "a"}).as_object().cloned();
-        assert_eq!(merge_enforced(request.as_ref(), enforced.as_ref()), None);
+        let enforced = json!({"owner": "a"})
+            .as_object()
+            .cloned()
+            .map(Enforced::metadata);
+        assert!(merge_enforced(request.as_ref(), enforced.as_ref()).is_empty());
+    }
+
+    #[test]
+    fn an_alternative_that_collides_is_dropped_and_the_others_kept() {
+        let request = json!({"owner": "b", "tag": 1}).as_object().cloned();
+        let enforced = Enforced(vec![
+            json!({"owner": "a"})
+                .as_object()
+                .cloned()
+                .unwrap_or_default(),
+            json!({"created_by": "system"})
+                .as_object()
+                .cloned()
+                .unwrap_or_default(),
+        ]);
+        let merged = merge_enforced(request.as_ref(), Some(&enforced));
+        assert_eq!(merged.len(), 1);
+        let visible = json!({"owner": "b", "tag": 1, "created_by": "system"});
+        assert!(contains_any(
+            visible.as_object().unwrap_or(&Metadata::new()),
+            &merged
+        ));
+        let owned = json!({"owner": "b", "tag": 1});
+        assert!(!contains_any(
+            owned.as_object().unwrap_or(&Metadata::new()),
+            &merged
+        ));
     }
 }

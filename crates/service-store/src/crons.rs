@@ -5,9 +5,10 @@ use serde_json::Value;
 use service_types::{Cron, Metadata, OnCompletion, SortOrder, Timestamp};
 use uuid::Uuid;
 
+use crate::StoreResult;
+use crate::containment::{self, Enforced};
 use crate::ordering::{SortField, SortKey};
 use crate::schedule::Schedule;
-use crate::{StoreResult, containment};
 pub use service_types::CronSortBy;
 
 /// A new cron; its schedule and timezone are validated and `next_run_date` computed.
@@ -121,6 +122,8 @@ pub struct CronFilter {
     pub enabled: Option<bool>,
     /// Containment on metadata.
     pub metadata: Option<Metadata>,
+    /// Server-set containment (ownership); a key also in `metadata` matches nothing.
+    pub enforced: Option<Enforced>,
 }
 
 impl CronFilter {
@@ -130,10 +133,11 @@ impl CronFilter {
             .is_none_or(|id| cron.assistant_id == Some(id))
             && self.thread_id.is_none_or(|id| cron.thread_id == Some(id))
             && self.enabled.is_none_or(|enabled| cron.enabled == enabled)
-            && self
-                .metadata
-                .as_ref()
-                .is_none_or(|wanted| containment::contains_object(&cron.metadata, wanted))
+            && containment::visible(
+                &cron.metadata,
+                self.metadata.as_ref(),
+                self.enforced.as_ref(),
+            )
     }
 }
 

@@ -5,6 +5,7 @@ use serde_json::Value;
 use service_types::{Metadata, MultitaskStrategy, Run, RunError, RunStatus, Thread, Timestamp};
 use uuid::Uuid;
 
+use crate::containment::Enforced;
 use crate::deliveries::DeliveryRecord;
 use crate::{NewThread, StoreError, StoreResult, ThreadMirror};
 
@@ -94,12 +95,21 @@ pub struct ActiveRunsQuery {
     pub status: Option<RunStatus>,
     /// Page size, clamped to the max page size.
     pub limit: Option<usize>,
+    /// Only runs whose metadata is within this ownership filter.
+    pub enforced: Option<Enforced>,
 }
 
 impl ActiveRunsQuery {
     /// True when `status` is selected.
     pub fn selects(&self, status: RunStatus) -> bool {
         !status.is_terminal() && self.status.is_none_or(|wanted| wanted == status)
+    }
+
+    /// True when a run with `metadata` is within the ownership filter.
+    pub fn admits(&self, metadata: &Metadata) -> bool {
+        self.enforced
+            .as_ref()
+            .is_none_or(|enforced| enforced.admits(metadata))
     }
 }
 

@@ -6,6 +6,7 @@
 use serde_json::Value;
 use service_types::{Config, Metadata};
 
+use crate::containment::Enforced;
 use crate::{
     AssistantFilter, AssistantPatch, CronFilter, CronPatch, ItemSearch, NewAssistant, NewCron,
     NewRun, NewThread, PutItem, StoreError, StoreResult, ThreadFilter, ThreadPatch,
@@ -107,6 +108,12 @@ fn first(fields: &[(&str, &dyn Text)]) -> Option<String> {
         .find_map(|(name, field)| field.nul_path().map(|inner| join(name, &inner)))
 }
 
+impl Text for Enforced {
+    fn nul_path(&self) -> Option<String> {
+        self.0.nul_path()
+    }
+}
+
 impl Text for Config {
     fn nul_path(&self) -> Option<String> {
         first(&[
@@ -133,7 +140,7 @@ impl Text for ThreadFilter {
     fn nul_path(&self) -> Option<String> {
         first(&[
             ("metadata", &self.metadata),
-            ("metadata", &self.enforced_metadata),
+            ("metadata", &self.enforced),
             ("values", &self.values),
         ])
     }
@@ -170,6 +177,7 @@ impl Text for AssistantFilter {
         first(&[
             ("graph_id", &self.graph_id),
             ("metadata", &self.metadata),
+            ("metadata", &self.enforced),
             ("name", &self.name),
         ])
     }
@@ -206,7 +214,7 @@ impl Text for CronPatch {
 
 impl Text for CronFilter {
     fn nul_path(&self) -> Option<String> {
-        first(&[("metadata", &self.metadata)])
+        first(&[("metadata", &self.metadata), ("metadata", &self.enforced)])
     }
 }
 

@@ -8,8 +8,9 @@ use service_types::{
 };
 use uuid::Uuid;
 
+use crate::containment::{self, Enforced};
 use crate::ordering::{SortField, SortKey};
-use crate::{StoreError, StoreResult, containment};
+use crate::{StoreError, StoreResult};
 pub use service_types::ThreadSortBy;
 
 /// A new thread; values null.
@@ -79,7 +80,7 @@ pub struct ThreadFilter {
     /// Containment on metadata, from the request.
     pub metadata: Option<Metadata>,
     /// Server-set containment (ownership); a key also in `metadata` matches nothing.
-    pub enforced_metadata: Option<Metadata>,
+    pub enforced: Option<Enforced>,
     /// Exact status.
     pub status: Option<ThreadStatus>,
     /// Containment on values (a thread with null values never matches).
@@ -87,10 +88,10 @@ pub struct ThreadFilter {
 }
 
 impl ThreadFilter {
-    /// The request and enforced metadata merged; `None` when they collide, in which
-    /// case the filter matches nothing.
-    pub fn effective_metadata(&self) -> Option<Metadata> {
-        containment::merge_enforced(self.metadata.as_ref(), self.enforced_metadata.as_ref())
+    /// The request and enforced metadata merged: a row must contain one of them (none:
+    /// the filter matches nothing).
+    pub fn effective_metadata(&self) -> Vec<Metadata> {
+        containment::merge_enforced(self.metadata.as_ref(), self.enforced.as_ref())
     }
 
     /// A matcher with the metadata merge done once.
@@ -106,21 +107,18 @@ impl ThreadFilter {
 #[derive(Debug)]
 pub struct ThreadMatcher<'a> {
     filter: &'a ThreadFilter,
-    metadata: Option<Metadata>,
+    metadata: Vec<Metadata>,
 }
 
 impl ThreadMatcher<'_> {
     /// True when `thread` is selected.
     pub fn matches(&self, thread: &Thread) -> bool {
-        let Some(metadata) = &self.metadata else {
-            return false;
-        };
         let filter = self.filter;
         filter
             .ids
             .as_ref()
             .is_none_or(|ids| ids.contains(&thread.thread_id))
-            && containment::contains_object(&thread.metadata, metadata)
+            && containment::contains_any(&thread.metadata, &self.metadata)
             && filter.status.is_none_or(|status| thread.status == status)
             && filter
                 .values

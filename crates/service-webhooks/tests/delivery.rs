@@ -410,6 +410,7 @@ async fn cron_firings_deliver() {
                 run: run_body("echo", json!({}), &receiver.url),
                 ..Default::default()
             },
+            &service_engine::auth::Scope::All,
         )
         .await
         .unwrap();

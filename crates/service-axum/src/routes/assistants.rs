@@ -1,20 +1,21 @@
 //! `/assistants` routes.
 
-use axum::Router;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
 use serde_json::Value;
-use service_engine::Engine;
+use service_engine::auth::{Action, Resource};
+use service_engine::{Engine, EngineError};
 use service_types::{
     AssistantCreate, AssistantPatch, AssistantSearch, AssistantVersionsQuery, SetLatest,
 };
 
-use crate::error::{ApiResult, unprocessable};
+use crate::auth::Scoped;
+use crate::error::{ApiError, ApiResult, unprocessable};
 use crate::extract::{JsonBody, Path, QueryParams};
 use crate::json::Json;
 use crate::project;
+use crate::routes::Table;
 use crate::routes::headers;
 
 const SELECTABLE: [&str; 10] = [
@@ -30,39 +31,52 @@ const SELECTABLE: [&str; 10] = [
     "version",
 ];
 
-pub(crate) fn routes() -> Router<Engine> {
-    Router::new()
-        .route("/assistants", post(create))
-        .route("/assistants/search", post(search))
-        .route("/assistants/count", post(count))
-        .route(
-            "/assistants/{assistant_id}",
-            get(read).patch(update).delete(remove),
-        )
-        .route("/assistants/{assistant_id}/versions", post(versions))
-        .route("/assistants/{assistant_id}/latest", post(set_latest))
-        .route("/assistants/{assistant_id}/graph", get(graph))
-        .route("/assistants/{assistant_id}/subgraphs", get(subgraphs))
-        .route(
+pub(crate) fn routes() -> Table {
+    use Action::{Create, Delete, Read, Search, Update};
+    const A: Resource = Resource::Assistants;
+    Table::new()
+        .post("/assistants", (A, Create), create)
+        .post("/assistants/search", (A, Search), search)
+        .post("/assistants/count", (A, Search), count)
+        .get("/assistants/{assistant_id}", (A, Read), read)
+        .patch("/assistants/{assistant_id}", (A, Update), update)
+        .delete("/assistants/{assistant_id}", (A, Delete), remove)
+        .post("/assistants/{assistant_id}/versions", (A, Read), versions)
+        .post("/assistants/{assistant_id}/latest", (A, Update), set_latest)
+        .get("/assistants/{assistant_id}/graph", (A, Read), graph)
+        .get("/assistants/{assistant_id}/subgraphs", (A, Read), subgraphs)
+        .get(
             "/assistants/{assistant_id}/subgraphs/{namespace}",
-            get(subgraphs_in),
+            (A, Read),
+            subgraphs_in,
         )
-        .route("/assistants/{assistant_id}/schemas", get(schemas))
+        .get("/assistants/{assistant_id}/schemas", (A, Read), schemas)
 }
 
 async fn create(
     State(engine): State<Engine>,
-    JsonBody(body): JsonBody<AssistantCreate>,
+    Scoped(scope): Scoped,
+    JsonBody(mut body): JsonBody<AssistantCreate>,
 ) -> ApiResult<Response> {
-    Ok(Json(engine.create_assistant(body).await?).into_response())
+    scope.stamp_option(&mut body.metadata);
+    let assistant = engine.create_assistant(body).await?;
+    // `if_exists: do_nothing` answers with the existing assistant: not someone else's.
+    if !scope.admits(&assistant.metadata) {
+        return Err(ApiError(EngineError::conflict(format!(
+            "Assistant {} already exists",
+            assistant.assistant_id
+        ))));
+    }
+    Ok(Json(assistant).into_response())
 }
 
 async fn search(
     State(engine): State<Engine>,
+    Scoped(scope): Scoped,
     JsonBody(body): JsonBody<AssistantSearch>,
 ) -> ApiResult<Response> {
     let select = body.select.clone().unwrap_or_default();
-    let page = engine.search_assistants(body).await?;
+    let page = engine.search_assistants(body, scope.enforced()).await?;
     let items = project::select(&page.assistants, &select, &SELECTABLE)?;
     let mut pairs = vec![("x-pagination-total", page.total.to_string())];
     if let Some(next) = page.next_offset {
@@ -73,46 +87,65 @@ async fn search(
 
 async fn count(
     State(engine): State<Engine>,
+    Scoped(scope): Scoped,
     JsonBody(body): JsonBody<AssistantSearch>,
 ) -> ApiResult<Json<u64>> {
-    Ok(Json(engine.count_assistants(body).await?))
+    Ok(Json(engine.count_assistants(body, scope.enforced()).await?))
 }
 
-async fn read(State(engine): State<Engine>, Path(id): Path<String>) -> ApiResult<Response> {
-    Ok(Json(engine.get_assistant(&id).await?).into_response())
+async fn read(
+    State(engine): State<Engine>,
+    Scoped(scope): Scoped,
+    Path(id): Path<String>,
+) -> ApiResult<Response> {
+    let assistant = engine.get_assistant(&id).await?;
+    if !scope.admits(&assistant.metadata) {
+        return Err(ApiError(EngineError::not_found("Not Found")));
+    }
+    Ok(Json(assistant).into_response())
 }
 
 async fn update(
     State(engine): State<Engine>,
+    Scoped(scope): Scoped,
     Path(id): Path<String>,
-    JsonBody(body): JsonBody<AssistantPatch>,
+    JsonBody(mut body): JsonBody<AssistantPatch>,
 ) -> ApiResult<Response> {
+    engine.assistant_within(&id, &scope).await?;
+    if body.metadata.is_some() {
+        scope.stamp_option(&mut body.metadata);
+    }
     Ok(Json(engine.update_assistant(&id, body).await?).into_response())
 }
 
 async fn remove(
     State(engine): State<Engine>,
+    Scoped(scope): Scoped,
     Path(id): Path<String>,
     query: QueryParams,
 ) -> ApiResult<StatusCode> {
     let delete_threads = query.bool("delete_threads")?.unwrap_or(false);
-    engine.delete_assistant(&id, delete_threads).await?;
+    engine.delete_assistant(&id, delete_threads, &scope).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
 async fn versions(
     State(engine): State<Engine>,
+    Scoped(scope): Scoped,
     Path(id): Path<String>,
     JsonBody(body): JsonBody<AssistantVersionsQuery>,
 ) -> ApiResult<Response> {
+    engine.assistant_within(&id, &scope).await?;
     Ok(Json(engine.assistant_versions(&id, body).await?).into_response())
 }
 
 async fn set_latest(
     State(engine): State<Engine>,
+    Scoped(scope): Scoped,
     Path(id): Path<String>,
     JsonBody(body): JsonBody<SetLatest>,
 ) -> ApiResult<Response> {
+    engine.assistant_within(&id, &scope).await?;
     Ok(Json(
         engine
             .set_latest_assistant_version(&id, body.version)
@@ -138,27 +171,33 @@ fn xray(query: &QueryParams) -> ApiResult<u32> {
 
 async fn graph(
     State(engine): State<Engine>,
+    Scoped(scope): Scoped,
     Path(id): Path<String>,
     query: QueryParams,
 ) -> ApiResult<Json<Value>> {
+    engine.assistant_within(&id, &scope).await?;
     let depth = xray(&query)?;
     Ok(Json(engine.assistant_graph(&id, depth).await?))
 }
 
 async fn subgraphs(
     State(engine): State<Engine>,
+    Scoped(scope): Scoped,
     Path(id): Path<String>,
     query: QueryParams,
 ) -> ApiResult<Response> {
+    engine.assistant_within(&id, &scope).await?;
     let recurse = query.bool("recurse")?.unwrap_or(false);
     Ok(Json(engine.assistant_subgraphs(&id, None, recurse).await?).into_response())
 }
 
 async fn subgraphs_in(
     State(engine): State<Engine>,
+    Scoped(scope): Scoped,
     Path((id, namespace)): Path<(String, String)>,
     query: QueryParams,
 ) -> ApiResult<Response> {
+    engine.assistant_within(&id, &scope).await?;
     let recurse = query.bool("recurse")?.unwrap_or(false);
     Ok(Json(
         engine
@@ -168,6 +207,11 @@ async fn subgraphs_in(
     .into_response())
 }
 
-async fn schemas(State(engine): State<Engine>, Path(id): Path<String>) -> ApiResult<Response> {
+async fn schemas(
+    State(engine): State<Engine>,
+    Scoped(scope): Scoped,
+    Path(id): Path<String>,
+) -> ApiResult<Response> {
+    engine.assistant_within(&id, &scope).await?;
     Ok(Json(engine.assistant_schemas(&id).await?).into_response())
 }

@@ -1,17 +1,19 @@
 //! `/runs/crons` routes.
 
-use axum::Router;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
 use service_engine::Engine;
+use service_engine::auth::{Action, Resource, Scope};
 use service_types::{CronCreate, CronPatch, CronSearch};
+use uuid::Uuid;
 
+use crate::auth::{Asker, Scoped};
 use crate::error::ApiResult;
 use crate::extract::{JsonBody, Path, uuid};
 use crate::json::Json;
 use crate::project;
+use crate::routes::Table;
 use crate::routes::headers;
 
 const SELECTABLE: [&str; 15] = [
@@ -32,56 +34,90 @@ const SELECTABLE: [&str; 15] = [
     "now",
 ];
 
-pub(crate) fn routes() -> Router<Engine> {
-    Router::new()
-        .route("/runs/crons", post(create_stateless))
-        .route("/runs/crons/search", post(search))
-        .route("/runs/crons/count", post(count))
-        .route(
-            "/runs/crons/{cron_id}",
-            get(read).patch(update).delete(remove),
+pub(crate) fn routes() -> Table {
+    use Action::{Create, Delete, Read, Search, Update};
+    const C: Resource = Resource::Crons;
+    Table::new()
+        .post("/runs/crons", (C, Create), create_stateless)
+        .post("/runs/crons/search", (C, Search), search)
+        .post("/runs/crons/count", (C, Search), count)
+        .get("/runs/crons/{cron_id}", (C, Read), read)
+        .patch("/runs/crons/{cron_id}", (C, Update), update)
+        .delete("/runs/crons/{cron_id}", (C, Delete), remove)
+        .post(
+            "/threads/{thread_id}/runs/crons",
+            (C, Create),
+            create_on_thread,
         )
-        .route("/threads/{thread_id}/runs/crons", post(create_on_thread))
+}
+
+async fn create(
+    engine: &Engine,
+    scope: &Scope,
+    asker: &Asker,
+    thread_id: Option<Uuid>,
+    body: CronCreate,
+) -> ApiResult<Response> {
+    asker
+        .assistant_readable(engine, &body.run.assistant_id)
+        .await?;
+    Ok(Json(engine.create_cron(thread_id, body, scope).await?).into_response())
 }
 
 async fn create_stateless(
     State(engine): State<Engine>,
+    Scoped(scope): Scoped,
+    asker: Asker,
     JsonBody(body): JsonBody<CronCreate>,
 ) -> ApiResult<Response> {
-    Ok(Json(engine.create_cron(None, body).await?).into_response())
+    create(&engine, &scope, &asker, None, body).await
 }
 
 async fn create_on_thread(
     State(engine): State<Engine>,
+    Scoped(scope): Scoped,
+    asker: Asker,
     Path(thread_id): Path<String>,
     JsonBody(body): JsonBody<CronCreate>,
 ) -> ApiResult<Response> {
     let thread_id = uuid("thread", &thread_id)?;
-    Ok(Json(engine.create_cron(Some(thread_id), body).await?).into_response())
+    create(&engine, &scope, &asker, Some(thread_id), body).await
 }
 
-async fn read(State(engine): State<Engine>, Path(cron_id): Path<String>) -> ApiResult<Response> {
-    Ok(Json(engine.get_cron(uuid("cron", &cron_id)?).await?).into_response())
+async fn read(
+    State(engine): State<Engine>,
+    Scoped(scope): Scoped,
+    Path(cron_id): Path<String>,
+) -> ApiResult<Response> {
+    let cron_id = uuid("cron", &cron_id)?;
+    engine.cron_within(cron_id, &scope).await?;
+    Ok(Json(engine.get_cron(cron_id).await?).into_response())
 }
 
 async fn update(
     State(engine): State<Engine>,
+    Scoped(scope): Scoped,
     Path(cron_id): Path<String>,
     JsonBody(body): JsonBody<CronPatch>,
 ) -> ApiResult<Response> {
-    Ok(Json(engine.update_cron(uuid("cron", &cron_id)?, body).await?).into_response())
+    let cron_id = uuid("cron", &cron_id)?;
+    Ok(Json(engine.update_cron(cron_id, body, &scope).await?).into_response())
 }
 
 async fn remove(
     State(engine): State<Engine>,
+    Scoped(scope): Scoped,
     Path(cron_id): Path<String>,
 ) -> ApiResult<StatusCode> {
-    engine.delete_cron(uuid("cron", &cron_id)?).await?;
+    let cron_id = uuid("cron", &cron_id)?;
+    engine.cron_within(cron_id, &scope).await?;
+    engine.delete_cron(cron_id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
 async fn search(
     State(engine): State<Engine>,
+    Scoped(scope): Scoped,
     JsonBody(body): JsonBody<CronSearch>,
 ) -> ApiResult<Response> {
     let select: Vec<String> = body
@@ -91,7 +127,7 @@ async fn search(
         .into_iter()
         .filter(|field| field != "now")
         .collect();
-    let page = engine.search_crons(body).await?;
+    let page = engine.search_crons(body, scope.enforced()).await?;
     let items = project::select(&page.crons, &select, &SELECTABLE)?;
     let mut pairs = vec![("x-pagination-total", page.total.to_string())];
     if let Some(next) = page.next_offset {
@@ -102,7 +138,8 @@ async fn search(
 
 async fn count(
     State(engine): State<Engine>,
+    Scoped(scope): Scoped,
     JsonBody(body): JsonBody<CronSearch>,
 ) -> ApiResult<Json<u64>> {
-    Ok(Json(engine.count_crons(body).await?))
+    Ok(Json(engine.count_crons(body, scope.enforced()).await?))
 }

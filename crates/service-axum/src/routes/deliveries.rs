@@ -1,32 +1,41 @@
 //! A run's webhook deliveries: list them (never their payload) and replay one.
 
-use axum::Router;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
 use service_engine::Engine;
+use service_engine::auth::{Action, Resource};
 use service_store::DeliveryQuery;
 use service_types::DeliveryStatus;
 
+use crate::auth::Scoped;
 use crate::error::{ApiResult, unprocessable};
 use crate::extract::{Path, QueryParams, uuid};
 use crate::json::Json;
+use crate::routes::Table;
 
-pub(crate) fn routes() -> Router<Engine> {
-    Router::new()
-        .route("/threads/{thread_id}/runs/{run_id}/deliveries", get(list))
-        .route(
+pub(crate) fn routes() -> Table {
+    const T: Resource = Resource::Threads;
+    Table::new()
+        .get(
+            "/threads/{thread_id}/runs/{run_id}/deliveries",
+            (T, Action::Read),
+            list,
+        )
+        .post(
             "/threads/{thread_id}/runs/{run_id}/deliveries/{delivery_id}/replay",
-            post(replay),
+            (T, Action::Update),
+            replay,
         )
 }
 
 async fn list(
     State(engine): State<Engine>,
+    Scoped(scope): Scoped,
     Path((thread_id, run_id)): Path<(String, String)>,
     query: QueryParams,
 ) -> ApiResult<Response> {
     let (thread_id, run_id) = (uuid("thread", &thread_id)?, uuid("run", &run_id)?);
+    engine.thread_within(thread_id, &scope).await?;
     let status = query
         .get("status")
         .map(|status| {
@@ -59,11 +68,14 @@ async fn list(
 
 async fn replay(
     State(engine): State<Engine>,
+    Scoped(scope): Scoped,
     Path((thread_id, run_id, delivery_id)): Path<(String, String, String)>,
 ) -> ApiResult<Response> {
+    let thread_id = uuid("thread", &thread_id)?;
+    engine.thread_within(thread_id, &scope).await?;
     let delivery = engine
         .replay_delivery(
-            uuid("thread", &thread_id)?,
+            thread_id,
             uuid("run", &run_id)?,
             uuid("delivery", &delivery_id)?,
         )

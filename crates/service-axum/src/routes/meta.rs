@@ -1,22 +1,27 @@
 //! `/ok`, `/info` and `/invoke/{graph_id}`.
 
-use axum::Router;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
 use serde_json::{Value, json};
 use service_engine::Engine;
+use service_engine::auth::{Action, Resource};
 
+use crate::auth::Access;
 use crate::error::ApiResult;
 use crate::extract::{JsonBody, Path, QueryParams};
 use crate::json::Json;
+use crate::routes::Table;
 
-pub(crate) fn routes() -> Router<Engine> {
-    Router::new()
-        .route("/", get(ok))
-        .route("/ok", get(ok))
-        .route("/info", get(info))
-        .route("/invoke/{graph_id}", post(invoke))
+pub(crate) fn routes() -> Table {
+    Table::new()
+        .get("/", Access::Public, ok)
+        .get("/ok", Access::Public, ok)
+        .get("/info", Access::Public, info)
+        .post(
+            "/invoke/{graph_id}",
+            (Resource::Threads, Action::CreateRun),
+            invoke,
+        )
 }
 
 /// `?check_db=1` also asks the store for one round trip: 503 when it fails.

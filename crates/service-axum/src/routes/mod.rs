@@ -8,7 +8,149 @@ pub(crate) mod runs;
 pub(crate) mod store;
 pub(crate) mod threads;
 
-use axum::http::{HeaderMap, HeaderName, HeaderValue};
+use axum::Router;
+use axum::handler::Handler;
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method};
+use axum::routing::{MethodFilter, on};
+use service_engine::Engine;
+use service_engine::auth::{Action, Resource};
+
+use crate::auth::{Access, Guard, guard};
+
+/// One route of the router: its method, path and what it asks the authorizer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RouteInfo {
+    /// HTTP method.
+    pub method: Method,
+    /// Path template, `{name}` for a parameter.
+    pub path: &'static str,
+    /// Public, or the resource and action it is authorized as.
+    pub access: Access,
+}
+
+impl From<(Resource, Action)> for Access {
+    fn from((resource, action): (Resource, Action)) -> Self {
+        Self::Guarded(resource, action)
+    }
+}
+
+/// The route table: every route is added with its access, so none can be routed
+/// without its guard, and the table lists what the router serves.
+pub(crate) struct Table {
+    router: Router<Engine>,
+    routes: Vec<RouteInfo>,
+}
+
+impl Table {
+    pub(crate) fn new() -> Self {
+        Self {
+            router: Router::new(),
+            routes: Vec::new(),
+        }
+    }
+
+    fn add<H, T>(
+        mut self,
+        method: Method,
+        filter: MethodFilter,
+        path: &'static str,
+        access: Access,
+        handler: H,
+    ) -> Self
+    where
+        H: Handler<T, Engine>,
+        T: 'static,
+    {
+        let route = on(filter, handler);
+        let route = match access {
+            Access::Public => route,
+            Access::Guarded(resource, action) => route.layer(axum::middleware::from_fn_with_state(
+                Guard { resource, action },
+                guard,
+            )),
+        };
+        self.router = self.router.route(path, route);
+        self.routes.push(RouteInfo {
+            method,
+            path,
+            access,
+        });
+        self
+    }
+
+    pub(crate) fn get<H: Handler<T, Engine>, T: 'static>(
+        self,
+        path: &'static str,
+        access: impl Into<Access>,
+        handler: H,
+    ) -> Self {
+        self.add(Method::GET, MethodFilter::GET, path, access.into(), handler)
+    }
+
+    pub(crate) fn post<H: Handler<T, Engine>, T: 'static>(
+        self,
+        path: &'static str,
+        access: impl Into<Access>,
+        handler: H,
+    ) -> Self {
+        self.add(
+            Method::POST,
+            MethodFilter::POST,
+            path,
+            access.into(),
+            handler,
+        )
+    }
+
+    pub(crate) fn put<H: Handler<T, Engine>, T: 'static>(
+        self,
+        path: &'static str,
+        access: impl Into<Access>,
+        handler: H,
+    ) -> Self {
+        self.add(Method::PUT, MethodFilter::PUT, path, access.into(), handler)
+    }
+
+    pub(crate) fn patch<H: Handler<T, Engine>, T: 'static>(
+        self,
+        path: &'static str,
+        access: impl Into<Access>,
+        handler: H,
+    ) -> Self {
+        self.add(
+            Method::PATCH,
+            MethodFilter::PATCH,
+            path,
+            access.into(),
+            handler,
+        )
+    }
+
+    pub(crate) fn delete<H: Handler<T, Engine>, T: 'static>(
+        self,
+        path: &'static str,
+        access: impl Into<Access>,
+        handler: H,
+    ) -> Self {
+        self.add(
+            Method::DELETE,
+            MethodFilter::DELETE,
+            path,
+            access.into(),
+            handler,
+        )
+    }
+
+    pub(crate) fn merge(mut self, other: Table) -> Self {
+        self.router = self.router.merge(other.router);
+        self.routes.extend(other.routes);
+        self
+    }
+
+    pub(crate) fn into_parts(self) -> (Router<Engine>, Vec<RouteInfo>) {
+        (self.router, self.routes)
+    }
+}
 
 /// Headers from `(name, value)` pairs whose values are known to be valid.
 pub(crate) fn headers(pairs: &[(&'static str, String)]) -> HeaderMap {

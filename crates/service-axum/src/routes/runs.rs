@@ -1,22 +1,24 @@
 //! Run routes: create (background, stream, wait; on a thread or stateless), batch,
 //! list, get, delete, cancel, join and join-stream.
 
-use axum::Router;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
 use bytes::Bytes;
 use serde_json::{Value, json};
+use service_engine::auth::Scope;
+use service_engine::auth::{Action, Resource};
 use service_engine::bus::{Replay, Subscription};
 use service_engine::{Engine, RunStream, RunTarget, RunToJoin, run_not_found};
 use service_types::{BulkCancel, CancelAction, OnDisconnect, Run, RunCreate, RunStatus};
 use uuid::Uuid;
 
+use crate::auth::{Asker, Scoped};
 use crate::error::{ApiError, ApiResult, unprocessable};
 use crate::extract::{JsonBody, Path, QueryParams, uuid};
 use crate::json::{self, Json};
 use crate::project;
+use crate::routes::Table;
 use crate::routes::{MountPrefix, headers};
 use crate::sse::{ModeFilter, OnDrop, SseBody, encode, sse_response, waiting_json_response};
 
@@ -35,30 +37,45 @@ const SELECTABLE: [&str; 12] = [
     "cancel_reason",
 ];
 
-pub(crate) fn routes() -> Router<Engine> {
-    Router::new()
-        .route(
+pub(crate) fn routes() -> Table {
+    use Action::{CreateRun, Delete, Read, Update};
+    const T: Resource = Resource::Threads;
+    Table::new()
+        .post(
             "/threads/{thread_id}/runs",
-            post(create_on_thread).get(list),
+            (T, CreateRun),
+            create_on_thread,
         )
-        .route("/threads/{thread_id}/runs/stream", post(stream_on_thread))
-        .route("/threads/{thread_id}/runs/wait", post(wait_on_thread))
-        .route(
-            "/threads/{thread_id}/runs/{run_id}",
-            get(read).delete(remove),
+        .get("/threads/{thread_id}/runs", (T, Read), list)
+        .post(
+            "/threads/{thread_id}/runs/stream",
+            (T, CreateRun),
+            stream_on_thread,
         )
-        .route("/threads/{thread_id}/runs/{run_id}/cancel", post(cancel))
-        .route("/threads/{thread_id}/runs/{run_id}/join", get(join))
-        .route(
+        .post(
+            "/threads/{thread_id}/runs/wait",
+            (T, CreateRun),
+            wait_on_thread,
+        )
+        .get("/threads/{thread_id}/runs/{run_id}", (T, Read), read)
+        .delete("/threads/{thread_id}/runs/{run_id}", (T, Delete), remove)
+        .post(
+            "/threads/{thread_id}/runs/{run_id}/cancel",
+            (T, Update),
+            cancel,
+        )
+        .get("/threads/{thread_id}/runs/{run_id}/join", (T, Read), join)
+        .get(
             "/threads/{thread_id}/runs/{run_id}/stream",
-            get(join_stream_on_thread),
+            (T, Read),
+            join_stream_on_thread,
         )
-        .route("/runs", post(create_stateless))
-        .route("/runs/stream", post(stream_stateless))
-        .route("/runs/wait", post(wait_stateless))
-        .route("/runs/batch", post(batch))
-        .route("/runs/cancel", post(cancel_many))
-        .route("/runs/{run_id}/stream", get(join_stream_stateless))
+        .post("/runs", (T, CreateRun), create_stateless)
+        .post("/runs/stream", (T, CreateRun), stream_stateless)
+        .post("/runs/wait", (T, CreateRun), wait_stateless)
+        .post("/runs/batch", (T, CreateRun), batch)
+        .post("/runs/cancel", (T, Update), cancel_many)
+        .get("/runs/{run_id}/stream", (T, Read), join_stream_stateless)
 }
 
 fn run_path(prefix: &MountPrefix, run: &Run, stateless: bool) -> String {
@@ -99,25 +116,71 @@ fn cancel_on_drop(engine: &Engine, run: &Run, cancel: bool) -> Option<OnDrop> {
     }))
 }
 
+/// The caller's view of a run creation: the scope it runs within, and the check that
+/// the run's assistant is readable by the caller.
+struct Creator {
+    scope: Scope,
+    asker: Asker,
+}
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Creator {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &S,
+    ) -> Result<Self, Self::Rejection> {
+        let Scoped(scope) = Scoped::from_request_parts(parts, state).await?;
+        let Ok(asker) = Asker::from_request_parts(parts, state).await;
+        Ok(Self { scope, asker })
+    }
+}
+
+impl Creator {
+    async fn create(&self, engine: &Engine, target: RunTarget, body: RunCreate) -> ApiResult<Run> {
+        self.asker
+            .assistant_readable(engine, &body.assistant_id)
+            .await?;
+        Ok(engine.create_run_within(target, body, &self.scope).await?)
+    }
+
+    async fn create_watched(
+        &self,
+        engine: &Engine,
+        target: RunTarget,
+        body: RunCreate,
+    ) -> ApiResult<(Run, Subscription)> {
+        self.asker
+            .assistant_readable(engine, &body.assistant_id)
+            .await?;
+        Ok(engine
+            .create_run_watched_within(target, body, &self.scope)
+            .await?)
+    }
+}
+
 async fn create(
     engine: &Engine,
+    creator: &Creator,
     prefix: &MountPrefix,
     target: RunTarget,
     body: RunCreate,
 ) -> ApiResult<Response> {
-    let run = engine.create_run(target, body).await?;
+    let run = creator.create(engine, target, body).await?;
     let location = run_path(prefix, &run, target == RunTarget::Stateless);
     Ok((headers(&[("content-location", location)]), Json(run)).into_response())
 }
 
 async fn create_on_thread(
     State(engine): State<Engine>,
+    creator: Creator,
     prefix: MountPrefix,
     Path(thread_id): Path<String>,
     JsonBody(body): JsonBody<RunCreate>,
 ) -> ApiResult<Response> {
     create(
         &engine,
+        &creator,
         &prefix,
         RunTarget::Thread(uuid("thread", &thread_id)?),
         body,
@@ -127,21 +190,23 @@ async fn create_on_thread(
 
 async fn create_stateless(
     State(engine): State<Engine>,
+    creator: Creator,
     prefix: MountPrefix,
     JsonBody(body): JsonBody<RunCreate>,
 ) -> ApiResult<Response> {
-    create(&engine, &prefix, RunTarget::Stateless, body).await
+    create(&engine, &creator, &prefix, RunTarget::Stateless, body).await
 }
 
 async fn stream(
     engine: &Engine,
+    creator: &Creator,
     prefix: &MountPrefix,
     target: RunTarget,
     body: RunCreate,
 ) -> ApiResult<Response> {
     let resumable = body.stream_resumable.unwrap_or(false);
     let cancel = body.on_disconnect == Some(OnDisconnect::Cancel);
-    let (run, subscription) = engine.create_run_watched(target, body).await?;
+    let (run, subscription) = creator.create_watched(engine, target, body).await?;
     let stateless = target == RunTarget::Stateless;
     let location = run_path(prefix, &run, stateless);
     let extra = headers(&[
@@ -160,12 +225,14 @@ async fn stream(
 
 async fn stream_on_thread(
     State(engine): State<Engine>,
+    creator: Creator,
     prefix: MountPrefix,
     Path(thread_id): Path<String>,
     JsonBody(body): JsonBody<RunCreate>,
 ) -> ApiResult<Response> {
     stream(
         &engine,
+        &creator,
         &prefix,
         RunTarget::Thread(uuid("thread", &thread_id)?),
         body,
@@ -175,10 +242,11 @@ async fn stream_on_thread(
 
 async fn stream_stateless(
     State(engine): State<Engine>,
+    creator: Creator,
     prefix: MountPrefix,
     JsonBody(body): JsonBody<RunCreate>,
 ) -> ApiResult<Response> {
-    stream(&engine, &prefix, RunTarget::Stateless, body).await
+    stream(&engine, &creator, &prefix, RunTarget::Stateless, body).await
 }
 
 /// A streamed JSON body carrying the run's wait/join result.
@@ -205,24 +273,27 @@ async fn result_response(
 
 async fn wait(
     engine: &Engine,
+    creator: &Creator,
     prefix: &MountPrefix,
     target: RunTarget,
     body: RunCreate,
 ) -> ApiResult<Response> {
     let cancel = body.on_disconnect == Some(OnDisconnect::Cancel);
-    let (run, subscription) = engine.create_run_watched(target, body).await?;
+    let (run, subscription) = creator.create_watched(engine, target, body).await?;
     let on_drop = cancel_on_drop(engine, &run, cancel);
     Ok(result_response(engine, prefix, &run, Some(subscription), on_drop).await)
 }
 
 async fn wait_on_thread(
     State(engine): State<Engine>,
+    creator: Creator,
     prefix: MountPrefix,
     Path(thread_id): Path<String>,
     JsonBody(body): JsonBody<RunCreate>,
 ) -> ApiResult<Response> {
     wait(
         &engine,
+        &creator,
         &prefix,
         RunTarget::Thread(uuid("thread", &thread_id)?),
         body,
@@ -232,14 +303,16 @@ async fn wait_on_thread(
 
 async fn wait_stateless(
     State(engine): State<Engine>,
+    creator: Creator,
     prefix: MountPrefix,
     JsonBody(body): JsonBody<RunCreate>,
 ) -> ApiResult<Response> {
-    wait(&engine, &prefix, RunTarget::Stateless, body).await
+    wait(&engine, &creator, &prefix, RunTarget::Stateless, body).await
 }
 
 async fn batch(
     State(engine): State<Engine>,
+    creator: Creator,
     JsonBody(items): JsonBody<Vec<Value>>,
 ) -> ApiResult<Response> {
     // Every item is checked before any run is created, so a bad item creates nothing.
@@ -253,17 +326,19 @@ async fn batch(
         .collect::<Result<Vec<_>, ApiError>>()?;
     let mut runs = Vec::with_capacity(bodies.len());
     for body in bodies {
-        runs.push(engine.create_run(RunTarget::Stateless, body).await?);
+        runs.push(creator.create(&engine, RunTarget::Stateless, body).await?);
     }
     Ok(Json(runs).into_response())
 }
 
 async fn list(
     State(engine): State<Engine>,
+    Scoped(scope): Scoped,
     Path(thread_id): Path<String>,
     query: QueryParams,
 ) -> ApiResult<Response> {
     let thread_id = uuid("thread", &thread_id)?;
+    engine.thread_within(thread_id, &scope).await?;
     let status = query
         .get("status")
         .map(|status| {
@@ -280,31 +355,37 @@ async fn list(
 
 async fn read(
     State(engine): State<Engine>,
+    Scoped(scope): Scoped,
     Path((thread_id, run_id)): Path<(String, String)>,
 ) -> ApiResult<Response> {
+    let thread_id = uuid("thread", &thread_id)?;
+    engine.thread_within(thread_id, &scope).await?;
     let run = engine
-        .get_run(Some(uuid("thread", &thread_id)?), uuid("run", &run_id)?)
+        .get_run(Some(thread_id), uuid("run", &run_id)?)
         .await?;
     Ok(Json(run).into_response())
 }
 
 async fn remove(
     State(engine): State<Engine>,
+    Scoped(scope): Scoped,
     Path((thread_id, run_id)): Path<(String, String)>,
 ) -> ApiResult<StatusCode> {
-    engine
-        .delete_run(uuid("thread", &thread_id)?, uuid("run", &run_id)?)
-        .await?;
+    let thread_id = uuid("thread", &thread_id)?;
+    engine.thread_within(thread_id, &scope).await?;
+    engine.delete_run(thread_id, uuid("run", &run_id)?).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
 async fn cancel(
     State(engine): State<Engine>,
+    Scoped(scope): Scoped,
     prefix: MountPrefix,
     Path((thread_id, run_id)): Path<(String, String)>,
     query: QueryParams,
 ) -> ApiResult<Response> {
     let (thread_id, run_id) = (uuid("thread", &thread_id)?, uuid("run", &run_id)?);
+    engine.thread_within(thread_id, &scope).await?;
     let run = engine
         .cancel_run(thread_id, run_id, cancel_action(&query))
         .await?;
@@ -316,20 +397,25 @@ async fn cancel(
 
 async fn cancel_many(
     State(engine): State<Engine>,
+    Scoped(scope): Scoped,
     query: QueryParams,
     JsonBody(body): JsonBody<BulkCancel>,
 ) -> ApiResult<StatusCode> {
-    engine.cancel_runs(body, cancel_action(&query)).await?;
+    engine
+        .cancel_runs(body, cancel_action(&query), &scope)
+        .await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
 async fn join(
     State(engine): State<Engine>,
+    Scoped(scope): Scoped,
     prefix: MountPrefix,
     Path((thread_id, run_id)): Path<(String, String)>,
     query: QueryParams,
 ) -> ApiResult<Response> {
     let (thread_id, run_id) = (uuid("thread", &thread_id)?, uuid("run", &run_id)?);
+    engine.thread_within(thread_id, &scope).await?;
     let cancel = query.bool("cancel_on_disconnect")?.unwrap_or(false);
     match engine.run_to_join(Some(thread_id), run_id).await {
         RunToJoin::Run(run) => {
@@ -343,12 +429,14 @@ async fn join(
 
 async fn join_stream_on_thread(
     State(engine): State<Engine>,
+    Scoped(scope): Scoped,
     prefix: MountPrefix,
     Path((thread_id, run_id)): Path<(String, String)>,
     query: QueryParams,
     request_headers: HeaderMap,
 ) -> ApiResult<Response> {
     let thread_id = uuid("thread", &thread_id)?;
+    engine.thread_within(thread_id, &scope).await?;
     join_stream(
         &engine,
         &prefix,
@@ -362,20 +450,15 @@ async fn join_stream_on_thread(
 
 async fn join_stream_stateless(
     State(engine): State<Engine>,
+    Scoped(scope): Scoped,
     prefix: MountPrefix,
     Path(run_id): Path<String>,
     query: QueryParams,
     request_headers: HeaderMap,
 ) -> ApiResult<Response> {
-    join_stream(
-        &engine,
-        &prefix,
-        None,
-        uuid("run", &run_id)?,
-        &query,
-        &request_headers,
-    )
-    .await
+    let run_id = uuid("run", &run_id)?;
+    engine.run_within(run_id, &scope).await?;
+    join_stream(&engine, &prefix, None, run_id, &query, &request_headers).await
 }
 
 /// Joins a run's stream: replays after `Last-Event-ID` (`-1` from the start), then

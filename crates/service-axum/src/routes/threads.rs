@@ -1,22 +1,23 @@
 //! `/threads` routes: CRUD, search, copy, prune, state, history, thread stream.
 
-use axum::Router;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
 use serde_json::json;
-use service_engine::Engine;
+use service_engine::auth::{Action, Resource};
 use service_engine::bus::Replay;
+use service_engine::{Engine, EngineError};
 use service_types::{
     Checkpoint, HistoryBefore, HistoryQuery, PruneStrategy, Thread, ThreadCreate, ThreadPatch,
     ThreadPrune, ThreadSearch, ThreadStateAtCheckpoint, ThreadStatePatch, ThreadStateUpdate,
 };
 
-use crate::error::{ApiResult, unprocessable};
+use crate::auth::Scoped;
+use crate::error::{ApiError, ApiResult, unprocessable};
 use crate::extract::{JsonBody, Path, QueryParams, uuid};
 use crate::json::Json;
 use crate::project;
+use crate::routes::Table;
 use crate::routes::headers;
 use crate::sse::{ModeFilter, SseBody, sse_response};
 
@@ -35,34 +36,34 @@ const SELECTABLE: [&str; 12] = [
     "ttl",
 ];
 
-pub(crate) fn routes() -> Router<Engine> {
-    Router::new()
-        .route("/threads", post(create))
-        .route("/threads/search", post(search))
-        .route("/threads/count", post(count))
-        .route("/threads/prune", post(prune))
-        .route(
-            "/threads/{thread_id}",
-            get(read).patch(update).delete(remove),
-        )
-        .route("/threads/{thread_id}/copy", post(copy))
-        .route(
-            "/threads/{thread_id}/state",
-            get(state).post(update_state).patch(patch_state),
-        )
-        .route(
+pub(crate) fn routes() -> Table {
+    use Action::{Create, Delete, Read, Search, Update};
+    const T: Resource = Resource::Threads;
+    Table::new()
+        .post("/threads", (T, Create), create)
+        .post("/threads/search", (T, Search), search)
+        .post("/threads/count", (T, Search), count)
+        .post("/threads/prune", (T, Delete), prune)
+        .get("/threads/{thread_id}", (T, Read), read)
+        .patch("/threads/{thread_id}", (T, Update), update)
+        .delete("/threads/{thread_id}", (T, Delete), remove)
+        .post("/threads/{thread_id}/copy", (T, Create), copy)
+        .get("/threads/{thread_id}/state", (T, Read), state)
+        .post("/threads/{thread_id}/state", (T, Update), update_state)
+        .patch("/threads/{thread_id}/state", (T, Update), patch_state)
+        .post(
             "/threads/{thread_id}/state/checkpoint",
-            post(state_at_checkpoint_body),
+            (T, Read),
+            state_at_checkpoint_body,
         )
-        .route(
+        .get(
             "/threads/{thread_id}/state/{checkpoint_id}",
-            get(state_at_checkpoint),
+            (T, Read),
+            state_at_checkpoint,
         )
-        .route(
-            "/threads/{thread_id}/history",
-            get(history_get).post(history_post),
-        )
-        .route("/threads/{thread_id}/stream", get(join_stream))
+        .get("/threads/{thread_id}/history", (T, Read), history_get)
+        .post("/threads/{thread_id}/history", (T, Read), history_post)
+        .get("/threads/{thread_id}/stream", (T, Read), join_stream)
 }
 
 fn thread_id(text: &str) -> ApiResult<uuid::Uuid> {
@@ -79,16 +80,28 @@ fn thread_body(mut thread: Thread, include_ttl: bool) -> Response {
 
 async fn create(
     State(engine): State<Engine>,
-    JsonBody(body): JsonBody<ThreadCreate>,
+    Scoped(scope): Scoped,
+    JsonBody(mut body): JsonBody<ThreadCreate>,
 ) -> ApiResult<Response> {
-    Ok(thread_body(engine.create_thread(body).await?, false))
+    scope.stamp_option(&mut body.metadata);
+    let thread = engine.create_thread(body).await?;
+    // `if_exists: do_nothing` answers with the existing thread: not someone else's.
+    if !scope.admits(&thread.metadata) {
+        return Err(ApiError(EngineError::conflict(format!(
+            "Thread {} already exists",
+            thread.thread_id
+        ))));
+    }
+    Ok(thread_body(thread, false))
 }
 
 async fn read(
     State(engine): State<Engine>,
+    Scoped(scope): Scoped,
     Path(id): Path<String>,
     query: QueryParams,
 ) -> ApiResult<Response> {
+    engine.thread_within(thread_id(&id)?, &scope).await?;
     let include_ttl = query.list("include").iter().any(|field| field == "ttl");
     Ok(thread_body(
         engine.get_thread(thread_id(&id)?).await?,
@@ -98,10 +111,15 @@ async fn read(
 
 async fn update(
     State(engine): State<Engine>,
+    Scoped(scope): Scoped,
     Path(id): Path<String>,
     request_headers: HeaderMap,
-    JsonBody(body): JsonBody<ThreadPatch>,
+    JsonBody(mut body): JsonBody<ThreadPatch>,
 ) -> ApiResult<Response> {
+    engine.thread_within(thread_id(&id)?, &scope).await?;
+    if body.metadata.is_some() {
+        scope.stamp_option(&mut body.metadata);
+    }
     let thread = engine.patch_thread(thread_id(&id)?, body).await?;
     let minimal = request_headers
         .get_all("prefer")
@@ -114,18 +132,24 @@ async fn update(
     Ok(thread_body(thread, false))
 }
 
-async fn remove(State(engine): State<Engine>, Path(id): Path<String>) -> ApiResult<StatusCode> {
+async fn remove(
+    State(engine): State<Engine>,
+    Scoped(scope): Scoped,
+    Path(id): Path<String>,
+) -> ApiResult<StatusCode> {
+    engine.thread_within(thread_id(&id)?, &scope).await?;
     engine.delete_thread(thread_id(&id)?).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
 async fn search(
     State(engine): State<Engine>,
+    Scoped(scope): Scoped,
     JsonBody(body): JsonBody<ThreadSearch>,
 ) -> ApiResult<Response> {
     let select = body.select.clone().unwrap_or_default();
     let extract = body.extract.clone();
-    let page = engine.search_threads(body, None).await?;
+    let page = engine.search_threads(body, scope.enforced()).await?;
     let threads: Vec<Thread> = page
         .threads
         .into_iter()
@@ -147,12 +171,18 @@ async fn search(
 
 async fn count(
     State(engine): State<Engine>,
+    Scoped(scope): Scoped,
     JsonBody(body): JsonBody<ThreadSearch>,
 ) -> ApiResult<Json<u64>> {
-    Ok(Json(engine.count_threads(body, None).await?))
+    Ok(Json(engine.count_threads(body, scope.enforced()).await?))
 }
 
-async fn copy(State(engine): State<Engine>, Path(id): Path<String>) -> ApiResult<Response> {
+async fn copy(
+    State(engine): State<Engine>,
+    Scoped(scope): Scoped,
+    Path(id): Path<String>,
+) -> ApiResult<Response> {
+    engine.thread_within(thread_id(&id)?, &scope).await?;
     Ok(thread_body(
         engine.copy_thread(thread_id(&id)?).await?,
         false,
@@ -161,8 +191,12 @@ async fn copy(State(engine): State<Engine>, Path(id): Path<String>) -> ApiResult
 
 async fn prune(
     State(engine): State<Engine>,
+    Scoped(scope): Scoped,
     JsonBody(body): JsonBody<ThreadPrune>,
 ) -> ApiResult<Response> {
+    for thread_id in &body.thread_ids {
+        engine.thread_within(*thread_id, &scope).await?;
+    }
     let strategy = body.strategy.unwrap_or(PruneStrategy::Delete);
     let pruned = engine.prune_threads(body.thread_ids, strategy).await?;
     Ok(Json(json!({ "pruned_count": pruned })).into_response())
@@ -170,9 +204,11 @@ async fn prune(
 
 async fn state(
     State(engine): State<Engine>,
+    Scoped(scope): Scoped,
     Path(id): Path<String>,
     query: QueryParams,
 ) -> ApiResult<Response> {
+    engine.thread_within(thread_id(&id)?, &scope).await?;
     let subgraphs = query.bool("subgraphs")?.unwrap_or(false);
     Ok(Json(
         engine
@@ -184,9 +220,11 @@ async fn state(
 
 async fn state_at_checkpoint(
     State(engine): State<Engine>,
+    Scoped(scope): Scoped,
     Path((id, checkpoint_id)): Path<(String, String)>,
     query: QueryParams,
 ) -> ApiResult<Response> {
+    engine.thread_within(thread_id(&id)?, &scope).await?;
     let subgraphs = query.bool("subgraphs")?.unwrap_or(false);
     let checkpoint = Checkpoint {
         checkpoint_id: Some(checkpoint_id),
@@ -202,9 +240,11 @@ async fn state_at_checkpoint(
 
 async fn state_at_checkpoint_body(
     State(engine): State<Engine>,
+    Scoped(scope): Scoped,
     Path(id): Path<String>,
     JsonBody(body): JsonBody<ThreadStateAtCheckpoint>,
 ) -> ApiResult<Response> {
+    engine.thread_within(thread_id(&id)?, &scope).await?;
     let subgraphs = body.subgraphs.unwrap_or(false);
     Ok(Json(
         engine
@@ -216,17 +256,21 @@ async fn state_at_checkpoint_body(
 
 async fn update_state(
     State(engine): State<Engine>,
+    Scoped(scope): Scoped,
     Path(id): Path<String>,
     JsonBody(body): JsonBody<ThreadStateUpdate>,
 ) -> ApiResult<Response> {
+    engine.thread_within(thread_id(&id)?, &scope).await?;
     Ok(Json(engine.update_thread_state(thread_id(&id)?, body).await?).into_response())
 }
 
 async fn patch_state(
     State(engine): State<Engine>,
+    Scoped(scope): Scoped,
     Path(id): Path<String>,
     JsonBody(body): JsonBody<ThreadStatePatch>,
 ) -> ApiResult<StatusCode> {
+    engine.thread_within(thread_id(&id)?, &scope).await?;
     engine
         .patch_thread_state(thread_id(&id)?, body.metadata)
         .await?;
@@ -235,17 +279,21 @@ async fn patch_state(
 
 async fn history_post(
     State(engine): State<Engine>,
+    Scoped(scope): Scoped,
     Path(id): Path<String>,
     JsonBody(body): JsonBody<HistoryQuery>,
 ) -> ApiResult<Response> {
+    engine.thread_within(thread_id(&id)?, &scope).await?;
     Ok(Json(engine.thread_history(thread_id(&id)?, body).await?).into_response())
 }
 
 async fn history_get(
     State(engine): State<Engine>,
+    Scoped(scope): Scoped,
     Path(id): Path<String>,
     query: QueryParams,
 ) -> ApiResult<Response> {
+    engine.thread_within(thread_id(&id)?, &scope).await?;
     let body = HistoryQuery {
         limit: query.int("limit")?,
         before: query
@@ -261,10 +309,12 @@ async fn history_get(
 /// `lifecycle`, `state_update` (query `stream_mode` or `stream_modes`).
 async fn join_stream(
     State(engine): State<Engine>,
+    Scoped(scope): Scoped,
     Path(id): Path<String>,
     query: QueryParams,
     request_headers: HeaderMap,
 ) -> ApiResult<Response> {
+    engine.thread_within(thread_id(&id)?, &scope).await?;
     let thread_id = thread_id(&id)?;
     let mut modes = query.list("stream_mode");
     modes.extend(query.list("stream_modes"));

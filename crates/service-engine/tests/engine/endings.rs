@@ -1,5 +1,7 @@
 //! How runs end: cancelled, timed out, failed, rolled back.
 
+use service_engine::auth::Scope;
+
 use crate::support::*;
 
 #[tokio::test]
@@ -248,6 +250,9 @@ async fn an_engine_without_webhooks_refuses_runs_that_carry_one() {
         run: body,
         ..CronCreate::default()
     };
-    let error = engine.create_cron(None, cron).await.unwrap_err();
+    let error = engine
+        .create_cron(None, cron, &Scope::All)
+        .await
+        .unwrap_err();
     assert_eq!(error.kind, service_engine::ErrorKind::Unprocessable);
 }

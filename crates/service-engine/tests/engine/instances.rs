@@ -84,7 +84,10 @@ async fn a_run_follows_its_assistant_as_changed_through_another_instance() {
     editing.set_latest_assistant_version(&id, 1).await.unwrap();
     assert_eq!(queue().await.metadata["edition"], 1);
 
-    editing.delete_assistant(&id, false).await.unwrap();
+    editing
+        .delete_assistant(&id, false, &service_engine::auth::Scope::All)
+        .await
+        .unwrap();
     let thread = new_thread(&running).await;
     let gone = running
         .create_run(RunTarget::Thread(thread), run_body(&id, json!({})))

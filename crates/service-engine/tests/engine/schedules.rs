@@ -1,5 +1,9 @@
 //! Crons and time to live.
 
+use service_engine::auth::Scope;
+use service_store::containment::Enforced;
+use service_types::{OnCompletion, ThreadSearch};
+
 use crate::support::*;
 
 #[tokio::test]
@@ -15,7 +19,10 @@ async fn a_due_cron_fires_one_run_per_occurrence() {
         ),
         ..CronCreate::default()
     };
-    let cron = engine.create_cron(Some(thread), body).await.unwrap();
+    let cron = engine
+        .create_cron(Some(thread), body, &Scope::All)
+        .await
+        .unwrap();
     let next = cron.next_run_date.expect("next occurrence");
     engine.fire_due_crons().await;
     assert!(
@@ -83,12 +90,76 @@ async fn a_cron_patch_is_held_to_a_run_bodys_bounds() {
         run: run_body("echo", json!({"messages": []})),
         ..CronCreate::default()
     };
-    let cron = engine.create_cron(None, body).await.unwrap();
+    let cron = engine.create_cron(None, body, &Scope::All).await.unwrap();
     let patch: service_types::CronPatch =
         serde_json::from_value(json!({"after_seconds": 1e30})).unwrap();
-    let error = engine.update_cron(cron.cron_id, patch).await.unwrap_err();
+    let error = engine
+        .update_cron(cron.cron_id, patch, &Scope::All)
+        .await
+        .unwrap_err();
     assert!(error.to_string().contains("after_seconds"), "{error}");
     let fine: service_types::CronPatch =
         serde_json::from_value(json!({"after_seconds": 5})).unwrap();
-    engine.update_cron(cron.cron_id, fine).await.unwrap();
+    engine
+        .update_cron(cron.cron_id, fine, &Scope::All)
+        .await
+        .unwrap();
+}
+
+/// A cron fires within the scope of the principal that made it: its stateless runs,
+/// and the threads made for them, carry that principal's stamp, also after a payload
+/// patch that tries to drop it.
+#[tokio::test]
+async fn a_cron_fires_within_its_creators_scope() {
+    let Harness { engine, clock } = harness(EngineConfig::default());
+    engine.ensure_system_assistants().await.unwrap();
+    let owner = json!({"owner": "alice"}).as_object().cloned().unwrap();
+    let scope = Scope::Owned(Enforced::metadata(owner));
+    let body = CronCreate {
+        schedule: "*/5 * * * *".into(),
+        on_run_completed: Some(OnCompletion::Keep),
+        run: run_body("echo", json!({"messages": []})),
+        ..CronCreate::default()
+    };
+    let cron = engine.create_cron(None, body, &scope).await.unwrap();
+    assert_eq!(cron.metadata["owner"], json!("alice"));
+    let patch = service_types::CronPatch {
+        payload: json!({"metadata": {"owner": "mallory"}, "enforced_metadata": null})
+            .as_object()
+            .cloned()
+            .unwrap(),
+        ..Default::default()
+    };
+    engine
+        .update_cron(cron.cron_id, patch, &scope)
+        .await
+        .unwrap();
+    clock.set(cron.next_run_date.expect("next occurrence"));
+    engine.fire_due_crons().await;
+    let search = ThreadSearch {
+        metadata: json!({"owner": "alice"}).as_object().cloned(),
+        ..ThreadSearch::default()
+    };
+    let threads = engine.search_threads(search, None).await.unwrap().threads;
+    assert_eq!(threads.len(), 1, "the firing's thread is alice's");
+    let runs = engine
+        .list_runs(threads[0].thread_id, None, None, None)
+        .await
+        .unwrap();
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].metadata["owner"], json!("alice"));
+    let other = Scope::Owned(Enforced::metadata(
+        json!({"owner": "bob"}).as_object().cloned().unwrap(),
+    ));
+    let hidden = engine
+        .update_cron(
+            cron.cron_id,
+            service_types::CronPatch {
+                enabled: Some(false),
+                ..Default::default()
+            },
+            &other,
+        )
+        .await;
+    assert!(hidden.is_err(), "another principal's patch finds no cron");
 }

@@ -76,9 +76,15 @@ pub fn start(database_url: &str) -> Instance {
 
 /// [`start`] with more environment.
 pub fn start_with(database_url: &str, env: &[(&str, &str)]) -> Instance {
+    let mut env = env.to_vec();
+    env.push(("DATABASE_URL", database_url));
+    spawn(&["start", "--port", "0"], &env)
+}
+
+/// The binary with `args` and `env`, once it listens.
+pub fn spawn(args: &[&str], env: &[(&str, &str)]) -> Instance {
     let mut child = Command::new(env!("CARGO_BIN_EXE_service-server"))
-        .args(["start", "--port", "0"])
-        .env("DATABASE_URL", database_url)
+        .args(args)
         .env("NO_COLOR", "1")
         .env_remove("RUST_LOG")
         .envs(env.iter().copied())
@@ -127,4 +133,85 @@ pub fn listening_address(log: &mut impl BufRead) -> String {
                 .collect();
         }
     }
+}
+
+/// An answer: status, headers (names lower-cased) and the JSON body (`Null` when
+/// empty or not JSON).
+#[derive(Debug)]
+pub struct Reply {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Value,
+}
+
+impl Reply {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(key, _)| key == name)
+            .map(|(_, value)| value.as_str())
+    }
+}
+
+/// One HTTP/1.1 request with `headers`; any status.
+pub fn call(
+    instance: &Instance,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Option<Value>,
+) -> Reply {
+    let mut stream = TcpStream::connect(&instance.address).unwrap();
+    let body = body.map(|body| body.to_string()).unwrap_or_default();
+    let mut head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    write!(stream, "{head}\r\n{body}").unwrap();
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).unwrap();
+    let response = String::from_utf8_lossy(&response).into_owned();
+    let (head, raw) = response.split_once("\r\n\r\n").unwrap();
+    let mut lines = head.lines();
+    let status = lines
+        .next()
+        .and_then(|line| line.split(' ').nth(1))
+        .and_then(|code| code.parse().ok())
+        .unwrap();
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|line| line.split_once(':'))
+        .map(|(name, value)| (name.trim().to_ascii_lowercase(), value.trim().to_owned()))
+        .collect();
+    let chunked = headers
+        .iter()
+        .any(|(name, value)| name == "transfer-encoding" && value.contains("chunked"));
+    let text = if chunked {
+        dechunk(raw)
+    } else {
+        raw.to_owned()
+    };
+    Reply {
+        status,
+        headers,
+        body: serde_json::from_str(text.trim()).unwrap_or(Value::Null),
+    }
+}
+
+/// The payload of a chunked body.
+fn dechunk(mut raw: &str) -> String {
+    let mut body = String::new();
+    while let Some((size, rest)) = raw.split_once("\r\n") {
+        let Ok(size) = usize::from_str_radix(size.trim(), 16) else {
+            break;
+        };
+        if size == 0 || rest.len() < size {
+            break;
+        }
+        body.push_str(&rest[..size]);
+        raw = rest[size..].trim_start_matches("\r\n");
+    }
+    body
 }

@@ -1,0 +1,289 @@
+//! Authentication (credentials to a [`Principal`]) for every route but the public
+//! ones, and the guard each route carries that asks the [`Authorizer`] before the
+//! route does any work. The guard leaves the request's [`Scope`] for the handler,
+//! which applies it: ids outside it are not found, searches are narrowed in the
+//! store's query, what is made is stamped.
+
+use std::fmt;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use axum::body::Body;
+use axum::extract::{FromRequestParts, RawPathParams, Request, State};
+use axum::http::request::Parts;
+use axum::http::{HeaderValue, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use serde_json::{Map, Value};
+use service_engine::auth::{Action, AuthRequest, Authorizer, Decision, Principal, Resource, Scope};
+use service_engine::{Engine, EngineError, ErrorKind};
+
+use crate::error::ApiError;
+use crate::extract::{BodyLimit, QueryParams, read_body};
+
+/// The identity of requests to a router without an authenticator.
+const ANONYMOUS: &str = "anonymous";
+
+/// Turns a request's credentials into a principal.
+#[async_trait]
+pub trait Authenticator: Send + Sync {
+    /// The principal `request` authenticates as, or why it does not.
+    async fn authenticate(&self, request: &Parts) -> Result<Principal, Unauthenticated>;
+}
+
+/// A request without valid credentials: a 401.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Unauthenticated {
+    /// Client-facing reason ("Missing authentication", "Token expired", ...).
+    pub message: String,
+    /// The `WWW-Authenticate` challenge (`Bearer`, say), when a scheme has one.
+    pub challenge: Option<String>,
+}
+
+impl Unauthenticated {
+    /// A 401 with `message` and no challenge.
+    pub fn new(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            challenge: None,
+        }
+    }
+}
+
+impl IntoResponse for Unauthenticated {
+    fn into_response(self) -> Response {
+        let mut response =
+            ApiError(EngineError::new(ErrorKind::Unauthenticated, self.message)).into_response();
+        if let Some(challenge) = self
+            .challenge
+            .and_then(|text| HeaderValue::from_str(&text).ok())
+        {
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, challenge);
+        }
+        response
+    }
+}
+
+/// Who may call the router and what they may do. Without an authenticator every
+/// request is anonymous; without an authorizer every authenticated request may do
+/// anything.
+#[derive(Clone, Default)]
+pub struct Auth {
+    /// Checks credentials on every route but the public ones.
+    pub authenticator: Option<Arc<dyn Authenticator>>,
+    /// Decides per resource and action.
+    pub authorizer: Option<Arc<dyn Authorizer>>,
+}
+
+impl fmt::Debug for Auth {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Auth")
+            .field("authenticator", &self.authenticator.is_some())
+            .field("authorizer", &self.authorizer.is_some())
+            .finish()
+    }
+}
+
+/// The caller of a request that passed authentication (anonymous without an
+/// authenticator).
+#[derive(Clone, Debug)]
+pub(crate) struct Caller(pub(crate) Arc<Principal>);
+
+/// What the authentication layer needs: the authenticator and the public paths.
+#[derive(Clone)]
+pub(crate) struct Gate {
+    pub(crate) authenticator: Arc<dyn Authenticator>,
+    pub(crate) public: Arc<[&'static str]>,
+}
+
+/// Authenticates every request to a path that is not public; a failure is a 401
+/// before any route runs (so an unknown path is a 401 too, and ids do not leak).
+pub(crate) async fn authenticate(
+    State(gate): State<Gate>,
+    request: Request,
+    next: Next,
+) -> Response {
+    if gate.public.contains(&request.uri().path()) {
+        return next.run(request).await;
+    }
+    let (mut parts, body) = request.into_parts();
+    match gate.authenticator.authenticate(&parts).await {
+        Ok(principal) => {
+            parts.extensions.insert(Caller(Arc::new(principal)));
+            next.run(Request::from_parts(parts, body)).await
+        }
+        Err(refusal) => refusal.into_response(),
+    }
+}
+
+/// What a route asks of the authorizer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// Nothing: no credentials needed (`/ok`, `/info`).
+    Public,
+    /// This action on this resource.
+    Guarded(Resource, Action),
+}
+
+/// The per-route guard's state.
+#[derive(Clone)]
+pub(crate) struct Guard {
+    pub(crate) resource: Resource,
+    pub(crate) action: Action,
+}
+
+/// Asks the authorizer (if any) whether the caller may do this route's action, and
+/// leaves the answer's [`Scope`] for the handler. A denial is a 403 before the route
+/// reads or changes anything.
+pub(crate) async fn guard(State(guard): State<Guard>, request: Request, next: Next) -> Response {
+    let Some(authorizer) = request.extensions().get::<Arc<dyn Authorizer>>().cloned() else {
+        let mut request = request;
+        request.extensions_mut().insert(Scope::All);
+        return next.run(request).await;
+    };
+    let (mut parts, body) = request.into_parts();
+    let bytes = match read_body(&parts.headers, body, BodyLimit::of(&parts.extensions)).await {
+        Ok(bytes) => bytes,
+        Err(error) => return error.into_response(),
+    };
+    let value = request_value(&mut parts, &bytes).await;
+    let principal = match parts.extensions.get::<Caller>() {
+        Some(caller) => caller.0.clone(),
+        None => Arc::new(Principal::new(ANONYMOUS)),
+    };
+    let question = AuthRequest {
+        resource: guard.resource,
+        action: guard.action,
+        value: &value,
+    };
+    let decision = authorizer.authorize(&principal, question).await;
+    match scope_of(&principal, question, decision) {
+        Ok(scope) => {
+            parts.extensions.insert(scope);
+            next.run(Request::from_parts(parts, Body::from(bytes)))
+                .await
+        }
+        Err(error) => error.into_response(),
+    }
+}
+
+/// The scope a decision grants: a denial is a 403; a namespace for anything but the
+/// store, or a metadata filter for the store, is the authorizer's mistake and fails
+/// closed (500, logged) rather than be read as "everything".
+fn scope_of(
+    principal: &Principal,
+    question: AuthRequest<'_>,
+    decision: Decision,
+) -> Result<Scope, ApiError> {
+    let is_store = question.resource == Resource::Store;
+    match Scope::from_decision(decision) {
+        Err(message) => {
+            tracing::info!(identity = %principal.identity, request = %question, "denied");
+            Err(ApiError(EngineError::new(ErrorKind::Forbidden, message)))
+        }
+        Ok(Scope::Namespace(_)) if !is_store => Err(misanswered(question)),
+        Ok(Scope::Owned(_)) if is_store => Err(misanswered(question)),
+        Ok(scope) => Ok(scope),
+    }
+}
+
+fn misanswered(question: AuthRequest<'_>) -> ApiError {
+    ApiError(EngineError::internal(std::io::Error::other(format!(
+        "the authorizer answered {question} with a scope that resource cannot take"
+    ))))
+}
+
+/// The request as the authorizer sees it: path parameters, query parameters (a
+/// repeated one as a list) and the JSON body (null when empty or not JSON).
+async fn request_value(parts: &mut Parts, bytes: &[u8]) -> Value {
+    let mut path = Map::new();
+    if let Ok(params) = RawPathParams::from_request_parts(parts, &()).await {
+        for (name, value) in &params {
+            path.insert(name.to_owned(), Value::String(value.to_owned()));
+        }
+    }
+    let mut query = Map::new();
+    for (name, value) in QueryParams::parse(parts.uri.query().unwrap_or_default()).pairs() {
+        match query.get_mut(name) {
+            Some(Value::Array(values)) => values.push(Value::String(value.clone())),
+            Some(first) => *first = Value::Array(vec![first.take(), Value::String(value.clone())]),
+            None => {
+                query.insert(name.clone(), Value::String(value.clone()));
+            }
+        }
+    }
+    let body = serde_json::from_slice(bytes).unwrap_or(Value::Null);
+    serde_json::json!({"path": path, "query": query, "body": body})
+}
+
+/// The scope the route's guard left; a route without a guard fails closed (500)
+/// instead of running unchecked.
+#[derive(Clone, Debug)]
+pub(crate) struct Scoped(pub(crate) Scope);
+
+impl<S: Send + Sync> FromRequestParts<S> for Scoped {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        parts
+            .extensions
+            .get::<Scope>()
+            .cloned()
+            .map(Self)
+            .ok_or_else(|| {
+                ApiError(EngineError::internal(std::io::Error::other(
+                    "a route without an authorization guard was called",
+                )))
+            })
+    }
+}
+
+/// Asks the authorizer a further question from inside a route: a run's or cron's
+/// assistant must be readable by the caller, whatever the route's own resource.
+#[derive(Clone)]
+pub(crate) struct Asker {
+    authorizer: Option<Arc<dyn Authorizer>>,
+    principal: Arc<Principal>,
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for Asker {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        Ok(Self {
+            authorizer: parts.extensions.get::<Arc<dyn Authorizer>>().cloned(),
+            principal: match parts.extensions.get::<Caller>() {
+                Some(caller) => caller.0.clone(),
+                None => Arc::new(Principal::new(ANONYMOUS)),
+            },
+        })
+    }
+}
+
+impl Asker {
+    /// Not found unless the caller may read the assistant `assistant_id` names.
+    pub(crate) async fn assistant_readable(
+        &self,
+        engine: &Engine,
+        assistant_id: &str,
+    ) -> Result<(), ApiError> {
+        let Some(authorizer) = &self.authorizer else {
+            return Ok(());
+        };
+        let value = serde_json::json!({
+            "path": {"assistant_id": assistant_id},
+            "query": {},
+            "body": null,
+        });
+        let question = AuthRequest {
+            resource: Resource::Assistants,
+            action: Action::Read,
+            value: &value,
+        };
+        let decision = authorizer.authorize(&self.principal, question).await;
+        let scope = scope_of(&self.principal, question, decision)?;
+        Ok(engine.assistant_within(assistant_id, &scope).await?)
+    }
+}

@@ -1,0 +1,34 @@
+//! The router over an in-memory engine serving the example graphs, as the router's
+//! tests use it.
+
+use std::sync::Arc;
+
+use axum::Router;
+use service_axum::RouterOptions;
+use service_engine::bus::MemoryBus;
+use service_engine::{Engine, EngineConfig, EngineParts};
+use service_graph::InMemorySaver;
+use service_store::{Clock, SystemClock};
+use service_store_memory::{MemoryOptions, memory_store};
+
+/// A started engine with its system assistants, under a router with `options`.
+pub(crate) async fn app_with(options: RouterOptions) -> Router {
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let config = EngineConfig::default();
+    let engine = Engine::new(EngineParts {
+        webhooks: None,
+        store: memory_store(MemoryOptions::new(clock.clone())),
+        graphs: Box::new(service_example_graphs::registry),
+        checkpointer: Arc::new(InMemorySaver::new()),
+        bus: MemoryBus::new(config.bus),
+        clock,
+        config,
+    })
+    .expect("example graphs");
+    engine
+        .ensure_system_assistants()
+        .await
+        .expect("system assistants");
+    engine.start();
+    service_axum::router_with(engine, options)
+}
