@@ -3,7 +3,7 @@
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http::{Method, Request, StatusCode, header};
+use http::{HeaderValue, Method, Request, StatusCode, header};
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
@@ -17,6 +17,8 @@ use crate::stats::SseCounter;
 pub(crate) struct Http {
     client: Client<HttpConnector, Full<Bytes>>,
     base: String,
+    /// Sent as `x-api-key` on every request, for a server with API-key auth.
+    api_key: Option<HeaderValue>,
 }
 
 /// What a streamed response yielded.
@@ -30,6 +32,11 @@ pub(crate) struct Streamed {
 impl Http {
     /// A client for `base` (e.g. `http://127.0.0.1:8123`, no trailing slash needed).
     pub(crate) fn new(base: &str) -> Self {
+        Self::with_key(base, None)
+    }
+
+    /// A client for `base` that authenticates with `api_key`.
+    pub(crate) fn with_key(base: &str, api_key: Option<HeaderValue>) -> Self {
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
         connector.set_keepalive(Some(Duration::from_secs(60)));
@@ -40,6 +47,7 @@ impl Http {
         Self {
             client,
             base: base.trim_end_matches('/').to_owned(),
+            api_key,
         }
     }
 
@@ -59,6 +67,9 @@ impl Http {
             .uri(format!("{}{path}", self.base));
         if !body.is_empty() {
             builder = builder.header(header::CONTENT_TYPE, "application/json");
+        }
+        if let Some(key) = &self.api_key {
+            builder = builder.header("x-api-key", key.clone());
         }
         builder
             .body(Full::new(body))

@@ -69,6 +69,9 @@ pub(crate) struct RunArgs {
     /// Worker threads of the load tool's own runtime (1 = single-threaded).
     #[arg(long, default_value_t = 1)]
     client_threads: usize,
+    /// An API key sent as `x-api-key` to the server under test (not the ceiling).
+    #[arg(long)]
+    api_key: Option<String>,
     /// A label copied into every JSON line (e.g. `memory`, `postgres`).
     #[arg(long, default_value = "")]
     label: String,

@@ -44,7 +44,7 @@ pub(crate) async fn run_all(args: RunArgs) -> Result<(), String> {
         None => None,
     };
     let mut bench = Bench {
-        http: Http::new(&args.url),
+        http: Http::with_key(&args.url, api_key(args.api_key.as_deref())?),
         args: args.clone(),
         ceiling: BTreeMap::new(),
         lines: Vec::new(),
@@ -108,6 +108,14 @@ pub(crate) async fn run_all(args: RunArgs) -> Result<(), String> {
 }
 
 /// The 1/5/15-minute load averages: other work on the machine shows up here.
+/// The `--api-key` as a header value; a key that cannot be one is refused.
+fn api_key(key: Option<&str>) -> Result<Option<http::HeaderValue>, String> {
+    key.map(|key| {
+        http::HeaderValue::from_str(key).map_err(|_| "--api-key is not a valid header value".into())
+    })
+    .transpose()
+}
+
 fn loadavg() -> String {
     std::fs::read_to_string("/proc/loadavg")
         .unwrap_or_default()
