@@ -27,8 +27,9 @@ const ANONYMOUS: &str = "anonymous";
 /// Turns a request's credentials into a principal.
 #[async_trait]
 pub trait Authenticator: Send + Sync {
-    /// The principal `request` authenticates as, or why it does not.
-    async fn authenticate(&self, request: &Parts) -> Result<Principal, Unauthenticated>;
+    /// The principal `request` authenticates as, or why it does not. Shared, so a
+    /// principal known in advance (an API key's) is handed out without a copy.
+    async fn authenticate(&self, request: &Parts) -> Result<Arc<Principal>, Unauthenticated>;
 }
 
 /// A request without valid credentials: a 401.
@@ -111,7 +112,7 @@ pub(crate) async fn authenticate(
     let (mut parts, body) = request.into_parts();
     match gate.authenticator.authenticate(&parts).await {
         Ok(principal) => {
-            parts.extensions.insert(Caller(Arc::new(principal)));
+            parts.extensions.insert(Caller(principal));
             next.run(Request::from_parts(parts, body)).await
         }
         Err(refusal) => refusal.into_response(),
@@ -144,11 +145,16 @@ pub(crate) async fn guard(State(guard): State<Guard>, request: Request, next: Ne
         return next.run(request).await;
     };
     let (mut parts, body) = request.into_parts();
-    let bytes = match read_body(&parts.headers, body, BodyLimit::of(&parts.extensions)).await {
-        Ok(bytes) => bytes,
-        Err(error) => return error.into_response(),
+    let (body, value) = if authorizer.reads_values() {
+        let bytes = match read_body(&parts.headers, body, BodyLimit::of(&parts.extensions)).await {
+            Ok(bytes) => bytes,
+            Err(error) => return error.into_response(),
+        };
+        let value = request_value(&mut parts, &bytes).await;
+        (Body::from(bytes), value)
+    } else {
+        (body, Value::Null)
     };
-    let value = request_value(&mut parts, &bytes).await;
     let principal = match parts.extensions.get::<Caller>() {
         Some(caller) => caller.0.clone(),
         None => Arc::new(Principal::new(ANONYMOUS)),
@@ -162,8 +168,7 @@ pub(crate) async fn guard(State(guard): State<Guard>, request: Request, next: Ne
     match scope_of(&principal, question, decision) {
         Ok(scope) => {
             parts.extensions.insert(scope);
-            next.run(Request::from_parts(parts, Body::from(bytes)))
-                .await
+            next.run(Request::from_parts(parts, body)).await
         }
         Err(error) => error.into_response(),
     }

@@ -23,13 +23,13 @@ struct Keys;
 
 #[async_trait]
 impl Authenticator for Keys {
-    async fn authenticate(&self, request: &Parts) -> Result<Principal, Unauthenticated> {
+    async fn authenticate(&self, request: &Parts) -> Result<Arc<Principal>, Unauthenticated> {
         let key = request
             .headers
             .get("x-api-key")
             .and_then(|value| value.to_str().ok());
         match key.and_then(|key| key.strip_prefix("key-")) {
-            Some(identity) => Ok(Principal::new(identity)),
+            Some(identity) => Ok(Arc::new(Principal::new(identity))),
             None => Err(Unauthenticated {
                 message: "Missing or invalid API key".into(),
                 challenge: Some("ApiKey".into()),

@@ -138,6 +138,13 @@ pub enum Decision {
 pub trait Authorizer: Send + Sync {
     /// The decision for `principal` asking `request`.
     async fn authorize(&self, principal: &Principal, request: AuthRequest<'_>) -> Decision;
+
+    /// Whether decisions look at [`AuthRequest::value`]. One that decides on the
+    /// principal, resource and action alone answers `false`, and requests are then
+    /// not buffered and parsed for it (`value` is null).
+    fn reads_values(&self) -> bool {
+        true
+    }
 }
 
 /// What an authorized request may touch, as the routes and the engine apply it.

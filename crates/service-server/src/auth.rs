@@ -153,7 +153,7 @@ pub(crate) fn resolve(
 /// A key's SHA-256 and the principal it authenticates.
 struct ApiKey {
     digest: [u8; 32],
-    principal: Principal,
+    principal: Arc<Principal>,
 }
 
 fn digest(text: &str) -> [u8; 32] {
@@ -208,11 +208,11 @@ fn api_keys(
         }
         keys.push(ApiKey {
             digest,
-            principal: Principal {
+            principal: Arc::new(Principal {
                 identity: identity.clone(),
                 permissions,
                 ..Principal::default()
-            },
+            }),
         });
     }
     Ok(keys)
@@ -377,7 +377,7 @@ struct BuiltinAuthenticator {
 
 #[async_trait]
 impl Authenticator for BuiltinAuthenticator {
-    async fn authenticate(&self, request: &Parts) -> Result<Principal, Unauthenticated> {
+    async fn authenticate(&self, request: &Parts) -> Result<Arc<Principal>, Unauthenticated> {
         let header = |name| {
             request
                 .headers
@@ -406,11 +406,13 @@ impl Authenticator for BuiltinAuthenticator {
                 }
             }
             if let Some(principal) = matched {
-                return Ok(principal.clone());
+                return Ok(Arc::clone(principal));
             }
         }
         match &self.jwt {
-            Some(jwt) if credential.matches('.').count() == 2 => jwt.verify(credential),
+            Some(jwt) if credential.matches('.').count() == 2 => {
+                jwt.verify(credential).map(Arc::new)
+            }
             Some(_) => Err(invalid_token("Invalid credentials")),
             None => Err(Unauthenticated {
                 message: "Invalid API key".into(),
@@ -516,6 +518,10 @@ impl Authorizer for BuiltinAuthorizer {
             }
             _ => Decision::Filter(owner(&principal.identity)),
         }
+    }
+
+    fn reads_values(&self) -> bool {
+        false
     }
 }
 

@@ -1,15 +1,20 @@
 //! How to serve your own agent from your own axum app: implement [`AgentGraph`]
 //! (only `stream` and `get_state` are required), register it in a
 //! [`GraphRegistry`] from a function the engine calls with the checkpointer it owns
-//! ([`graphs`]), build an [`Engine`] and nest [`service_axum::router`] wherever you
-//! like. Run it with `cargo run -p service-example-embedding`.
+//! ([`graphs`]), build an [`Engine`] and nest [`service_axum::router_with`] wherever
+//! you like, with your own authentication ([`Tokens`]) and authorization
+//! ([`PerUser`]). Run it with `cargo run -p service-example-embedding`.
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use axum::Router;
+use axum::http::request::Parts;
 use axum::routing::get;
 use serde_json::{Value, json};
+use service_axum::RouterOptions;
+use service_axum::auth::{Auth, Authenticator, Unauthenticated};
+use service_engine::auth::{Action, AuthRequest, Authorizer, Decision, Principal, Resource};
 use service_engine::bus::MemoryBus;
 use service_engine::{Engine, EngineConfig, EngineParts};
 use service_graph::{
@@ -121,6 +126,41 @@ pub fn graphs(checkpointer: Arc<dyn Checkpointer>) -> Result<GraphRegistry, Grap
     Ok(registry)
 }
 
+/// Who is calling. Here a fixed table of tokens; your app checks its own sessions or
+/// signatures.
+#[derive(Debug)]
+pub struct Tokens;
+
+#[async_trait]
+impl Authenticator for Tokens {
+    async fn authenticate(&self, request: &Parts) -> Result<Arc<Principal>, Unauthenticated> {
+        match request.headers.get("x-api-key").map(|key| key.as_bytes()) {
+            Some(b"ada-token") => Ok(Arc::new(Principal::new("ada"))),
+            Some(b"alan-token") => Ok(Arc::new(Principal::new("alan"))),
+            _ => Err(Unauthenticated::new("Unknown or missing x-api-key")),
+        }
+    }
+}
+
+/// What each user may do: their own threads, runs and crons; the app's assistants,
+/// read-only; a store of their own.
+#[derive(Debug)]
+pub struct PerUser;
+
+#[async_trait]
+impl Authorizer for PerUser {
+    async fn authorize(&self, principal: &Principal, request: AuthRequest<'_>) -> Decision {
+        let mut owner = Metadata::new();
+        owner.insert("user".into(), json!(principal.identity));
+        match (request.resource, request.action) {
+            (Resource::Threads | Resource::Crons, _) => Decision::Filter(owner),
+            (Resource::Store, _) => Decision::Namespace(vec![principal.identity.clone()]),
+            (Resource::Assistants, Action::Read | Action::Search) => Decision::Allow,
+            (Resource::Assistants, _) => Decision::Deny("Assistants are the app's".into()),
+        }
+    }
+}
+
 /// Your app: its own routes, plus the agent service under `/agents`.
 pub async fn app() -> Router {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
@@ -141,7 +181,17 @@ pub async fn app() -> Router {
         .expect("registering an in-memory graph cannot fail");
     engine.start();
 
-    Router::new()
-        .route("/health", get(|| async { "ok" }))
-        .nest("/agents", service_axum::router(engine))
+    Router::new().route("/health", get(|| async { "ok" })).nest(
+        "/agents",
+        service_axum::router_with(
+            engine,
+            RouterOptions {
+                auth: Auth {
+                    authenticator: Some(Arc::new(Tokens)),
+                    authorizer: Some(Arc::new(PerUser)),
+                },
+                ..RouterOptions::default()
+            },
+        ),
+    )
 }

@@ -13,10 +13,21 @@ async fn send(
     uri: &str,
     body: Value,
 ) -> (StatusCode, axum::http::HeaderMap, Value) {
+    send_as(app, "ada-token", method, uri, body).await
+}
+
+async fn send_as(
+    app: &axum::Router,
+    token: &str,
+    method: &str,
+    uri: &str,
+    body: Value,
+) -> (StatusCode, axum::http::HeaderMap, Value) {
     let request = Request::builder()
         .method(method)
         .uri(uri)
         .header("content-type", "application/json")
+        .header("x-api-key", token)
         .body(Body::from(body.to_string()))
         .unwrap();
     let response = app.clone().oneshot(request).await.unwrap();
@@ -114,4 +125,39 @@ async fn a_copied_thread_keeps_the_agents_state() {
     .await;
     assert_eq!(state["values"]["greeting"], "hello grace");
     assert_eq!(state["checkpoint"]["thread_id"], copy_id);
+}
+
+/// The app's authenticator and authorizer: unknown callers are refused, each user has
+/// threads of their own, and the assistants are the app's.
+#[tokio::test]
+async fn each_user_sees_only_their_own_threads() {
+    let app = service_example_embedding::app().await;
+    let (status, _, _) = send_as(&app, "nobody", "POST", "/agents/threads/search", json!({})).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let (_, _, thread) = send(&app, "POST", "/agents/threads", json!({})).await;
+    assert_eq!(thread["metadata"]["user"], "ada");
+    let thread_id = thread["thread_id"].as_str().unwrap();
+    let path = format!("/agents/threads/{thread_id}");
+    let (status, _, _) = send_as(&app, "alan-token", "GET", &path, Value::Null).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (_, _, found) = send_as(
+        &app,
+        "alan-token",
+        "POST",
+        "/agents/threads/search",
+        json!({}),
+    )
+    .await;
+    assert_eq!(found, json!([]));
+    let (status, _, _) = send(&app, "GET", &path, Value::Null).await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, _, _) = send_as(
+        &app,
+        "alan-token",
+        "POST",
+        "/agents/assistants",
+        json!({"graph_id": "greeter"}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
 }
