@@ -592,6 +592,107 @@ mod tests {
         ));
     }
 
+    const SECRET: &str = "a-shared-secret-of-at-least-32-bytes!";
+
+    fn hs256() -> BuiltinAuthenticator {
+        let block = block(
+            r#"{"jwt": {"algorithm": "HS256", "secret_env": "SECRET", "audience": "agents",
+                "issuer": "https://id.example", "leeway_seconds": 0}}"#,
+        );
+        let jwt = block.jwt.as_ref().expect("a jwt block");
+        let lookup = |name: &str| (name == "SECRET").then(|| SECRET.to_owned());
+        let jwt = Jwt::resolve(jwt, Path::new("."), &lookup).expect("a verifier");
+        BuiltinAuthenticator {
+            keys: Vec::new(),
+            jwt: Some(jwt),
+        }
+    }
+
+    fn token(claims: Value, secret: &str) -> String {
+        jsonwebtoken::encode(
+            &jsonwebtoken::Header::new(Algorithm::HS256),
+            &claims,
+            &jsonwebtoken::EncodingKey::from_secret(secret.as_bytes()),
+        )
+        .expect("a token")
+    }
+
+    fn bearer(token: &str) -> Parts {
+        let request = axum::http::Request::builder()
+            .header("authorization", format!("Bearer {token}"))
+            .body(())
+            .expect("a request");
+        request.into_parts().0
+    }
+
+    fn now() -> u64 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|elapsed| elapsed.as_secs())
+            .unwrap_or_default()
+    }
+
+    #[tokio::test]
+    async fn a_jwt_is_checked_for_signature_expiry_audience_issuer_and_identity() {
+        let authenticator = hs256();
+        let claims = |changes: Value| {
+            let mut claims = json!({
+                "sub": "ada", "aud": "agents", "iss": "https://id.example",
+                "exp": now() + 600, "permissions": "read write", "name": "Ada",
+            });
+            if let (Value::Object(claims), Value::Object(changes)) = (&mut claims, changes) {
+                claims.extend(changes);
+            }
+            claims
+        };
+        let principal = authenticator
+            .authenticate(&bearer(&token(claims(json!({})), SECRET)))
+            .await
+            .expect("a valid token");
+        assert_eq!(principal.identity, "ada");
+        assert_eq!(principal.permissions, vec!["read", "write"]);
+        assert_eq!(principal.display_name.as_deref(), Some("Ada"));
+        for (changes, secret, reason) in [
+            (json!({"exp": now() - 60}), SECRET, "Token expired"),
+            (
+                json!({"aud": "others"}),
+                SECRET,
+                "Token audience not accepted",
+            ),
+            (
+                json!({"iss": "https://evil"}),
+                SECRET,
+                "Token issuer not accepted",
+            ),
+            (
+                json!({}),
+                "another-secret-of-at-least-32-bytes!!",
+                "Token signature is invalid",
+            ),
+            (json!({"sub": null}), SECRET, "identity claim 'sub'"),
+        ] {
+            let refused = authenticator
+                .authenticate(&bearer(&token(claims(changes.clone()), secret)))
+                .await
+                .expect_err("refused");
+            assert!(
+                refused.message.contains(reason),
+                "{changes}: {}",
+                refused.message
+            );
+            assert!(
+                refused
+                    .challenge
+                    .is_some_and(|challenge| challenge.contains("invalid_token"))
+            );
+        }
+        let missing = authenticator
+            .authenticate(&axum::http::Request::new(()).into_parts().0)
+            .await
+            .expect_err("refused");
+        assert!(missing.message.starts_with("Missing credentials"));
+    }
+
     #[test]
     fn identities_map_to_distinct_namespace_labels() {
         assert_eq!(namespace_label("a.b"), "a%2Eb");
