@@ -80,6 +80,8 @@ impl Engine {
             bus.open(topic).await;
             subscription = bus.subscribe(topic, replay).await;
         }
+        let subscription =
+            subscription.map(|subscription| self.ending_with_run(run_id, subscription));
         // A run whose options do not decode fails when it executes; its frames are
         // then sent without ids, as for any run not created resumable.
         let resumable = run
@@ -123,7 +125,12 @@ impl Engine {
             let replay = last_seen.map_or(Replay::All, Replay::After);
             let subscription = match taken.take() {
                 Some(subscription) => Some(subscription),
-                None => self.inner.bus.subscribe(topic, replay).await,
+                None => self
+                    .inner
+                    .bus
+                    .subscribe(topic, replay)
+                    .await
+                    .map(|subscription| self.ending_with_run(run_id, subscription)),
             };
             let Some(mut subscription) = subscription else {
                 break;
@@ -146,6 +153,41 @@ impl Engine {
             break;
         }
         self.stored_result(run_id).await
+    }
+
+    /// `subscription` to a run's topic, ended once the run has settled on another
+    /// instance: this instance's bus gets none of that run's frames, so without this a
+    /// wait or stream here would never end. Settled means terminal at two checks a
+    /// coordinator check interval apart, so a run settling here has published its last
+    /// frames first. One process never checks.
+    pub(crate) fn ending_with_run(&self, run_id: Uuid, subscription: Subscription) -> Subscription {
+        let Some(period) = self.inner.coordinator.tuning().map(|t| t.check_interval) else {
+            return subscription;
+        };
+        let mut checks = tokio::time::interval(period);
+        checks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let state = (subscription, self.clone(), checks, 0_u8);
+        futures::stream::unfold(state, move |(mut subscription, engine, mut checks, mut settled)| async move {
+            loop {
+                tokio::select! {
+                    delivery = subscription.next() => {
+                        return delivery.map(|delivery| (delivery, (subscription, engine, checks, settled)));
+                    }
+                    _ = checks.tick() => {
+                        let terminal = match engine.store().runs().get(run_id).await {
+                            Ok(Some(run)) => run.status.is_terminal(),
+                            Ok(None) => true,
+                            Err(_) => false,
+                        };
+                        settled = if terminal { settled + 1 } else { 0 };
+                        if settled >= 2 {
+                            return None;
+                        }
+                    }
+                }
+            }
+        })
+        .boxed()
     }
 
     /// The wait body rebuilt from the store, when the bus no longer has the run.

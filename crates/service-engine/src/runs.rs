@@ -290,7 +290,8 @@ impl Engine {
         let topic = Topic::Run(run_id);
         self.inner.bus.open(topic).await;
         let subscription = if watch {
-            self.inner.bus.subscribe(topic, Replay::All).await
+            let subscription = self.inner.bus.subscribe(topic, Replay::All).await;
+            subscription.map(|subscription| self.ending_with_run(run_id, subscription))
         } else {
             None
         };

@@ -295,13 +295,18 @@ impl Jwt {
         let mut validation = Validation::new(algorithm);
         validation.leeway = block.leeway_seconds.unwrap_or(30);
         validation.validate_nbf = true;
+        // A configured audience or issuer is required, not only checked when present.
         match &block.audience {
             Some(Audience::One(audience)) => validation.set_audience(&[audience]),
             Some(Audience::Many(audiences)) => validation.set_audience(audiences),
             None => validation.validate_aud = false,
         }
+        if block.audience.is_some() {
+            validation.required_spec_claims.insert("aud".into());
+        }
         if let Some(issuer) = &block.issuer {
             validation.set_issuer(&[issuer]);
+            validation.required_spec_claims.insert("iss".into());
         }
         Ok(Self {
             key,
@@ -670,6 +675,8 @@ mod tests {
                 "Token signature is invalid",
             ),
             (json!({"sub": null}), SECRET, "identity claim 'sub'"),
+            (json!({"aud": null}), SECRET, "Token lacks a required claim"),
+            (json!({"iss": null}), SECRET, "Token lacks a required claim"),
         ] {
             let refused = authenticator
                 .authenticate(&bearer(&token(claims(changes.clone()), secret)))

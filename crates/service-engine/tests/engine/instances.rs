@@ -365,3 +365,57 @@ async fn a_run_whose_executor_died_is_settled_as_an_error_once_its_claim_is_free
         ThreadStatus::Error
     );
 }
+
+/// A run created and waited on on one instance but executed by another: the waiting
+/// instance's bus gets none of its frames, so the wait ends once the run has settled
+/// in the store, with the stored result, instead of never.
+#[tokio::test]
+async fn a_wait_ends_when_its_run_settles_on_another_instance() {
+    let coordinator = Arc::new(TestCoordinator {
+        tuning: CoordinationTuning {
+            check_interval: Duration::from_millis(20),
+            ..TestCoordinator::default().tuning
+        },
+        ..TestCoordinator::default()
+    });
+    let clock: Arc<dyn Clock> = Arc::new(service_store::SystemClock);
+    let store = memory_store(MemoryOptions::new(clock.clone()));
+    let instance = || {
+        let config = EngineConfig::default();
+        Engine::with_coordinator(
+            EngineParts {
+                webhooks: None,
+                store: store.clone(),
+                graphs: Box::new(service_example_graphs::registry),
+                checkpointer: Arc::new(InMemorySaver::new()),
+                bus: MemoryBus::new(config.bus),
+                clock: clock.clone(),
+                config,
+            },
+            coordinator.clone(),
+        )
+        .unwrap()
+    };
+    let (waiting, executing) = (instance(), instance());
+    waiting.ensure_system_assistants().await.unwrap();
+    let thread = new_thread(&waiting).await;
+    let input = json!({"messages": [{"type": "human", "content": "across"}]});
+    let (run, subscription) = waiting
+        .create_run_watched(RunTarget::Thread(thread), run_body("echo", input))
+        .await
+        .unwrap();
+    // Started after the run exists, so its workers find it on their first look.
+    executing.start();
+    let result = tokio::time::timeout(
+        Duration::from_secs(10),
+        waiting.run_result_from(run.run_id, Some(subscription)),
+    )
+    .await
+    .expect("the wait ends");
+    let settled = executing.get_run(None, run.run_id).await.unwrap();
+    assert_eq!(settled.status, RunStatus::Success);
+    assert!(
+        result["messages"].as_array().is_some_and(|messages| !messages.is_empty()),
+        "the stored result: {result}"
+    );
+}
