@@ -7,6 +7,9 @@
 #
 # E2E_WEBHOOK_SECRET (default e2e-webhook-secret) is the started server's
 # SERVICE_WEBHOOK_SECRET; against a running server, set it to that server's secret.
+# E2E_SERVER_BIN and E2E_SERVER_MODE are exported (the binary as an absolute path):
+# the auth tests start servers of their own with it, the same way (DATABASE_URL
+# passed through in start mode); without E2E_SERVER_BIN they are skipped.
 # Optional: E2E_REFERENCE=1 when the server is the reference server (SPEC-only
 # assertions then xfail/skip instead of failing), E2E_SUITES="python js" to
 # choose suites, extra arguments are passed to pytest. The started server's log is
@@ -52,7 +55,7 @@ start_server() {
   local port
   port="$(free_port)"
   SERVER_LOG="$(mktemp -t e2e-server.XXXXXX.log)"
-  local mode="${E2E_SERVER_MODE:-dev}"
+  local mode="$E2E_SERVER_MODE"
   log "starting $E2E_SERVER_BIN $mode --port $port (log: $SERVER_LOG)"
   # Webhooks are signed with the secret the suites verify with.
   SERVICE_WEBHOOK_SECRET="$E2E_WEBHOOK_SECRET" "$E2E_SERVER_BIN" "$mode" --port "$port" >"$SERVER_LOG" 2>&1 &
@@ -69,6 +72,18 @@ start_server() {
   done
   log "server did not answer GET /ok within 30 s (log kept at $SERVER_LOG):"; tail -n 50 "$SERVER_LOG" >&2; exit 1
 }
+
+if [[ -n "${E2E_SERVER_BIN:-}" ]]; then
+  # Absolute, since the suites run from their own directories.
+  if [[ "$E2E_SERVER_BIN" == */* ]]; then
+    dir="$(cd "$(dirname "$E2E_SERVER_BIN")" && pwd)" || { log "no directory for $E2E_SERVER_BIN"; exit 2; }
+    E2E_SERVER_BIN="$dir/$(basename "$E2E_SERVER_BIN")"
+  else
+    E2E_SERVER_BIN="$(command -v "$E2E_SERVER_BIN")" || { log "$E2E_SERVER_BIN not found on PATH"; exit 2; }
+  fi
+  export E2E_SERVER_BIN
+fi
+export E2E_SERVER_MODE="${E2E_SERVER_MODE:-dev}"
 
 if [[ -z "${E2E_BASE_URL:-}" ]]; then
   if [[ -z "${E2E_SERVER_BIN:-}" ]]; then

@@ -1,6 +1,8 @@
 """Shared fixtures and helpers for the end-to-end suite.
 
-The server under test is given by E2E_BASE_URL (run.sh sets it).
+The server under test is given by E2E_BASE_URL (run.sh sets it). Tests that need a
+server with their own configuration (auth) start one with `own_server`, from
+E2E_SERVER_BIN and E2E_SERVER_MODE (run.sh exports both when it starts the binary).
 
 SPEC departures: where SPEC.md (or a contract recommendation) deliberately
 differs from the reference server (langgraph-api), the assertion is wrapped in
@@ -14,10 +16,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
+import re
+import subprocess
+import tempfile
 import time
 import uuid
-from typing import Any, AsyncIterator, Awaitable, Callable, TypeVar
+from pathlib import Path
+from typing import Any, AsyncIterator, Awaitable, Callable, Iterator, TypeVar
 
 import httpx
 import pytest
@@ -25,6 +32,8 @@ from langgraph_sdk import get_client, get_sync_client
 
 BASE_URL = os.environ.get("E2E_BASE_URL", "http://127.0.0.1:8130").rstrip("/")
 REFERENCE = os.environ.get("E2E_REFERENCE", "") not in ("", "0", "false")
+SERVER_BIN = os.environ.get("E2E_SERVER_BIN", "")
+SERVER_MODE = os.environ.get("E2E_SERVER_MODE", "dev")
 
 T = TypeVar("T")
 
@@ -107,6 +116,62 @@ async def wait_thread_idle(client, thread_id: str, timeout: float = 15.0) -> dic
         lambda t: t["status"] != "busy",
         timeout=timeout,
     )
+
+
+@contextlib.contextmanager
+def own_server(config: dict, env: dict[str, str] | None = None, files: dict[str, bytes] | None = None) -> Iterator[str]:
+    """Start `$E2E_SERVER_BIN $E2E_SERVER_MODE --port 0 --config <config>`; yield its base URL.
+
+    `files` are written beside the config file (paths in the config are relative to
+    it). The environment is passed through (DATABASE_URL in start mode) plus `env`.
+    Skips the test when E2E_SERVER_BIN is not set: against an already-running server
+    there is no binary to start.
+    """
+    if not SERVER_BIN:
+        pytest.skip("needs a server of its own: set E2E_SERVER_BIN (this run is against an already-running server)")
+    with tempfile.TemporaryDirectory(prefix="e2e-own-server-") as tmp:
+        directory = Path(tmp)
+        for name, content in (files or {}).items():
+            (directory / name).write_bytes(content)
+        (directory / "config.json").write_text(json.dumps(config))
+        log_path = directory / "server.log"
+        with open(log_path, "wb") as log:
+            proc = subprocess.Popen(
+                [SERVER_BIN, SERVER_MODE, "--port", "0", "--config", str(directory / "config.json")],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, **(env or {})},
+            )
+        try:
+            yield _wait_listening(proc, log_path)
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def _wait_listening(proc: subprocess.Popen, log_path: Path, timeout: float = 30.0) -> str:
+    """The started server's base URL, once its log names the port and GET /ok answers."""
+    deadline = time.monotonic() + timeout
+    url = None
+    while time.monotonic() < deadline:
+        text = log_path.read_text(errors="replace")
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited during startup (status {proc.returncode}):\n{text[-4000:]}")
+        if url is None:
+            found = re.search(r"listening on (http://127\.0\.0\.1:\d+)", text)
+            url = found.group(1) if found else None
+        if url is not None:
+            try:
+                if httpx.get(f"{url}/ok", timeout=1.0).status_code == 200:
+                    return url
+            except httpx.HTTPError:
+                pass
+        time.sleep(0.05)
+    raise RuntimeError(f"server not ready within {timeout}s:\n{log_path.read_text(errors='replace')[-4000:]}")
 
 
 @pytest.fixture
