@@ -4,8 +4,6 @@ Each group starts a server of its own with an `auth` block (`own_server`): API k
 with owner scoping, and JWTs (HS256 with a secret from the environment, ES256 with a
 public key file) with owner scoping and a permission. Identities carry a fresh marker
 so that servers sharing one database (start mode) never see an earlier run's rows.
-One known server bug is pinned as a strict xfail (see its reason): once fixed, that
-test XPASSes, which fails the run, so the marker gets removed.
 """
 
 from __future__ import annotations
@@ -374,11 +372,6 @@ async def test_jwt_without_the_required_permission_is_403(jwt_server, connect):
     assert (await writer.threads.create())["status"] == "idle"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="server bug: with auth.jwt audience / issuer configured, a token lacking the aud / iss claim "
-    "is accepted (jsonwebtoken checks them only when present unless they are required claims)",
-)
 @pytest.mark.parametrize("claim", ["aud", "iss"])
 async def test_jwt_token_without_the_configured_claim_is_refused(jwt_server, connect, claim):
     with pytest.raises(AuthenticationError):
