@@ -415,7 +415,9 @@ async fn a_wait_ends_when_its_run_settles_on_another_instance() {
     let settled = executing.get_run(None, run.run_id).await.unwrap();
     assert_eq!(settled.status, RunStatus::Success);
     assert!(
-        result["messages"].as_array().is_some_and(|messages| !messages.is_empty()),
+        result["messages"]
+            .as_array()
+            .is_some_and(|messages| !messages.is_empty()),
         "the stored result: {result}"
     );
 }
