@@ -1,0 +1,158 @@
+//! A subscriber's position in a topic's stream, read a batch at a time.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use bytes::Bytes;
+use redis::streams::{StreamId, StreamRangeReply};
+use service_engine::bus::{Delivery, EventId, Frame, Topic};
+
+use crate::Shared;
+use crate::keys::{self, CLOSED, DISCARDED};
+
+/// Where a subscription starts.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Start {
+    /// The oldest frame still kept.
+    Beginning,
+    /// The frame after this one.
+    After(EventId),
+}
+
+pub(crate) struct Cursor {
+    shared: Arc<Shared>,
+    topic: Topic,
+    stream: String,
+    start: Start,
+    /// The number the next frame must carry; unknown until the first is read (the
+    /// oldest kept, or the first after a replay point, may follow trimmed ones).
+    expected: Option<u64>,
+    /// Read, not yet handed out.
+    pending: VecDeque<Delivery>,
+    /// Nothing is read after what is pending.
+    ended: bool,
+}
+
+impl Cursor {
+    pub(crate) fn new(shared: Arc<Shared>, topic: Topic, start: Start) -> Self {
+        let stream = shared.keys.stream(topic);
+        Self {
+            shared,
+            topic,
+            stream,
+            start,
+            expected: None,
+            pending: VecDeque::new(),
+            ended: false,
+        }
+    }
+
+    pub(crate) async fn next(&mut self) -> Option<Delivery> {
+        loop {
+            if let Some(delivery) = self.pending.pop_front() {
+                return Some(delivery);
+            }
+            if self.ended || self.shared.closed_all.load(Ordering::SeqCst) {
+                return None;
+            }
+            let waiter = self.shared.waiter(&self.stream);
+            let shared = self.shared.clone();
+            let announced = waiter.notified();
+            let closing = shared.closing.notified();
+            tokio::pin!(announced, closing);
+            // Registered before reading, so a frame appended in between still wakes us.
+            announced.as_mut().enable();
+            closing.as_mut().enable();
+            match self.read().await {
+                Ok(true) => continue,
+                Ok(false) => {}
+                Err(error) => {
+                    // The client is told to reconnect (with Last-Event-ID), not left waiting.
+                    tracing::error!(%error, topic = ?self.topic, "reading a stream from Redis failed");
+                    self.ended = true;
+                    return Some(Delivery::Lagged);
+                }
+            }
+            tokio::select! {
+                () = announced => {}
+                () = closing => {}
+                () = tokio::time::sleep(self.shared.options.poll) => {
+                    if !self.topic_exists().await {
+                        self.ended = true;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Reads the next batch into `pending`; false when there was nothing new.
+    async fn read(&mut self) -> redis::RedisResult<bool> {
+        let start = match self.start {
+            Start::Beginning => "-".to_owned(),
+            Start::After(id) => keys::after(id),
+        };
+        let reply: StreamRangeReply = redis::cmd("XRANGE")
+            .arg(&self.stream)
+            .arg(start)
+            .arg("+")
+            .arg("COUNT")
+            .arg(self.shared.options.batch.max(1))
+            .query_async(&mut self.shared.connection.clone())
+            .await?;
+        if reply.ids.is_empty() {
+            return Ok(false);
+        }
+        for entry in reply.ids {
+            self.take(entry);
+            if self.ended {
+                break;
+            }
+        }
+        Ok(true)
+    }
+
+    /// One entry: a frame to hand out, a marker that ends the subscription, or a gap
+    /// (frames trimmed before they were read) that ends it as lagged.
+    fn take(&mut self, entry: StreamId) {
+        let Some(id) = keys::event_id(&entry.id) else {
+            tracing::error!(id = entry.id, "a stream entry id is not <ms>-<n>");
+            self.ended = true;
+            self.pending.push_back(Delivery::Lagged);
+            return;
+        };
+        self.start = Start::After(id);
+        if self.expected.is_some_and(|expected| id.seq != expected) {
+            self.ended = true;
+            self.pending.push_back(Delivery::Lagged);
+            return;
+        }
+        self.expected = Some(id.seq + 1);
+        let field = |name: &str| match entry.map.get(name) {
+            Some(redis::Value::BulkString(bytes)) => Bytes::copy_from_slice(bytes),
+            _ => Bytes::new(),
+        };
+        let event = String::from_utf8_lossy(&field("e")).into_owned();
+        if event == CLOSED || event == DISCARDED {
+            self.ended = true;
+            return;
+        }
+        self.pending.push_back(Delivery::Frame(Frame {
+            id,
+            event,
+            data: field("d"),
+        }));
+    }
+
+    /// False once the topic is gone (discarded, or expired), so a subscriber stops
+    /// waiting for frames that cannot come.
+    async fn topic_exists(&self) -> bool {
+        let meta = self.shared.keys.meta(self.topic);
+        let exists: redis::RedisResult<u32> = redis::cmd("EXISTS")
+            .arg(&meta)
+            .arg(&self.stream)
+            .query_async(&mut self.shared.connection.clone())
+            .await;
+        exists.map_or(true, |count| count > 0)
+    }
+}

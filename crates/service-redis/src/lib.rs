@@ -1,0 +1,344 @@
+//! The Redis stream bus: every run's and thread's frames in a Redis stream, so a client
+//! reaches them through any instance and replays them after `Last-Event-ID` from any
+//! instance.
+//!
+//! - A frame is appended by one script call that numbers it, appends it with the id
+//!   `<ms>-<n>` (`n` counts the topic's frames, so a subscriber that finds a number
+//!   missing knows frames were trimmed before it read them, and is told it lagged
+//!   instead of getting a silent gap), renews the topic's expiry and publishes the
+//!   stream's key on one pub/sub channel.
+//! - A subscriber reads its stream with `XRANGE` from its own position, at most
+//!   `batch` frames at a time (a slow client holds no more than that in this process;
+//!   the rest waits in Redis), and sleeps until a frame of its topic is announced:
+//!   directly when published by this instance, over pub/sub from another (one
+//!   listening connection per instance), or after `poll` should an announcement be lost.
+//! - Closing a topic appends a marker (subscribers end at it) and shortens its expiry
+//!   to `retention`. Redis holds frames and nothing else: runs settle in the store.
+
+mod cursor;
+mod keys;
+mod listener;
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures::StreamExt;
+use redis::aio::ConnectionManager;
+use service_engine::bus::{EventId, Replay, StreamBus, Subscription, Topic};
+use tokio::sync::Notify;
+
+use crate::cursor::{Cursor, Start};
+use crate::keys::Keys;
+
+/// How the Redis bus is reached and bounded.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RedisBusOptions {
+    /// `redis://host:port/db`.
+    pub url: String,
+    /// Prefix of every key and of the channel, so deployments can share a Redis.
+    pub prefix: String,
+    /// Approximate cap on a topic's stream (SERVICE_QUEUE_STREAM_MAXLEN); 0 trims
+    /// nothing, the expiry alone bounds it.
+    pub max_len: u64,
+    /// Frames a subscriber reads ahead (SERVICE_STREAM_BUFFER_FRAMES).
+    pub batch: usize,
+    /// How long a closed topic stays replayable.
+    pub retention: Duration,
+    /// How long a topic lives after its last frame when nobody closes it (a thread's,
+    /// or a run's whose instance died).
+    pub idle_ttl: Duration,
+    /// The longest a subscriber waits without an announcement before it looks again.
+    pub poll: Duration,
+}
+
+impl RedisBusOptions {
+    /// The defaults for `url`: SPEC's caps (10,000 frames, 512 read ahead), ten
+    /// minutes of retention, a day of idleness, a look every second.
+    pub fn new(url: impl Into<String>) -> Self {
+        Self {
+            url: url.into(),
+            prefix: "service".into(),
+            max_len: 10_000,
+            batch: 512,
+            retention: Duration::from_secs(600),
+            idle_ttl: Duration::from_secs(24 * 3600),
+            poll: Duration::from_secs(1),
+        }
+    }
+}
+
+/// Why the bus could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum RedisBusError {
+    /// The URL does not parse.
+    #[error("invalid Redis URL {url:?}: {source}")]
+    InvalidUrl {
+        /// The URL given.
+        url: String,
+        /// Why.
+        source: redis::RedisError,
+    },
+    /// Redis did not answer.
+    #[error("cannot reach Redis at {url}: {source}")]
+    Unreachable {
+        /// The URL given.
+        url: String,
+        /// Why.
+        source: redis::RedisError,
+    },
+}
+
+/// The Redis [`StreamBus`].
+pub struct RedisBus {
+    shared: Arc<Shared>,
+    listener: tokio::task::JoinHandle<()>,
+}
+
+impl fmt::Debug for RedisBus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisBus")
+            .field("prefix", &self.shared.keys.prefix())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for RedisBus {
+    fn drop(&mut self) {
+        self.listener.abort();
+    }
+}
+
+/// What the bus, its cursors and its listener share.
+pub(crate) struct Shared {
+    pub(crate) options: RedisBusOptions,
+    pub(crate) keys: Keys,
+    pub(crate) connection: ConnectionManager,
+    /// Waiters per stream key, woken when a frame of it is announced.
+    waiters: Mutex<HashMap<String, Weak<Notify>>>,
+    /// Set by `close_all`: every subscription ends, and new ones start ended.
+    pub(crate) closed_all: AtomicBool,
+    /// Woken by `close_all`.
+    pub(crate) closing: Notify,
+}
+
+impl Shared {
+    /// The waiter of `key`, made when it has none.
+    pub(crate) fn waiter(&self, key: &str) -> Arc<Notify> {
+        let mut waiters = self.lock_waiters();
+        if let Some(waiter) = waiters.get(key).and_then(Weak::upgrade) {
+            return waiter;
+        }
+        // Forgotten subscriptions leave dead entries behind; clear them as the map grows.
+        if waiters.len() >= 1024 && waiters.len().is_power_of_two() {
+            waiters.retain(|_, waiter| waiter.strong_count() > 0);
+        }
+        let waiter = Arc::new(Notify::new());
+        waiters.insert(key.to_owned(), Arc::downgrade(&waiter));
+        waiter
+    }
+
+    /// Wakes the subscribers of `key`.
+    pub(crate) fn wake(&self, key: &str) {
+        let waiter = self.lock_waiters().get(key).and_then(Weak::upgrade);
+        if let Some(waiter) = waiter {
+            waiter.notify_waiters();
+        }
+    }
+
+    /// Wakes every subscriber (after the listener reconnects: announcements may have
+    /// been missed meanwhile).
+    pub(crate) fn wake_all(&self) {
+        let waiters: Vec<Arc<Notify>> = self
+            .lock_waiters()
+            .values()
+            .filter_map(Weak::upgrade)
+            .collect();
+        for waiter in waiters {
+            waiter.notify_waiters();
+        }
+    }
+
+    fn lock_waiters(&self) -> std::sync::MutexGuard<'_, HashMap<String, Weak<Notify>>> {
+        // Each update is one insert, lookup or retain: a panic cannot leave it half-done.
+        self.waiters
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Appends a frame (or a marker) to `topic`, renews its expiry to `ttl`, announces
+    /// it; its id.
+    async fn append(
+        &self,
+        topic: Topic,
+        event: &str,
+        data: &[u8],
+        ttl: Duration,
+    ) -> redis::RedisResult<EventId> {
+        let (stream, meta) = (self.keys.stream(topic), self.keys.meta(topic));
+        let id: String = keys::APPEND
+            .key(&stream)
+            .key(&meta)
+            .arg(event)
+            .arg(data)
+            .arg(self.options.max_len)
+            .arg(ttl.as_millis() as u64)
+            .arg(self.keys.channel())
+            .invoke_async(&mut self.connection.clone())
+            .await?;
+        self.wake(&stream);
+        keys::event_id(&id).ok_or_else(|| {
+            redis::RedisError::from((
+                redis::ErrorKind::Parse,
+                "the append script answered an id that is not <ms>-<n>",
+                id,
+            ))
+        })
+    }
+}
+
+impl RedisBus {
+    /// Connects (failing when Redis does not answer) and starts listening for other
+    /// instances' announcements.
+    pub async fn connect(options: RedisBusOptions) -> Result<Arc<Self>, RedisBusError> {
+        let client =
+            redis::Client::open(options.url.as_str()).map_err(|source| RedisBusError::InvalidUrl {
+                url: options.url.clone(),
+                source,
+            })?;
+        let unreachable = |source| RedisBusError::Unreachable {
+            url: options.url.clone(),
+            source,
+        };
+        let config = redis::aio::ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(Duration::from_secs(5)))
+            .set_number_of_retries(2);
+        let mut connection = client
+            .get_connection_manager_with_config(config)
+            .await
+            .map_err(unreachable)?;
+        let _: String = redis::cmd("PING")
+            .query_async(&mut connection)
+            .await
+            .map_err(unreachable)?;
+        let shared = Arc::new(Shared {
+            keys: Keys::new(&options.prefix),
+            options,
+            connection,
+            waiters: Mutex::new(HashMap::new()),
+            closed_all: AtomicBool::new(false),
+            closing: Notify::new(),
+        });
+        let listener = tokio::spawn(listener::listen(client, Arc::downgrade(&shared)));
+        Ok(Arc::new(Self { shared, listener }))
+    }
+
+    async fn query<T: redis::FromRedisValue>(&self, command: &redis::Cmd) -> redis::RedisResult<T> {
+        command.query_async(&mut self.shared.connection.clone()).await
+    }
+}
+
+#[async_trait]
+impl StreamBus for RedisBus {
+    async fn open(&self, topic: Topic) {
+        let meta = self.shared.keys.meta(topic);
+        let ttl = self.shared.options.idle_ttl.as_millis() as u64;
+        let opened: redis::RedisResult<()> = keys::OPEN
+            .key(&meta)
+            .arg(ttl)
+            .invoke_async(&mut self.shared.connection.clone())
+            .await;
+        if let Err(error) = opened {
+            tracing::error!(%error, ?topic, "opening a topic on Redis failed");
+        }
+    }
+
+    async fn publish(&self, topic: Topic, event: &str, data: Bytes) -> EventId {
+        let ttl = self.shared.options.idle_ttl;
+        match self.shared.append(topic, event, &data, ttl).await {
+            Ok(id) => id,
+            Err(error) => {
+                // The frame is lost; the run goes on and settles in the store, and its
+                // waiters fall back to the stored result.
+                tracing::error!(%error, ?topic, event, "publishing a frame to Redis failed");
+                EventId {
+                    millis: keys::now_millis(),
+                    seq: 0,
+                }
+            }
+        }
+    }
+
+    async fn close(&self, topic: Topic) {
+        let retention = self.shared.options.retention;
+        if let Err(error) = self
+            .shared
+            .append(topic, keys::CLOSED, b"", retention)
+            .await
+        {
+            tracing::error!(%error, ?topic, "closing a topic on Redis failed");
+        }
+    }
+
+    async fn subscribe(&self, topic: Topic, replay: Replay) -> Option<Subscription> {
+        let meta = self.shared.keys.meta(topic);
+        let head: redis::RedisResult<(Option<u64>, Option<i64>)> = self
+            .query(redis::cmd("HMGET").arg(&meta).arg("n").arg("ms"))
+            .await;
+        let start = match head {
+            Ok((None, _)) => return None,
+            Ok((Some(n), ms)) => match replay {
+                Replay::All => Start::Beginning,
+                Replay::After(id) => Start::After(id),
+                Replay::Live => Start::After(EventId {
+                    millis: ms.unwrap_or(0),
+                    seq: n,
+                }),
+            },
+            Err(error) => {
+                tracing::error!(%error, ?topic, "subscribing on Redis failed");
+                return None;
+            }
+        };
+        let cursor = Cursor::new(self.shared.clone(), topic, start);
+        Some(
+            futures::stream::unfold(cursor, |mut cursor| async move {
+                cursor.next().await.map(|delivery| (delivery, cursor))
+            })
+            .boxed(),
+        )
+    }
+
+    async fn is_open(&self, topic: Topic) -> bool {
+        let meta = self.shared.keys.meta(topic);
+        self.query::<bool>(redis::cmd("EXISTS").arg(&meta))
+            .await
+            .unwrap_or(false)
+    }
+
+    async fn discard(&self, topic: Topic) {
+        // Subscribers anywhere read the marker and end; the stream itself goes soon
+        // after, the topic at once.
+        let linger = Duration::from_secs(5);
+        if let Err(error) = self
+            .shared
+            .append(topic, keys::DISCARDED, b"", linger)
+            .await
+        {
+            tracing::error!(%error, ?topic, "discarding a topic on Redis failed");
+        }
+        let meta = self.shared.keys.meta(topic);
+        if let Err(error) = self.query::<()>(redis::cmd("DEL").arg(&meta)).await {
+            tracing::error!(%error, ?topic, "discarding a topic on Redis failed");
+        }
+    }
+
+    async fn close_all(&self) {
+        self.shared.closed_all.store(true, Ordering::SeqCst);
+        self.shared.closing.notify_waiters();
+    }
+}

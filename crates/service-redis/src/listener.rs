@@ -1,0 +1,42 @@
+//! One pub/sub connection per instance: frames appended by other instances are
+//! announced on the bus's channel, and their subscribers here woken.
+
+use std::sync::Weak;
+use std::time::Duration;
+
+use futures::StreamExt;
+
+use crate::Shared;
+
+/// Listens until the bus is dropped, reconnecting after a failure (subscribers poll
+/// meanwhile, and are all woken once it is back).
+pub(crate) async fn listen(client: redis::Client, shared: Weak<Shared>) {
+    loop {
+        let channel = match shared.upgrade() {
+            Some(shared) => shared.keys.channel().to_owned(),
+            None => return,
+        };
+        match client.get_async_pubsub().await {
+            Ok(mut pubsub) => match pubsub.subscribe(&channel).await {
+                Ok(()) => {
+                    if let Some(shared) = shared.upgrade() {
+                        shared.wake_all();
+                    }
+                    let mut messages = pubsub.on_message();
+                    while let Some(message) = messages.next().await {
+                        let Some(shared) = shared.upgrade() else {
+                            return;
+                        };
+                        if let Ok(key) = message.get_payload::<String>() {
+                            shared.wake(&key);
+                        }
+                    }
+                    tracing::warn!("the Redis announcement connection closed; reconnecting");
+                }
+                Err(error) => tracing::warn!(%error, "subscribing to Redis announcements failed"),
+            },
+            Err(error) => tracing::warn!(%error, "connecting for Redis announcements failed"),
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
