@@ -205,13 +205,15 @@ impl RedisBus {
     /// Connects (failing when Redis does not answer) and starts listening for other
     /// instances' announcements.
     pub async fn connect(options: RedisBusOptions) -> Result<Arc<Self>, RedisBusError> {
-        let client =
-            redis::Client::open(options.url.as_str()).map_err(|source| RedisBusError::InvalidUrl {
-                url: options.url.clone(),
+        let shown = without_password(&options.url);
+        let client = redis::Client::open(options.url.as_str()).map_err(|source| {
+            RedisBusError::InvalidUrl {
+                url: shown.clone(),
                 source,
-            })?;
+            }
+        })?;
         let unreachable = |source| RedisBusError::Unreachable {
-            url: options.url.clone(),
+            url: shown.clone(),
             source,
         };
         let config = redis::aio::ConnectionManagerConfig::new()
@@ -238,7 +240,20 @@ impl RedisBus {
     }
 
     async fn query<T: redis::FromRedisValue>(&self, command: &redis::Cmd) -> redis::RedisResult<T> {
-        command.query_async(&mut self.shared.connection.clone()).await
+        command
+            .query_async(&mut self.shared.connection.clone())
+            .await
+    }
+}
+
+/// `url` as it may be logged: without the credentials of its authority.
+fn without_password(url: &str) -> String {
+    match url.split_once("://") {
+        Some((scheme, rest)) => {
+            let host = rest.rsplit_once('@').map_or(rest, |(_, host)| host);
+            format!("{scheme}://{host}")
+        }
+        None => "(unparsable URL)".into(),
     }
 }
 
@@ -340,5 +355,17 @@ impl StreamBus for RedisBus {
     async fn close_all(&self) {
         self.shared.closed_all.store(true, Ordering::SeqCst);
         self.shared.closing.notify_waiters();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn logged_urls_carry_no_password() {
+        assert_eq!(
+            super::without_password("redis://user:secret@cache:6379/2"),
+            "redis://cache:6379/2"
+        );
+        assert_eq!(super::without_password("redis://cache"), "redis://cache");
     }
 }

@@ -33,6 +33,10 @@ pub struct ServeArgs {
     /// Configuration file (JSON).
     #[arg(long)]
     pub config: Option<PathBuf>,
+    /// The durable queue (a `redis://` URL): streams through Redis, as `start` does
+    /// with REDIS_URL.
+    #[arg(long)]
+    pub queue: Option<String>,
     /// Refused at boot: there is no web console yet. Hidden, and kept so that a caller
     /// passing it learns why instead of reading clap's "unexpected argument".
     #[arg(long, hide = true)]

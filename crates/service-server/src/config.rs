@@ -32,6 +32,17 @@ pub(crate) struct ConfigFile {
     /// Authentication and authorization (validated with the environment in settings).
     #[serde(default)]
     pub auth: crate::auth::AuthBlock,
+    /// The durable queue.
+    #[serde(default)]
+    pub queue: Option<QueueConfig>,
+}
+
+/// The `queue` block.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct QueueConfig {
+    /// `redis://host:port/db`.
+    pub url: String,
 }
 
 /// The `service` block.

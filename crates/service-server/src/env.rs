@@ -12,7 +12,7 @@ use std::time::Duration;
 pub struct ConfigError(pub String);
 
 /// The SERVICE_ knobs this server reads.
-const SUPPORTED: [&str; 10] = [
+const SUPPORTED: [&str; 12] = [
     "SERVICE_RUN_CONCURRENCY",
     "SERVICE_RUN_TIMEOUT_MS",
     "SERVICE_SHUTDOWN_GRACE_MS",
@@ -23,16 +23,15 @@ const SUPPORTED: [&str; 10] = [
     "SERVICE_REQUEST_LOG",
     "SERVICE_WEBHOOK_SECRET",
     "SERVICE_WEBHOOK_TIMEOUT_MS",
+    "SERVICE_QUEUE_STREAM_MAXLEN",
+    "SERVICE_STREAM_BUFFER_FRAMES",
 ];
 
-const NO_DURABLE_BUS: &str = "it bounds the durable stream bus, which this server does not have yet (SERVICE_MEMORY_BUS_* bound the in-memory one)";
 const NO_HEAP_SAMPLER: &str = "this server does not sample its heap yet";
 
 /// SPEC's knobs of features not built yet, with why: set, they stop the boot rather
 /// than being ignored.
-const NOT_SUPPORTED: [(&str, &str); 4] = [
-    ("SERVICE_QUEUE_STREAM_MAXLEN", NO_DURABLE_BUS),
-    ("SERVICE_STREAM_BUFFER_FRAMES", NO_DURABLE_BUS),
+const NOT_SUPPORTED: [(&str, &str); 2] = [
     ("SERVICE_HEAP_WARN_PERCENT", NO_HEAP_SAMPLER),
     ("SERVICE_HEAP_SAMPLE_MS", NO_HEAP_SAMPLER),
 ];
@@ -58,6 +57,12 @@ pub(crate) struct EnvKnobs {
     pub bus_max_retained: Option<usize>,
     /// SERVICE_MAX_PAGE_SIZE.
     pub max_page_size: Option<usize>,
+    /// REDIS_URL: the durable stream bus.
+    pub redis_url: Option<String>,
+    /// SERVICE_QUEUE_STREAM_MAXLEN (0: no trim).
+    pub queue_stream_maxlen: Option<u64>,
+    /// SERVICE_STREAM_BUFFER_FRAMES.
+    pub stream_buffer_frames: Option<usize>,
     /// SERVICE_MAX_BODY_BYTES.
     pub max_body_bytes: Option<usize>,
     /// SERVICE_REQUEST_LOG (the mode's default on a malformed value).
@@ -167,6 +172,17 @@ impl EnvKnobs {
         if let Some(text) = get("SERVICE_MAX_PAGE_SIZE") {
             knobs.max_page_size = Some(positive("SERVICE_MAX_PAGE_SIZE", &text)?);
         }
+        knobs.redis_url = get("REDIS_URL");
+        if let Some(text) = get("SERVICE_QUEUE_STREAM_MAXLEN") {
+            knobs.queue_stream_maxlen = Some(text.trim().parse().map_err(|_| {
+                ConfigError(format!(
+                    "SERVICE_QUEUE_STREAM_MAXLEN must be a whole number of frames (0: no cap), got {text:?}"
+                ))
+            })?);
+        }
+        if let Some(text) = get("SERVICE_STREAM_BUFFER_FRAMES") {
+            knobs.stream_buffer_frames = Some(positive("SERVICE_STREAM_BUFFER_FRAMES", &text)?);
+        }
         if let Some(text) = get("SERVICE_MAX_BODY_BYTES") {
             knobs.max_body_bytes = Some(positive("SERVICE_MAX_BODY_BYTES", &text)?);
         }
@@ -225,18 +241,29 @@ mod tests {
 
     #[test]
     fn a_knob_of_a_feature_not_built_yet_stops_the_boot_naming_it() {
-        for name in [
-            "SERVICE_QUEUE_STREAM_MAXLEN",
-            "SERVICE_STREAM_BUFFER_FRAMES",
-            "SERVICE_HEAP_WARN_PERCENT",
-            "SERVICE_HEAP_SAMPLE_MS",
-        ] {
+        for name in ["SERVICE_HEAP_WARN_PERCENT", "SERVICE_HEAP_SAMPLE_MS"] {
             let error = read(&[(name, "1")]).unwrap_err();
             assert!(error.0.contains(name), "{error}");
             assert!(error.0.contains("not supported yet"), "{error}");
         }
         // Set but empty is unset.
-        assert!(read(&[("SERVICE_QUEUE_STREAM_MAXLEN", "")]).is_ok());
+        assert!(read(&[("SERVICE_HEAP_SAMPLE_MS", "")]).is_ok());
+    }
+
+    #[test]
+    fn the_durable_bus_knobs_are_read_and_checked() {
+        let knobs = read(&[
+            ("SERVICE_QUEUE_STREAM_MAXLEN", "0"),
+            ("SERVICE_STREAM_BUFFER_FRAMES", "64"),
+            ("REDIS_URL", "redis://127.0.0.1:6379"),
+        ])
+        .unwrap();
+        assert_eq!(knobs.queue_stream_maxlen, Some(0));
+        assert_eq!(knobs.stream_buffer_frames, Some(64));
+        assert_eq!(knobs.redis_url.as_deref(), Some("redis://127.0.0.1:6379"));
+        let error = read(&[("SERVICE_QUEUE_STREAM_MAXLEN", "lots")]).unwrap_err();
+        assert!(error.0.contains("SERVICE_QUEUE_STREAM_MAXLEN"));
+        assert!(read(&[("SERVICE_STREAM_BUFFER_FRAMES", "0")]).is_err());
     }
 
     #[test]

@@ -39,7 +39,18 @@ pub(crate) async fn serve(
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let engine_config = config.engine;
     let graphs = graphs::served(graphs, config.graph_aliases);
-    let bus = MemoryBus::new(engine_config.bus);
+    let bus: Arc<dyn service_engine::bus::StreamBus> = match &config.queue {
+        Some(options) => {
+            let bus = service_redis::RedisBus::connect(options.clone())
+                .await
+                .map_err(|error| ConfigError(error.to_string()))?;
+            tracing::info!(
+                "streaming through Redis: runs can be streamed and joined from any instance"
+            );
+            bus
+        }
+        None => MemoryBus::new(engine_config.bus),
+    };
     if dispatcher.is_some() && !config.webhooks.secrets.is_empty() {
         tracing::warn!(
             "webhooks are signed and sent through a custom dispatcher: it must pass headers and body on unchanged or receivers will reject the signature"

@@ -35,6 +35,8 @@ pub(crate) struct ServerConfig {
     pub graph_aliases: Option<BTreeMap<String, String>>,
     /// How run-completion webhooks are sent.
     pub webhooks: service_webhooks::WebhookSettings,
+    /// The Redis stream bus, when a queue is configured; else the in-memory bus.
+    pub queue: Option<service_redis::RedisBusOptions>,
     /// Settings that have no effect here, to log once logging is set up.
     pub warnings: Vec<String>,
 }
@@ -84,6 +86,7 @@ impl ServerConfig {
             .and_then(std::path::Path::parent)
             .unwrap_or(std::path::Path::new("."));
         let auth = crate::auth::resolve(&file.auth, config_dir, &lookup)?;
+        let queue = queue(mode, args, &knobs, &file, &mut warnings);
         let engine = engine_config(mode, args, &knobs, &file);
         let database = match (mode, &knobs.database_url) {
             (Mode::Start, Some(url)) => Some(database(url, &knobs, &engine, &mut warnings)?),
@@ -155,9 +158,56 @@ impl ServerConfig {
             log_filter,
             graph_aliases: file.graphs,
             webhooks,
+            queue,
             warnings,
         })
     }
+}
+
+/// The durable queue's bus: `--queue`, else (in `start`) REDIS_URL, else the config
+/// file's `queue.url`; its caps from SERVICE_QUEUE_STREAM_MAXLEN and
+/// SERVICE_STREAM_BUFFER_FRAMES.
+fn queue(
+    mode: Mode,
+    args: &ServeArgs,
+    knobs: &EnvKnobs,
+    file: &ConfigFile,
+    warnings: &mut Vec<String>,
+) -> Option<service_redis::RedisBusOptions> {
+    let from_env = match mode {
+        Mode::Start => knobs.redis_url.clone(),
+        Mode::Dev => {
+            if knobs.redis_url.is_some() && args.queue.is_none() {
+                warnings.push(
+                    "dev streams through the in-memory bus; REDIS_URL is used by `start` only (pass --queue to use Redis in dev)"
+                        .into(),
+                );
+            }
+            None
+        }
+    };
+    let url = args
+        .queue
+        .clone()
+        .or(from_env)
+        .or_else(|| file.queue.as_ref().map(|queue| queue.url.clone()));
+    let Some(url) = url else {
+        if knobs.queue_stream_maxlen.is_some() || knobs.stream_buffer_frames.is_some() {
+            warnings.push(
+                "SERVICE_QUEUE_STREAM_MAXLEN and SERVICE_STREAM_BUFFER_FRAMES bound the Redis bus; no queue is configured"
+                    .into(),
+            );
+        }
+        return None;
+    };
+    let mut options = service_redis::RedisBusOptions::new(url);
+    if let Some(max_len) = knobs.queue_stream_maxlen {
+        options.max_len = max_len;
+    }
+    if let Some(frames) = knobs.stream_buffer_frames {
+        options.batch = frames;
+    }
+    Some(options)
 }
 
 /// The PostgreSQL options: DB_* knobs over the driver's defaults, the engine's page

@@ -193,3 +193,27 @@ fn sigterm_exits_within_its_budget_despite_open_streams_and_slow_clients() {
     );
     drop(half_sent);
 }
+
+#[test]
+fn a_queue_that_does_not_answer_stops_the_boot_naming_it() {
+    let output = server()
+        .args([
+            "dev",
+            "--port",
+            "0",
+            "--queue",
+            "redis://user:secret@127.0.0.1:1",
+        ])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("cannot reach Redis at redis://127.0.0.1:1"),
+        "stderr: {stderr}"
+    );
+    assert!(
+        !stderr.contains("secret"),
+        "the password is not logged: {stderr}"
+    );
+}

@@ -1,0 +1,155 @@
+//! Two instances on one PostgreSQL database and one Redis (REDIS_URL, default
+//! redis://127.0.0.1:6379): a run's stream reaches a client through either instance,
+//! from its first frame, and a reconnect with `Last-Event-ID` to the other instance
+//! gets exactly the frames after the last one seen.
+
+mod support;
+
+use serde_json::{Value, json};
+use support::{Database, Instance, call, request, start_with};
+
+fn redis_url() -> String {
+    std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into())
+}
+
+/// One SSE frame: its id (when sent), event name and data.
+#[derive(Clone, Debug, PartialEq)]
+struct Event {
+    id: Option<String>,
+    event: String,
+    data: Value,
+}
+
+/// The frames of a finished stream.
+fn events(instance: &Instance, path: &str, last_event_id: &str) -> Vec<Event> {
+    let reply = call_raw(instance, path, last_event_id);
+    let mut events = Vec::new();
+    for block in reply.replace("\r\n", "\n").split("\n\n") {
+        let (mut id, mut event, mut data) = (None, None, None);
+        for line in block.lines() {
+            if let Some(value) = line.strip_prefix("id: ") {
+                id = Some(value.to_owned());
+            } else if let Some(value) = line.strip_prefix("event: ") {
+                event = Some(value.to_owned());
+            } else if let Some(value) = line.strip_prefix("data: ") {
+                data = serde_json::from_str(value).ok();
+            }
+        }
+        if let (Some(event), Some(data)) = (event, data) {
+            events.push(Event { id, event, data });
+        }
+    }
+    events
+}
+
+/// The body of a GET with `Last-Event-ID`, read to its end.
+fn call_raw(instance: &Instance, path: &str, last_event_id: &str) -> String {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(&instance.address).unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nLast-Event-ID: {last_event_id}\r\n\r\n"
+    )
+    .unwrap();
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).expect("the stream ends");
+    let response = String::from_utf8_lossy(&response).into_owned();
+    let (head, body) = response.split_once("\r\n\r\n").unwrap();
+    assert!(head.starts_with("HTTP/1.1 200"), "{path}: {head}");
+    body.to_owned()
+}
+
+fn instances(database: &Database) -> (Instance, Instance) {
+    let url = database.url();
+    let env = [("REDIS_URL", redis_url())];
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    (start_with(&url, &env), start_with(&url, &env))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_streams_through_either_instance_and_replays_across_them() {
+    let database = Database::create("queue").await;
+    let (a, b) = instances(&database);
+    let thread = request(&a, "POST", "/threads", Some(json!({})))["thread_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let run = request(
+        &a,
+        "POST",
+        &format!("/threads/{thread}/runs"),
+        Some(json!({
+            "assistant_id": "steps",
+            "input": {"n": 20},
+            "stream_mode": ["values", "custom"],
+            "stream_resumable": true,
+        })),
+    );
+    let run_id = run["run_id"].as_str().unwrap().to_owned();
+    let path = format!("/threads/{thread}/runs/{run_id}/stream");
+
+    // Joined through B from the start: every frame, whichever instance executes it.
+    let through_b = events(&b, &path, "-1");
+    assert_eq!(
+        through_b.first().map(|e| e.event.as_str()),
+        Some("metadata")
+    );
+    assert_eq!(through_b[0].data["run_id"], json!(run_id));
+    let steps: Vec<i64> = through_b
+        .iter()
+        .filter(|e| e.event == "custom")
+        .filter_map(|e| e.data["step"].as_i64())
+        .collect();
+    assert_eq!(steps, (1..=20).collect::<Vec<_>>());
+    let last = through_b.last().unwrap();
+    assert_eq!(last.data["count"], json!(20), "ends with the final values");
+
+    // The same frames, with the same ids, through A.
+    let through_a = events(&a, &path, "-1");
+    assert_eq!(through_a, through_b);
+
+    // A client that saw frames up to k on A reconnects to B: exactly the rest.
+    for k in [0, 7, through_a.len() - 2] {
+        let seen = through_a[k].id.clone().expect("resumable frames carry ids");
+        let rest = events(&b, &path, &seen);
+        assert_eq!(rest, through_a[k + 1..].to_vec(), "after frame {k}");
+    }
+
+    // A stateless wait on A answers, whichever instance runs it.
+    let waited = call(
+        &a,
+        "POST",
+        "/runs/wait",
+        &[],
+        Some(json!({"assistant_id": "steps", "input": {"n": 3}})),
+    );
+    assert_eq!(waited.body["count"], json!(3));
+    database.drop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_streamed_from_another_instance_is_followed_live_to_its_end() {
+    let database = Database::create("queue_live").await;
+    let (a, b) = instances(&database);
+    let thread = request(&a, "POST", "/threads", Some(json!({})))["thread_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let run = request(
+        &a,
+        "POST",
+        &format!("/threads/{thread}/runs"),
+        Some(json!({"assistant_id": "slow", "input": {"delay_ms": 700}})),
+    );
+    let run_id = run["run_id"].as_str().unwrap();
+    // Joined on B while the run still sleeps: the live frames, then the end.
+    let joined = events(&b, &format!("/threads/{thread}/runs/{run_id}/stream"), "-1");
+    let values = joined.iter().rev().find(|e| e.event == "values").cloned();
+    assert_eq!(values.map(|e| e.data["done"].clone()), Some(json!(true)));
+    let status = request(&b, "GET", &format!("/threads/{thread}/runs/{run_id}"), None);
+    assert_eq!(status["status"], json!("success"));
+    database.drop().await;
+}
