@@ -110,9 +110,8 @@ impl Engine {
     async fn publish_run_bytes(&self, run: &Run, event: &str, bytes: Bytes) {
         self.inner
             .bus
-            .publish(Topic::Run(run.run_id), event, bytes.clone())
+            .publish_run(run.run_id, run.thread_id, event, bytes)
             .await;
-        self.publish_thread_bytes(run.thread_id, event, bytes).await;
     }
 
     /// Publishes an event on a thread's stream, if anyone listens to it.

@@ -10,32 +10,55 @@ pub(crate) const CLOSED: &str = "__bus_closed";
 /// The marker of a discarded topic: subscribers end at it.
 pub(crate) const DISCARDED: &str = "__bus_discarded";
 
-/// Appends one entry. KEYS: the stream, its meta hash (`n` frames so far, `ms` of the
-/// last). ARGV: event, data, max length (0: no trim), expiry in ms, channel. Numbers
-/// the entry, gives it the id `<ms>-<n>` (`ms` never below the last entry's, so ids
-/// increase even if the clock steps back), renews both keys' expiry, announces the
-/// stream's key on the channel. Answers the id.
-pub(crate) static APPEND: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r"
-local n = redis.call('HINCRBY', KEYS[2], 'n', 1)
-local t = redis.call('TIME')
-local ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local last = tonumber(redis.call('HGET', KEYS[2], 'ms') or '0')
-if ms < last then ms = last end
-redis.call('HSET', KEYS[2], 'ms', ms)
-local id = string.format('%d-%d', ms, n)
-if tonumber(ARGV[3]) > 0 then
-  redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[3], id, 'e', ARGV[1], 'd', ARGV[2])
-else
-  redis.call('XADD', KEYS[1], id, 'e', ARGV[1], 'd', ARGV[2])
+/// Appends one entry to `stream` and counts it in `meta` (`n` frames so far, `ms` of
+/// the last): the id is `<ms>-<n>`, `ms` never below the last entry's so ids increase
+/// even if the clock steps back. Renews both keys' expiry to `ttl` for markers and
+/// every 64th frame (the expiry is an idle bound of hours, not a precise one), and
+/// announces the stream's key on `channel`. Answers the id.
+const APPEND_FUNCTION: &str = r"
+local function append(stream, meta, event, data, maxlen, ttl, marker, channel)
+  local n = redis.call('HINCRBY', meta, 'n', 1)
+  local t = redis.call('TIME')
+  local ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local last = tonumber(redis.call('HGET', meta, 'ms') or '0')
+  if ms < last then ms = last end
+  redis.call('HSET', meta, 'ms', ms)
+  local id = string.format('%d-%d', ms, n)
+  if maxlen > 0 then
+    redis.call('XADD', stream, 'MAXLEN', '~', maxlen, id, 'e', event, 'd', data)
+  else
+    redis.call('XADD', stream, id, 'e', event, 'd', data)
+  end
+  if marker == '1' or n % 64 == 1 then
+    redis.call('PEXPIRE', stream, ttl)
+    redis.call('PEXPIRE', meta, ttl)
+  end
+  redis.call('PUBLISH', channel, stream)
+  return id
 end
-redis.call('PEXPIRE', KEYS[1], ARGV[4])
-redis.call('PEXPIRE', KEYS[2], ARGV[4])
-redis.call('PUBLISH', ARGV[5], KEYS[1])
-return id
-",
-    )
+";
+
+/// Appends one entry. KEYS: the stream, its meta hash. ARGV: event, data, max length
+/// (0: no trim), expiry in ms, `1` for a marker, channel.
+pub(crate) static APPEND: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(&format!(
+        "{APPEND_FUNCTION}
+return append(KEYS[1], KEYS[2], ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5], ARGV[6])"
+    ))
+});
+
+/// Appends a run's frame, and the same to its thread's stream when the thread's topic
+/// is open. KEYS: the run's stream and meta, the thread's stream and meta. ARGV: as
+/// [`APPEND`] without the marker flag. Answers the run entry's id.
+pub(crate) static APPEND_RUN: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(&format!(
+        "{APPEND_FUNCTION}
+local id = append(KEYS[1], KEYS[2], ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], '0', ARGV[5])
+if redis.call('EXISTS', KEYS[4]) == 1 then
+  append(KEYS[3], KEYS[4], ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], '0', ARGV[5])
+end
+return id"
+    ))
 });
 
 /// Opens a topic: its meta hash with no frames, unless it exists. KEYS: the meta

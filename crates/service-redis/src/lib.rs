@@ -31,6 +31,7 @@ use futures::StreamExt;
 use redis::aio::ConnectionManager;
 use service_engine::bus::{EventId, Replay, StreamBus, Subscription, Topic};
 use tokio::sync::Notify;
+use uuid::Uuid;
 
 use crate::cursor::{Cursor, Start};
 use crate::keys::Keys;
@@ -178,6 +179,7 @@ impl Shared {
         event: &str,
         data: &[u8],
         ttl: Duration,
+        marker: bool,
     ) -> redis::RedisResult<EventId> {
         let (stream, meta) = (self.keys.stream(topic), self.keys.meta(topic));
         let id: String = keys::APPEND
@@ -187,17 +189,39 @@ impl Shared {
             .arg(data)
             .arg(self.options.max_len)
             .arg(ttl.as_millis() as u64)
+            .arg(if marker { "1" } else { "0" })
             .arg(self.keys.channel())
             .invoke_async(&mut self.connection.clone())
             .await?;
         self.wake(&stream);
-        keys::event_id(&id).ok_or_else(|| {
-            redis::RedisError::from((
-                redis::ErrorKind::Parse,
-                "the append script answered an id that is not <ms>-<n>",
-                id,
-            ))
-        })
+        parsed(id)
+    }
+
+    /// [`StreamBus::publish_run`] in one script call.
+    async fn append_run(
+        &self,
+        run: Uuid,
+        thread: Uuid,
+        event: &str,
+        data: &[u8],
+    ) -> redis::RedisResult<EventId> {
+        let (run, thread) = (Topic::Run(run), Topic::Thread(thread));
+        let (run_stream, thread_stream) = (self.keys.stream(run), self.keys.stream(thread));
+        let id: String = keys::APPEND_RUN
+            .key(&run_stream)
+            .key(self.keys.meta(run))
+            .key(&thread_stream)
+            .key(self.keys.meta(thread))
+            .arg(event)
+            .arg(data)
+            .arg(self.options.max_len)
+            .arg(self.options.idle_ttl.as_millis() as u64)
+            .arg(self.keys.channel())
+            .invoke_async(&mut self.connection.clone())
+            .await?;
+        self.wake(&run_stream);
+        self.wake(&thread_stream);
+        parsed(id)
     }
 }
 
@@ -246,6 +270,17 @@ impl RedisBus {
     }
 }
 
+/// An id the append scripts answered.
+fn parsed(id: String) -> redis::RedisResult<EventId> {
+    keys::event_id(&id).ok_or_else(|| {
+        redis::RedisError::from((
+            redis::ErrorKind::Parse,
+            "the append script answered an id that is not <ms>-<n>",
+            id,
+        ))
+    })
+}
+
 /// `url` as it may be logged: without the credentials of its authority.
 fn without_password(url: &str) -> String {
     match url.split_once("://") {
@@ -274,7 +309,7 @@ impl StreamBus for RedisBus {
 
     async fn publish(&self, topic: Topic, event: &str, data: Bytes) -> EventId {
         let ttl = self.shared.options.idle_ttl;
-        match self.shared.append(topic, event, &data, ttl).await {
+        match self.shared.append(topic, event, &data, ttl, false).await {
             Ok(id) => id,
             Err(error) => {
                 // The frame is lost; the run goes on and settles in the store, and its
@@ -288,11 +323,24 @@ impl StreamBus for RedisBus {
         }
     }
 
+    async fn publish_run(&self, run: Uuid, thread: Uuid, event: &str, data: Bytes) -> EventId {
+        match self.shared.append_run(run, thread, event, &data).await {
+            Ok(id) => id,
+            Err(error) => {
+                tracing::error!(%error, %run, event, "publishing a frame to Redis failed");
+                EventId {
+                    millis: keys::now_millis(),
+                    seq: 0,
+                }
+            }
+        }
+    }
+
     async fn close(&self, topic: Topic) {
         let retention = self.shared.options.retention;
         if let Err(error) = self
             .shared
-            .append(topic, keys::CLOSED, b"", retention)
+            .append(topic, keys::CLOSED, b"", retention, true)
             .await
         {
             tracing::error!(%error, ?topic, "closing a topic on Redis failed");
@@ -341,7 +389,7 @@ impl StreamBus for RedisBus {
         let linger = Duration::from_secs(5);
         if let Err(error) = self
             .shared
-            .append(topic, keys::DISCARDED, b"", linger)
+            .append(topic, keys::DISCARDED, b"", linger, true)
             .await
         {
             tracing::error!(%error, ?topic, "discarding a topic on Redis failed");

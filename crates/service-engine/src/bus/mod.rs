@@ -119,6 +119,18 @@ pub trait StreamBus: Send + Sync + fmt::Debug {
     /// Appends a frame and fans it out; returns its id.
     async fn publish(&self, topic: Topic, event: &str, data: Bytes) -> EventId;
 
+    /// Appends a run's frame, and the same frame to its thread's topic when that one is
+    /// open (someone follows the thread); the run topic's id. A bus reaching its
+    /// backend over the network does both in one round trip.
+    async fn publish_run(&self, run: Uuid, thread: Uuid, event: &str, data: Bytes) -> EventId {
+        let id = self.publish(Topic::Run(run), event, data.clone()).await;
+        let topic = Topic::Thread(thread);
+        if self.is_open(topic).await {
+            self.publish(topic, event, data).await;
+        }
+        id
+    }
+
     /// Marks the topic finished: subscribers drain what is buffered and end; the
     /// frames stay replayable within the retention bound.
     async fn close(&self, topic: Topic);
