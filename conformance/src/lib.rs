@@ -6,10 +6,11 @@
 //! runs them all from one test file with [`conformance_tests!`], which also runs the
 //! proptest model tests in [`model`]. Nothing here assumes a particular driver. A
 //! rule that needs a repository the driver declares it lacks is reported as ignored,
-//! never passed unchecked. [`checkpointer`] and [`coordinator`] hold the suites of
-//! the other seams.
+//! never passed unchecked. [`checkpointer`], [`coordinator`] and [`bus`] hold the
+//! suites of the other seams.
 
 pub mod assistants;
+pub mod bus;
 pub mod checkpointer;
 pub mod coordinator;
 pub mod crons;
