@@ -9,15 +9,18 @@ use redis::streams::{StreamId, StreamRangeReply};
 use service_engine::bus::{Delivery, EventId, Frame, Topic};
 
 use crate::Shared;
-use crate::keys::{self, CLOSED, DISCARDED};
+use crate::keys::{self, CLOSED};
 
 /// Where a subscription starts.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Start {
     /// The oldest frame still kept.
     Beginning,
-    /// The frame after this one.
+    /// The frame after this one (a client's `Last-Event-ID`): frames trimmed since
+    /// are skipped, as on the in-memory bus, so a reconnect cannot loop on a gap.
     After(EventId),
+    /// The frame after the newest one: the next must follow it, or it lagged.
+    Live(EventId),
 }
 
 pub(crate) struct Cursor {
@@ -32,23 +35,32 @@ pub(crate) struct Cursor {
     pending: VecDeque<Delivery>,
     /// Nothing is read after what is pending.
     ended: bool,
+    /// The topic was closed when subscribed: once nothing is left to read, it ends.
+    closed: bool,
 }
 
 impl Cursor {
-    pub(crate) fn new(shared: Arc<Shared>, topic: Topic, start: Start) -> Self {
+    pub(crate) fn new(shared: Arc<Shared>, topic: Topic, start: Start, closed: bool) -> Self {
         let stream = shared.keys.stream(topic);
+        let (start, expected) = match start {
+            Start::Live(head) => (Start::After(head), Some(head.seq + 1)),
+            other => (other, None),
+        };
         Self {
             shared,
             topic,
             stream,
             start,
-            expected: None,
+            expected,
             pending: VecDeque::new(),
             ended: false,
+            closed,
         }
     }
 
     pub(crate) async fn next(&mut self) -> Option<Delivery> {
+        // Woken with nothing to read: the topic may be gone (discarded, expired).
+        let mut woken = false;
         loop {
             if let Some(delivery) = self.pending.pop_front() {
                 return Some(delivery);
@@ -65,7 +77,12 @@ impl Cursor {
             announced.as_mut().enable();
             closing.as_mut().enable();
             match self.read().await {
-                Ok(true) => continue,
+                Ok(true) => {
+                    woken = false;
+                    continue;
+                }
+                Ok(false) if self.closed => return None,
+                Ok(false) if woken && !self.topic_exists().await => return None,
                 Ok(false) => {}
                 Err(error) => {
                     // The client is told to reconnect (with Last-Event-ID), not left waiting.
@@ -75,13 +92,9 @@ impl Cursor {
                 }
             }
             tokio::select! {
-                () = announced => {}
+                () = announced => woken = true,
                 () = closing => {}
-                () = tokio::time::sleep(self.shared.options.poll) => {
-                    if !self.topic_exists().await {
-                        self.ended = true;
-                    }
-                }
+                () = tokio::time::sleep(self.shared.options.poll) => woken = true,
             }
         }
     }
@@ -90,7 +103,7 @@ impl Cursor {
     async fn read(&mut self) -> redis::RedisResult<bool> {
         let start = match self.start {
             Start::Beginning => "-".to_owned(),
-            Start::After(id) => keys::after(id),
+            Start::After(id) | Start::Live(id) => keys::after(id),
         };
         let reply: StreamRangeReply = redis::cmd("XRANGE")
             .arg(&self.stream)
@@ -133,7 +146,7 @@ impl Cursor {
             _ => Bytes::new(),
         };
         let event = String::from_utf8_lossy(&field("e")).into_owned();
-        if event == CLOSED || event == DISCARDED {
+        if event == CLOSED {
             self.ended = true;
             return;
         }

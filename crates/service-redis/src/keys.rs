@@ -7,12 +7,10 @@ use service_engine::bus::{EventId, Topic};
 
 /// The marker closing a topic: subscribers end at it.
 pub(crate) const CLOSED: &str = "__bus_closed";
-/// The marker of a discarded topic: subscribers end at it.
-pub(crate) const DISCARDED: &str = "__bus_discarded";
 
 /// Appends one entry to `stream` and counts it in `meta` (`n` frames so far, `ms` of
-/// the last): the id is `<ms>-<n>`, `ms` never below the last entry's so ids increase
-/// even if the clock steps back. Renews both keys' expiry to `ttl` for markers and
+/// the last, `closed` once a marker ended it): the id is `<ms>-<n>`, `ms` never below
+/// the last entry's so ids increase even if the clock steps back. Renews both keys' expiry to `ttl` for markers and
 /// every 64th frame (the expiry is an idle bound of hours, not a precise one), and
 /// announces the stream's key on `channel`. Answers the id.
 const APPEND_FUNCTION: &str = r"
@@ -28,6 +26,9 @@ local function append(stream, meta, event, data, maxlen, ttl, marker, channel)
     redis.call('XADD', stream, 'MAXLEN', '~', maxlen, id, 'e', event, 'd', data)
   else
     redis.call('XADD', stream, id, 'e', event, 'd', data)
+  end
+  if marker == '1' then
+    redis.call('HSET', meta, 'closed', 1)
   end
   if marker == '1' or n % 64 == 1 then
     redis.call('PEXPIRE', stream, ttl)
@@ -59,6 +60,19 @@ if redis.call('EXISTS', KEYS[4]) == 1 then
 end
 return id"
     ))
+});
+
+/// Forgets a topic: its stream and meta hash go, and the stream's key is announced so
+/// subscribers anywhere wake, find it gone and end. KEYS: the stream, its meta hash.
+/// ARGV: channel.
+pub(crate) static DISCARD: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r"
+redis.call('DEL', KEYS[1], KEYS[2])
+redis.call('PUBLISH', ARGV[1], KEYS[1])
+return 0
+",
+    )
 });
 
 /// Opens a topic: its meta hash with no frames, unless it exists. KEYS: the meta

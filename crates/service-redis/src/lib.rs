@@ -349,25 +349,34 @@ impl StreamBus for RedisBus {
 
     async fn subscribe(&self, topic: Topic, replay: Replay) -> Option<Subscription> {
         let meta = self.shared.keys.meta(topic);
-        let head: redis::RedisResult<(Option<u64>, Option<i64>)> = self
-            .query(redis::cmd("HMGET").arg(&meta).arg("n").arg("ms"))
+        let head: redis::RedisResult<(Option<u64>, Option<i64>, Option<u8>)> = self
+            .query(
+                redis::cmd("HMGET")
+                    .arg(&meta)
+                    .arg("n")
+                    .arg("ms")
+                    .arg("closed"),
+            )
             .await;
-        let start = match head {
-            Ok((None, _)) => return None,
-            Ok((Some(n), ms)) => match replay {
-                Replay::All => Start::Beginning,
-                Replay::After(id) => Start::After(id),
-                Replay::Live => Start::After(EventId {
-                    millis: ms.unwrap_or(0),
-                    seq: n,
-                }),
-            },
+        let (start, closed) = match head {
+            Ok((None, ..)) => return None,
+            Ok((Some(n), ms, closed)) => {
+                let start = match replay {
+                    Replay::All => Start::Beginning,
+                    Replay::After(id) => Start::After(id),
+                    Replay::Live => Start::Live(EventId {
+                        millis: ms.unwrap_or(0),
+                        seq: n,
+                    }),
+                };
+                (start, closed.is_some())
+            }
             Err(error) => {
                 tracing::error!(%error, ?topic, "subscribing on Redis failed");
                 return None;
             }
         };
-        let cursor = Cursor::new(self.shared.clone(), topic, start);
+        let cursor = Cursor::new(self.shared.clone(), topic, start, closed);
         Some(
             futures::stream::unfold(cursor, |mut cursor| async move {
                 cursor.next().await.map(|delivery| (delivery, cursor))
@@ -384,20 +393,17 @@ impl StreamBus for RedisBus {
     }
 
     async fn discard(&self, topic: Topic) {
-        // Subscribers anywhere read the marker and end; the stream itself goes soon
-        // after, the topic at once.
-        let linger = Duration::from_secs(5);
-        if let Err(error) = self
-            .shared
-            .append(topic, keys::DISCARDED, b"", linger, true)
-            .await
-        {
+        let stream = self.shared.keys.stream(topic);
+        let discarded: redis::RedisResult<()> = keys::DISCARD
+            .key(&stream)
+            .key(self.shared.keys.meta(topic))
+            .arg(self.shared.keys.channel())
+            .invoke_async(&mut self.shared.connection.clone())
+            .await;
+        if let Err(error) = discarded {
             tracing::error!(%error, ?topic, "discarding a topic on Redis failed");
         }
-        let meta = self.shared.keys.meta(topic);
-        if let Err(error) = self.query::<()>(redis::cmd("DEL").arg(&meta)).await {
-            tracing::error!(%error, ?topic, "discarding a topic on Redis failed");
-        }
+        self.shared.wake(&stream);
     }
 
     async fn close_all(&self) {
