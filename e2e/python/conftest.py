@@ -119,13 +119,19 @@ async def wait_thread_idle(client, thread_id: str, timeout: float = 15.0) -> dic
 
 
 @contextlib.contextmanager
-def own_server(config: dict, env: dict[str, str] | None = None, files: dict[str, bytes] | None = None) -> Iterator[str]:
+def own_server(
+    config: dict,
+    env: dict[str, str | None] | None = None,
+    files: dict[str, bytes] | None = None,
+    mode: str | None = None,
+) -> Iterator[str]:
     """Start `$E2E_SERVER_BIN $E2E_SERVER_MODE --port 0 --config <config>`; yield its base URL.
 
     `files` are written beside the config file (paths in the config are relative to
-    it). The environment is passed through (DATABASE_URL in start mode) plus `env`.
-    Skips the test when E2E_SERVER_BIN is not set: against an already-running server
-    there is no binary to start.
+    it). The environment is passed through (DATABASE_URL in start mode) plus `env`;
+    a variable given as None is removed. `mode` (`dev` or `start`) overrides
+    E2E_SERVER_MODE. Skips the test when E2E_SERVER_BIN is not set: against an
+    already-running server there is no binary to start.
     """
     if not SERVER_BIN:
         pytest.skip("needs a server of its own: set E2E_SERVER_BIN (this run is against an already-running server)")
@@ -135,12 +141,14 @@ def own_server(config: dict, env: dict[str, str] | None = None, files: dict[str,
             (directory / name).write_bytes(content)
         (directory / "config.json").write_text(json.dumps(config))
         log_path = directory / "server.log"
+        environment = {**os.environ, **(env or {})}
+        environment = {name: value for name, value in environment.items() if value is not None}
         with open(log_path, "wb") as log:
             proc = subprocess.Popen(
-                [SERVER_BIN, SERVER_MODE, "--port", "0", "--config", str(directory / "config.json")],
+                [SERVER_BIN, mode or SERVER_MODE, "--port", "0", "--config", str(directory / "config.json")],
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                env={**os.environ, **(env or {})},
+                env=environment,
             )
         try:
             yield _wait_listening(proc, log_path)
