@@ -8,8 +8,8 @@ use bytes::Bytes;
 use redis::streams::{StreamId, StreamRangeReply};
 use service_engine::bus::{Delivery, EventId, Frame, Topic};
 
-use crate::Shared;
 use crate::keys::{self, CLOSED};
+use crate::{Local, Shared};
 
 /// Where a subscription starts.
 #[derive(Clone, Copy, Debug)]
@@ -25,6 +25,8 @@ pub(crate) enum Start {
 
 pub(crate) struct Cursor {
     shared: Arc<Shared>,
+    /// This instance's wake-ups and recent frames of the topic.
+    local: Arc<Local>,
     topic: Topic,
     stream: String,
     start: Start,
@@ -37,6 +39,8 @@ pub(crate) struct Cursor {
     ended: bool,
     /// The topic was closed when subscribed: once nothing is left to read, it ends.
     closed: bool,
+    /// The topic's `unread` count when this cursor last read Redis.
+    seen_unread: u64,
 }
 
 impl Cursor {
@@ -47,6 +51,7 @@ impl Cursor {
             other => (other, None),
         };
         Self {
+            local: shared.local(&stream),
             shared,
             topic,
             stream,
@@ -55,11 +60,12 @@ impl Cursor {
             pending: VecDeque::new(),
             ended: false,
             closed,
+            seen_unread: 0,
         }
     }
 
     pub(crate) async fn next(&mut self) -> Option<Delivery> {
-        // Woken with nothing to read: the topic may be gone (discarded, expired).
+        // A poll interval passed without a wake-up.
         let mut woken = false;
         loop {
             if let Some(delivery) = self.pending.pop_front() {
@@ -68,38 +74,61 @@ impl Cursor {
             if self.ended || self.shared.closed_all.load(Ordering::SeqCst) {
                 return None;
             }
-            let waiter = self.shared.waiter(&self.stream);
-            let shared = self.shared.clone();
-            let announced = waiter.notified();
+            let (local, shared) = (self.local.clone(), self.shared.clone());
+            let announced = local.announced.notified();
             let closing = shared.closing.notified();
             tokio::pin!(announced, closing);
-            // Registered before reading, so a frame appended in between still wakes us.
+            // Registered before looking, so a frame appended in between still wakes us.
             announced.as_mut().enable();
             closing.as_mut().enable();
-            match self.read().await {
-                Ok(true) => {
-                    woken = false;
-                    continue;
+            let behind = match self.expected {
+                Some(expected) => {
+                    let (frames, behind) = self.local.frames_from(expected);
+                    if let Some(last) = frames.last() {
+                        self.start = Start::After(last.id);
+                        self.expected = Some(last.id.seq + 1);
+                        self.pending.extend(frames.into_iter().map(Delivery::Frame));
+                        continue;
+                    }
+                    behind
                 }
-                Ok(false) if self.closed => return None,
-                Ok(false) if woken && !self.topic_exists().await => return None,
-                Ok(false) => {}
-                Err(error) => {
-                    // The client is told to reconnect (with Last-Event-ID), not left waiting.
-                    tracing::error!(%error, topic = ?self.topic, "reading a stream from Redis failed");
-                    self.ended = true;
-                    return Some(Delivery::Lagged);
+                None => true,
+            };
+            // Redis is read for what this instance did not append itself: the replay, a
+            // frame announced by another instance, or after a quiet poll interval. A
+            // subscriber that reads on every wake-up races the appends it is told about.
+            let unread = self.local.unread.load(Ordering::SeqCst);
+            // Told of something (or a quiet interval passed): an empty read then means
+            // the topic may be gone.
+            let told = woken || unread != self.seen_unread;
+            if behind || told {
+                self.seen_unread = unread;
+                match self.read().await {
+                    Ok(true) => {
+                        woken = false;
+                        continue;
+                    }
+                    Ok(false) if self.closed => return None,
+                    Ok(false) if told && !self.topic_exists().await => return None,
+                    Ok(false) => {}
+                    Err(error) => {
+                        // The client is told to reconnect (with Last-Event-ID), not left waiting.
+                        tracing::error!(%error, topic = ?self.topic, "reading a stream from Redis failed");
+                        self.ended = true;
+                        return Some(Delivery::Lagged);
+                    }
                 }
             }
+            woken = false;
             tokio::select! {
-                () = announced => woken = true,
+                () = announced => {}
                 () = closing => {}
                 () = tokio::time::sleep(self.shared.options.poll) => woken = true,
             }
         }
     }
 
-    /// Reads the next batch into `pending`; false when there was nothing new.
+    /// Reads the next batch from Redis into `pending`; false when there was nothing new.
     async fn read(&mut self) -> redis::RedisResult<bool> {
         let start = match self.start {
             Start::Beginning => "-".to_owned(),

@@ -12,9 +12,10 @@ pub(crate) const CLOSED: &str = "__bus_closed";
 /// the last, `closed` once a marker ended it): the id is `<ms>-<n>`, `ms` never below
 /// the last entry's so ids increase even if the clock steps back. Renews both keys' expiry to `ttl` for markers and
 /// every 64th frame (the expiry is an idle bound of hours, not a precise one), and
-/// announces the stream's key on `channel`. Answers the id.
+/// announces `<origin> <stream key>` on `channel` (an instance wakes its own
+/// subscribers itself, once it has the frame to hand them). Answers the id.
 const APPEND_FUNCTION: &str = r"
-local function append(stream, meta, event, data, maxlen, ttl, marker, channel)
+local function append(stream, meta, event, data, maxlen, ttl, marker, channel, origin)
   local n = redis.call('HINCRBY', meta, 'n', 1)
   local t = redis.call('TIME')
   local ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -34,17 +35,17 @@ local function append(stream, meta, event, data, maxlen, ttl, marker, channel)
     redis.call('PEXPIRE', stream, ttl)
     redis.call('PEXPIRE', meta, ttl)
   end
-  redis.call('PUBLISH', channel, stream)
+  redis.call('PUBLISH', channel, origin .. ' ' .. stream)
   return id
 end
 ";
 
 /// Appends one entry. KEYS: the stream, its meta hash. ARGV: event, data, max length
-/// (0: no trim), expiry in ms, `1` for a marker, channel.
+/// (0: no trim), expiry in ms, `1` for a marker, channel, origin.
 pub(crate) static APPEND: LazyLock<Script> = LazyLock::new(|| {
     Script::new(&format!(
         "{APPEND_FUNCTION}
-return append(KEYS[1], KEYS[2], ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5], ARGV[6])"
+return append(KEYS[1], KEYS[2], ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5], ARGV[6], ARGV[7])"
     ))
 });
 
@@ -54,9 +55,9 @@ return append(KEYS[1], KEYS[2], ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], AR
 pub(crate) static APPEND_RUN: LazyLock<Script> = LazyLock::new(|| {
     Script::new(&format!(
         "{APPEND_FUNCTION}
-local id = append(KEYS[1], KEYS[2], ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], '0', ARGV[5])
+local id = append(KEYS[1], KEYS[2], ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], '0', ARGV[5], ARGV[6])
 if redis.call('EXISTS', KEYS[4]) == 1 then
-  append(KEYS[3], KEYS[4], ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], '0', ARGV[5])
+  append(KEYS[3], KEYS[4], ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], '0', ARGV[5], ARGV[6])
 end
 return id"
     ))
@@ -64,12 +65,12 @@ return id"
 
 /// Forgets a topic: its stream and meta hash go, and the stream's key is announced so
 /// subscribers anywhere wake, find it gone and end. KEYS: the stream, its meta hash.
-/// ARGV: channel.
+/// ARGV: channel, origin.
 pub(crate) static DISCARD: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
 redis.call('DEL', KEYS[1], KEYS[2])
-redis.call('PUBLISH', ARGV[1], KEYS[1])
+redis.call('PUBLISH', ARGV[1], ARGV[2] .. ' ' .. KEYS[1])
 return 0
 ",
     )

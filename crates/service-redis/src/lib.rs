@@ -19,9 +19,9 @@ mod cursor;
 mod keys;
 mod listener;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::fmt;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -29,7 +29,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use futures::StreamExt;
 use redis::aio::ConnectionManager;
-use service_engine::bus::{EventId, Replay, StreamBus, Subscription, Topic};
+use service_engine::bus::{EventId, Frame, Replay, StreamBus, Subscription, Topic};
 use tokio::sync::Notify;
 use uuid::Uuid;
 
@@ -119,54 +119,115 @@ pub(crate) struct Shared {
     pub(crate) options: RedisBusOptions,
     pub(crate) keys: Keys,
     pub(crate) connection: ConnectionManager,
-    /// Waiters per stream key, woken when a frame of it is announced.
-    waiters: Mutex<HashMap<String, Weak<Notify>>>,
+    /// This bus's name in announcements, so it skips its own (it wakes its
+    /// subscribers itself, with the frame in hand).
+    pub(crate) origin: String,
+    /// Per stream key with subscribers here: their wake-up and recent local frames.
+    locals: Mutex<HashMap<String, Weak<Local>>>,
     /// Set by `close_all`: every subscription ends, and new ones start ended.
     pub(crate) closed_all: AtomicBool,
     /// Woken by `close_all`.
     pub(crate) closing: Notify,
 }
 
-impl Shared {
-    /// The waiter of `key`, made when it has none.
-    pub(crate) fn waiter(&self, key: &str) -> Arc<Notify> {
-        let mut waiters = self.lock_waiters();
-        if let Some(waiter) = waiters.get(key).and_then(Weak::upgrade) {
-            return waiter;
-        }
-        // Forgotten subscriptions leave dead entries behind; clear them as the map grows.
-        if waiters.len() >= 1024 && waiters.len().is_power_of_two() {
-            waiters.retain(|_, waiter| waiter.strong_count() > 0);
-        }
-        let waiter = Arc::new(Notify::new());
-        waiters.insert(key.to_owned(), Arc::downgrade(&waiter));
-        waiter
+/// Frames of a topic this instance appended lately, kept for its subscribers here.
+const RECENT_FRAMES: usize = 256;
+
+/// What this instance's subscribers of one topic share: their wake-up, and the frames
+/// this instance appended lately (by number), so a subscriber that keeps up takes them
+/// from here instead of reading them back from Redis.
+#[derive(Default)]
+pub(crate) struct Local {
+    pub(crate) announced: Notify,
+    recent: Mutex<VecDeque<Frame>>,
+    /// Counts wake-ups for frames not in `recent` (another instance's, a thread entry
+    /// appended with a run's): a subscriber that saw it move reads Redis.
+    pub(crate) unread: AtomicU64,
+}
+
+impl Local {
+    fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<Frame>> {
+        // Each update is one insert or pop: a panic cannot leave it half-done.
+        self.recent
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Wakes the subscribers of `key`.
-    pub(crate) fn wake(&self, key: &str) {
-        let waiter = self.lock_waiters().get(key).and_then(Weak::upgrade);
-        if let Some(waiter) = waiter {
-            waiter.notify_waiters();
+    /// Keeps `frame`, in number order (appends on this instance may finish out of order).
+    fn remember(&self, frame: Frame) {
+        let mut recent = self.lock();
+        let at = recent.partition_point(|kept| kept.id.seq < frame.id.seq);
+        recent.insert(at, frame);
+        if recent.len() > RECENT_FRAMES {
+            recent.pop_front();
+        }
+    }
+
+    /// The consecutive frames from number `seq` this instance appended lately; and
+    /// whether it has later ones while `seq` itself is not kept (evicted, or appended
+    /// by another instance in between), so the reader must go to Redis.
+    pub(crate) fn frames_from(&self, seq: u64) -> (Vec<Frame>, bool) {
+        let recent = self.lock();
+        let at = recent.partition_point(|kept| kept.id.seq < seq);
+        let mut frames = Vec::new();
+        for (expected, kept) in (seq..).zip(recent.range(at..)) {
+            if kept.id.seq != expected {
+                break;
+            }
+            frames.push(kept.clone());
+        }
+        let behind = frames.is_empty() && recent.back().is_some_and(|last| last.id.seq > seq);
+        (frames, behind)
+    }
+}
+
+impl Shared {
+    /// The local state of `key`, made when it has none.
+    pub(crate) fn local(&self, key: &str) -> Arc<Local> {
+        let mut locals = self.lock_locals();
+        if let Some(local) = locals.get(key).and_then(Weak::upgrade) {
+            return local;
+        }
+        // Forgotten subscriptions leave dead entries behind; clear them as the map grows.
+        if locals.len() >= 1024 && locals.len().is_power_of_two() {
+            locals.retain(|_, local| local.strong_count() > 0);
+        }
+        let local = Arc::new(Local::default());
+        locals.insert(key.to_owned(), Arc::downgrade(&local));
+        local
+    }
+
+    /// Wakes the subscribers of `key` here, after remembering `frame` for them.
+    pub(crate) fn wake(&self, key: &str, frame: Option<Frame>) {
+        let local = self.lock_locals().get(key).and_then(Weak::upgrade);
+        if let Some(local) = local {
+            match frame {
+                Some(frame) => local.remember(frame),
+                None => {
+                    local.unread.fetch_add(1, Ordering::SeqCst);
+                }
+            }
+            local.announced.notify_waiters();
         }
     }
 
     /// Wakes every subscriber (after the listener reconnects: announcements may have
     /// been missed meanwhile).
     pub(crate) fn wake_all(&self) {
-        let waiters: Vec<Arc<Notify>> = self
-            .lock_waiters()
+        let locals: Vec<Arc<Local>> = self
+            .lock_locals()
             .values()
             .filter_map(Weak::upgrade)
             .collect();
-        for waiter in waiters {
-            waiter.notify_waiters();
+        for local in locals {
+            local.unread.fetch_add(1, Ordering::SeqCst);
+            local.announced.notify_waiters();
         }
     }
 
-    fn lock_waiters(&self) -> std::sync::MutexGuard<'_, HashMap<String, Weak<Notify>>> {
+    fn lock_locals(&self) -> std::sync::MutexGuard<'_, HashMap<String, Weak<Local>>> {
         // Each update is one insert, lookup or retain: a panic cannot leave it half-done.
-        self.waiters
+        self.locals
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
@@ -177,7 +238,7 @@ impl Shared {
         &self,
         topic: Topic,
         event: &str,
-        data: &[u8],
+        data: Bytes,
         ttl: Duration,
         marker: bool,
     ) -> redis::RedisResult<EventId> {
@@ -186,15 +247,22 @@ impl Shared {
             .key(&stream)
             .key(&meta)
             .arg(event)
-            .arg(data)
+            .arg(data.as_ref())
             .arg(self.options.max_len)
             .arg(ttl.as_millis() as u64)
             .arg(if marker { "1" } else { "0" })
             .arg(self.keys.channel())
+            .arg(&self.origin)
             .invoke_async(&mut self.connection.clone())
             .await?;
-        self.wake(&stream);
-        parsed(id)
+        let id = parsed(id)?;
+        let frame = (!marker).then(|| Frame {
+            id,
+            event: event.to_owned(),
+            data,
+        });
+        self.wake(&stream, frame);
+        Ok(id)
     }
 
     /// [`StreamBus::publish_run`] in one script call.
@@ -203,7 +271,7 @@ impl Shared {
         run: Uuid,
         thread: Uuid,
         event: &str,
-        data: &[u8],
+        data: Bytes,
     ) -> redis::RedisResult<EventId> {
         let (run, thread) = (Topic::Run(run), Topic::Thread(thread));
         let (run_stream, thread_stream) = (self.keys.stream(run), self.keys.stream(thread));
@@ -213,15 +281,23 @@ impl Shared {
             .key(&thread_stream)
             .key(self.keys.meta(thread))
             .arg(event)
-            .arg(data)
+            .arg(data.as_ref())
             .arg(self.options.max_len)
             .arg(self.options.idle_ttl.as_millis() as u64)
             .arg(self.keys.channel())
+            .arg(&self.origin)
             .invoke_async(&mut self.connection.clone())
             .await?;
-        self.wake(&run_stream);
-        self.wake(&thread_stream);
-        parsed(id)
+        let id = parsed(id)?;
+        let frame = Frame {
+            id,
+            event: event.to_owned(),
+            data,
+        };
+        self.wake(&run_stream, Some(frame));
+        // The thread entry's number is not known here: its subscribers read it back.
+        self.wake(&thread_stream, None);
+        Ok(id)
     }
 }
 
@@ -253,9 +329,10 @@ impl RedisBus {
             .map_err(unreachable)?;
         let shared = Arc::new(Shared {
             keys: Keys::new(&options.prefix),
+            origin: Uuid::new_v4().simple().to_string(),
             options,
             connection,
-            waiters: Mutex::new(HashMap::new()),
+            locals: Mutex::new(HashMap::new()),
             closed_all: AtomicBool::new(false),
             closing: Notify::new(),
         });
@@ -309,7 +386,7 @@ impl StreamBus for RedisBus {
 
     async fn publish(&self, topic: Topic, event: &str, data: Bytes) -> EventId {
         let ttl = self.shared.options.idle_ttl;
-        match self.shared.append(topic, event, &data, ttl, false).await {
+        match self.shared.append(topic, event, data, ttl, false).await {
             Ok(id) => id,
             Err(error) => {
                 // The frame is lost; the run goes on and settles in the store, and its
@@ -324,7 +401,7 @@ impl StreamBus for RedisBus {
     }
 
     async fn publish_run(&self, run: Uuid, thread: Uuid, event: &str, data: Bytes) -> EventId {
-        match self.shared.append_run(run, thread, event, &data).await {
+        match self.shared.append_run(run, thread, event, data).await {
             Ok(id) => id,
             Err(error) => {
                 tracing::error!(%error, %run, event, "publishing a frame to Redis failed");
@@ -340,7 +417,7 @@ impl StreamBus for RedisBus {
         let retention = self.shared.options.retention;
         if let Err(error) = self
             .shared
-            .append(topic, keys::CLOSED, b"", retention, true)
+            .append(topic, keys::CLOSED, Bytes::new(), retention, true)
             .await
         {
             tracing::error!(%error, ?topic, "closing a topic on Redis failed");
@@ -398,12 +475,13 @@ impl StreamBus for RedisBus {
             .key(&stream)
             .key(self.shared.keys.meta(topic))
             .arg(self.shared.keys.channel())
+            .arg(&self.shared.origin)
             .invoke_async(&mut self.shared.connection.clone())
             .await;
         if let Err(error) = discarded {
             tracing::error!(%error, ?topic, "discarding a topic on Redis failed");
         }
-        self.shared.wake(&stream);
+        self.shared.wake(&stream, None);
     }
 
     async fn close_all(&self) {

@@ -27,8 +27,13 @@ pub(crate) async fn listen(client: redis::Client, shared: Weak<Shared>) {
                         let Some(shared) = shared.upgrade() else {
                             return;
                         };
-                        if let Ok(key) = message.get_payload::<String>() {
-                            shared.wake(&key);
+                        let Ok(payload) = message.get_payload::<String>() else {
+                            continue;
+                        };
+                        if let Some((origin, key)) = payload.split_once(' ')
+                            && origin != shared.origin
+                        {
+                            shared.wake(key, None);
                         }
                     }
                     tracing::warn!("the Redis announcement connection closed; reconnecting");

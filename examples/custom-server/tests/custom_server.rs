@@ -144,13 +144,13 @@ fn the_custom_server_serves_its_own_graph_as_its_configuration_says() {
 fn the_custom_server_refuses_what_the_bundled_server_refuses() {
     let output = custom_server()
         .args(["start", "--port", "0"])
-        .env("SERVICE_QUEUE_STREAM_MAXLEN", "100")
+        .env("SERVICE_HEAP_SAMPLE_MS", "100")
         .output()
         .unwrap();
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
-        stderr.contains("SERVICE_QUEUE_STREAM_MAXLEN"),
+        stderr.contains("SERVICE_HEAP_SAMPLE_MS"),
         "stderr: {stderr}"
     );
     assert!(stderr.contains("not supported yet"), "stderr: {stderr}");
