@@ -18,6 +18,9 @@
 mod cursor;
 mod keys;
 mod listener;
+mod retry;
+
+pub use retry::RedisRetryQueue;
 
 use std::collections::{HashMap, VecDeque};
 use std::fmt;

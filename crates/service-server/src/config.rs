@@ -41,8 +41,12 @@ pub(crate) struct ConfigFile {
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct QueueConfig {
-    /// `redis://host:port/db`.
-    pub url: String,
+    /// `redis://host:port/db`; `--queue` and, in `start`, REDIS_URL win over it.
+    #[serde(default)]
+    pub url: Option<String>,
+    /// The prefix of every key, so deployments can share a Redis (default `service`).
+    #[serde(default)]
+    pub prefix: Option<String>,
 }
 
 /// The `service` block.

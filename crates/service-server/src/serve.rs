@@ -39,16 +39,20 @@ pub(crate) async fn serve(
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let engine_config = config.engine;
     let graphs = graphs::served(graphs, config.graph_aliases);
-    let bus: Arc<dyn service_engine::bus::StreamBus> = match &config.queue {
+    let redis = match &config.queue {
         Some(options) => {
             let bus = service_redis::RedisBus::connect(options.clone())
                 .await
                 .map_err(|error| ConfigError(error.to_string()))?;
             tracing::info!(
-                "streaming through Redis: runs can be streamed and joined from any instance"
+                "streaming through Redis: runs can be streamed and joined from any instance; webhook retries are delayed jobs there"
             );
-            bus
+            Some(bus)
         }
+        None => None,
+    };
+    let bus: Arc<dyn service_engine::bus::StreamBus> = match &redis {
+        Some(bus) => bus.clone(),
         None => MemoryBus::new(engine_config.bus),
     };
     if dispatcher.is_some() && !config.webhooks.secrets.is_empty() {
@@ -68,15 +72,21 @@ pub(crate) async fn serve(
             None => Outbox::new(settings, store.clone(), clock.clone())
                 .map_err(|error| ConfigError(format!("cannot send webhooks: {error}")))?,
         };
+        let outbox = match &redis {
+            Some(bus) => outbox.with_retry_queue(Arc::new(service_redis::RedisRetryQueue::of(bus))),
+            None => outbox,
+        };
         Ok::<_, ConfigError>(Some(Arc::new(outbox) as Arc<dyn service_engine::Webhooks>))
     };
     let engine = match &config.database {
         Some(database) => {
             let backend = postgres_backend(database, clock.clone()).await?;
             // SPEC: the store is durable, the retry schedule is not (no queue server).
-            tracing::warn!(
-                "webhook retries are scheduled from the PostgreSQL outbox: a pending retry is not kept across a restart by a queue, but the delivery is picked up again at the next boot"
-            );
+            if redis.is_none() {
+                tracing::warn!(
+                    "webhook retries are scheduled from the PostgreSQL outbox: a pending retry is not kept across a restart by a queue, but the delivery is picked up again at the next boot"
+                );
+            }
             let parts = EngineParts {
                 webhooks: webhooks(&backend.store)?,
                 store: backend.store,

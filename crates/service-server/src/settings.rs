@@ -190,7 +190,7 @@ fn queue(
         .queue
         .clone()
         .or(from_env)
-        .or_else(|| file.queue.as_ref().map(|queue| queue.url.clone()));
+        .or_else(|| file.queue.as_ref().and_then(|queue| queue.url.clone()));
     let Some(url) = url else {
         if knobs.queue_stream_maxlen.is_some() || knobs.stream_buffer_frames.is_some() {
             warnings.push(
@@ -201,6 +201,9 @@ fn queue(
         return None;
     };
     let mut options = service_redis::RedisBusOptions::new(url);
+    if let Some(prefix) = file.queue.as_ref().and_then(|queue| queue.prefix.clone()) {
+        options.prefix = prefix;
+    }
     if let Some(max_len) = knobs.queue_stream_maxlen {
         options.max_len = max_len;
     }

@@ -153,3 +153,107 @@ async fn a_run_streamed_from_another_instance_is_followed_live_to_its_end() {
     assert_eq!(status["status"], json!("success"));
     database.drop().await;
 }
+
+/// Answers each delivery's first attempt 503 and later ones 200, recording
+/// `(delivery id, attempt)` of each request.
+async fn receiver() -> (String, std::sync::Arc<std::sync::Mutex<Vec<(String, u32)>>>) {
+    use axum::http::{HeaderMap, StatusCode};
+    let seen: std::sync::Arc<std::sync::Mutex<Vec<(String, u32)>>> = Default::default();
+    let recorded = seen.clone();
+    let app = axum::Router::new().route(
+        "/hook",
+        axum::routing::post(move |headers: HeaderMap| {
+            let recorded = recorded.clone();
+            async move {
+                let header = |name: &str| {
+                    headers
+                        .get(name)
+                        .and_then(|value| value.to_str().ok())
+                        .unwrap_or_default()
+                        .to_owned()
+                };
+                let attempt: u32 = header("x-service-attempt").parse().unwrap_or(0);
+                recorded
+                    .lock()
+                    .unwrap()
+                    .push((header("x-service-delivery-id"), attempt));
+                if attempt <= 1 {
+                    StatusCode::SERVICE_UNAVAILABLE
+                } else {
+                    StatusCode::OK
+                }
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (url, seen)
+}
+
+/// A retry scheduled on Redis by an instance that is then killed is sent by the next
+/// instance when it falls due: the queue outlives every instance. (Without the queue
+/// the next instance would find it only at its next sweep of the outbox table, a
+/// minute later, past this test's limit.)
+#[tokio::test(flavor = "multi_thread")]
+async fn a_webhook_retry_scheduled_on_redis_survives_the_instance_that_scheduled_it() {
+    let database = Database::create("queue_retry").await;
+    let config = std::env::temp_dir().join(format!("queue-retry-{}.json", std::process::id()));
+    let prefix = format!("test-retry-{}", std::process::id());
+    std::fs::write(
+        &config,
+        json!({
+            "queue": {"prefix": prefix},
+            "service": {"webhooks": {"retries": {"initial_delay_ms": 3000}}},
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let (hook, seen) = receiver().await;
+    let url = database.url();
+    let redis = redis_url();
+    let path = config.to_string_lossy().into_owned();
+    let boot = || {
+        support::spawn(
+            &["start", "--port", "0", "--config", &path],
+            &[("DATABASE_URL", &url), ("REDIS_URL", &redis)],
+        )
+    };
+    let mut first = boot();
+    let waited = call(
+        &first,
+        "POST",
+        "/runs/wait",
+        &[],
+        Some(json!({"assistant_id": "echo", "input": {"messages": []}, "webhook": hook})),
+    );
+    assert_eq!(waited.status, 200, "{}", waited.body);
+    let started = std::time::Instant::now();
+    while seen.lock().unwrap().is_empty() {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(10),
+            "the first attempt"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    // Its failure is recorded and its retry scheduled; then the instance dies.
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    first.child.kill().unwrap();
+    first.child.wait().unwrap();
+    let _second = boot();
+    let started = std::time::Instant::now();
+    loop {
+        let attempts: Vec<u32> = seen.lock().unwrap().iter().map(|(_, a)| *a).collect();
+        if attempts.contains(&2) {
+            assert_eq!(attempts, vec![1, 2], "one retry, from the queue");
+            break;
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(20),
+            "the retry within 20 s: {attempts:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let _ = std::fs::remove_file(&config);
+    database.drop().await;
+}

@@ -18,6 +18,7 @@ pub use dispatch::{Attempt, AttemptError, Dispatcher, HttpDispatcher};
 pub use outbox::Outbox;
 pub use payload::{cap, is_truncation_marker};
 pub use policy::{UrlPolicy, redact, redact_url};
+pub use schedule::RetryQueue;
 pub use settings::{
     DEFAULT_INITIAL_DELAY, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_RETAIN_HOURS,
     DEFAULT_TIMEOUT, RetriesBlock, SettingsError, WebhookSettings, WebhooksBlock,

@@ -21,7 +21,7 @@ use uuid::Uuid;
 
 use crate::dispatch::{Attempt, AttemptError, Dispatcher, HttpDispatcher};
 use crate::policy::{UrlPolicy, redact, redact_url};
-use crate::schedule::RetryTimer;
+use crate::schedule::{RetryQueue, RetryTimer};
 use crate::signature::{ATTEMPT_HEADER, DELIVERY_ID_HEADER, SIGNATURE_HEADER, sign};
 use crate::{WebhookSettings, payload};
 
@@ -31,6 +31,10 @@ const MAX_CONCURRENT_ATTEMPTS: usize = 64;
 const CLAIM_BATCH: usize = 32;
 /// The longest shutdown waits for attempts in flight.
 const MAX_DRAIN: Duration = Duration::from_secs(2);
+/// How often a retry queue is asked for due jobs.
+const QUEUE_POLL: Duration = Duration::from_secs(1);
+/// With a retry queue, the outbox table is swept this many poll intervals apart.
+const SWEEP_FACTOR: u32 = 12;
 
 /// Sends run-completion webhooks from the store's delivery outbox.
 #[derive(Clone, Debug)]
@@ -46,6 +50,8 @@ struct Shared {
     store: Store,
     clock: Arc<dyn Clock>,
     timer: RetryTimer,
+    /// The durable schedule, when there is one.
+    queue: std::sync::OnceLock<Arc<dyn RetryQueue>>,
     permits: Arc<Semaphore>,
     attempts: TaskTracker,
 }
@@ -77,6 +83,7 @@ impl Outbox {
                 store,
                 clock,
                 timer: RetryTimer::default(),
+                queue: std::sync::OnceLock::new(),
                 permits: Arc::new(Semaphore::new(MAX_CONCURRENT_ATTEMPTS)),
                 attempts: TaskTracker::new(),
             }),
@@ -86,6 +93,16 @@ impl Outbox {
     /// The settings it sends with.
     pub fn settings(&self) -> &WebhookSettings {
         &self.shared.settings
+    }
+
+    /// Schedules retries on `queue` (a durable one: they survive restarts) instead of
+    /// the outbox table, which is then swept only now and then for rows whose job was
+    /// lost. Set before the outbox runs; a second queue is ignored.
+    pub fn with_retry_queue(self, queue: Arc<dyn RetryQueue>) -> Self {
+        if self.shared.queue.set(queue).is_err() {
+            tracing::warn!("the webhook outbox already has a retry queue; the new one is ignored");
+        }
+        self
     }
 }
 
@@ -115,18 +132,32 @@ impl Webhooks for Outbox {
     async fn run(&self, stop: CancellationToken) {
         let shared = &self.shared;
         let mut next_purge = tokio::time::Instant::now();
+        let mut next_sweep = tokio::time::Instant::now();
         loop {
-            if tokio::time::Instant::now() >= next_purge {
+            let now = tokio::time::Instant::now();
+            if now >= next_purge {
                 shared.purge_expired().await;
-                next_purge = tokio::time::Instant::now() + shared.settings.purge_interval;
+                next_purge = now + shared.settings.purge_interval;
             }
-            let claimed_full_batch = shared.attempt_due().await;
-            if claimed_full_batch {
+            let queue = shared.queue.get();
+            let mut more = false;
+            if let Some(queue) = queue {
+                more |= shared.attempt_queued(queue.as_ref()).await;
+            }
+            // Without a queue the table is the schedule; with one, it is swept for
+            // rows that lost their job (and, at boot, for what a crash left).
+            if queue.is_none() || now >= next_sweep {
+                more |= shared.attempt_due().await;
+                next_sweep = now + shared.settings.poll_interval * SWEEP_FACTOR;
+            }
+            if more {
                 continue;
             }
-            let wait = shared
-                .timer
-                .wait_for_next(shared.clock.now(), shared.settings.poll_interval);
+            let poll = match queue {
+                Some(_) => QUEUE_POLL.min(shared.settings.poll_interval),
+                None => shared.settings.poll_interval,
+            };
+            let wait = shared.timer.wait_for_next(shared.clock.now(), poll);
             tokio::select! {
                 () = wait => {}
                 () = stop.cancelled() => return,
@@ -174,6 +205,37 @@ impl Shared {
                 tracing::warn!(%delivery_id, %error, "claiming a webhook delivery failed");
             }
         }
+    }
+
+    /// Takes due jobs off the retry queue, as many as free permits allow, and attempts
+    /// each (claiming its row first); true when it took a full batch.
+    async fn attempt_queued(self: &Arc<Self>, queue: &dyn RetryQueue) -> bool {
+        let free = self.permits.available_permits().min(CLAIM_BATCH);
+        if free == 0 {
+            return false;
+        }
+        let now = self.clock.now();
+        self.timer.passed(now);
+        let due = match queue.take_due(now, free).await {
+            Ok(due) => due,
+            Err(error) => {
+                tracing::warn!(error, "taking due webhook retries from the queue failed");
+                return false;
+            }
+        };
+        let full = due.len() == free && free == CLAIM_BATCH;
+        for delivery_id in due {
+            let Ok(permit) = Arc::clone(&self.permits).try_acquire_owned() else {
+                // Its row stays pending and due: the table sweep takes it.
+                break;
+            };
+            let shared = Arc::clone(self);
+            self.attempts.spawn(async move {
+                let _permit = permit;
+                shared.attempt_now(delivery_id).await;
+            });
+        }
+        full
     }
 
     /// Claims due rows, as many as free permits allow, and attempts each; true when
@@ -291,6 +353,12 @@ impl Shared {
             Ok(_) => {
                 if let Some(at) = retry_at {
                     self.timer.retry_at(at);
+                    if let Some(queue) = self.queue.get()
+                        && let Err(error) = queue.schedule(delivery_id, at).await
+                    {
+                        // The row is pending and due then: the table sweep takes it.
+                        tracing::warn!(%delivery_id, error, "scheduling a webhook retry failed");
+                    }
                 }
             }
             // The lease ends and the row is attempted again: at least once.

@@ -1,14 +1,31 @@
-//! Where the retry schedule lives without a queue server: the outbox table itself.
-//! Each retry's due time is its row's `next_attempt_at`; an instance searches the
+//! Where the retry schedule lives. Without a queue server, the outbox table itself:
+//! each retry's due time is its row's `next_attempt_at`; an instance searches the
 //! table for due rows every poll interval (so another instance's retries, and rows
 //! committed before a crash, are picked up), and sooner when a retry it recorded
-//! falls due. This is the seam a durable queue's delayed jobs replace.
+//! falls due. With a durable queue ([`RetryQueue`], e.g. on Redis), retries are
+//! delayed jobs there, taken by whichever instance looks first, and the table is only
+//! swept now and then for rows that lost their job (a crash between taking a job and
+//! claiming its row, a failed schedule): they arrive late, never not at all.
 
+use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use async_trait::async_trait;
 use service_types::Timestamp;
 use tokio::sync::Notify;
+use uuid::Uuid;
+
+/// A durable queue of delayed retries: pending retries survive restarts of every
+/// instance. Each job is taken once, by one instance.
+#[async_trait]
+pub trait RetryQueue: Send + Sync + fmt::Debug {
+    /// The next attempt of `delivery_id` is due at `at`.
+    async fn schedule(&self, delivery_id: Uuid, at: Timestamp) -> Result<(), String>;
+
+    /// Takes up to `limit` jobs due by `now` off the queue, earliest first.
+    async fn take_due(&self, now: Timestamp, limit: usize) -> Result<Vec<Uuid>, String>;
+}
 
 /// The earliest retry this instance recorded, and a wake-up when it moves earlier.
 #[derive(Clone, Debug, Default)]
