@@ -20,9 +20,9 @@ struct Event {
     data: Value,
 }
 
-/// The frames of a finished stream.
-fn events(instance: &Instance, path: &str, last_event_id: &str) -> Vec<Event> {
-    let reply = call_raw(instance, path, last_event_id);
+/// The frames of a finished stream from the instance at `address`.
+fn events(address: &str, path: &str, last_event_id: &str) -> Vec<Event> {
+    let reply = call_raw(address, path, last_event_id);
     let mut events = Vec::new();
     for block in reply.replace("\r\n", "\n").split("\n\n") {
         let (mut id, mut event, mut data) = (None, None, None);
@@ -43,16 +43,16 @@ fn events(instance: &Instance, path: &str, last_event_id: &str) -> Vec<Event> {
 }
 
 /// The body of a GET with `Last-Event-ID`, read to its end.
-fn call_raw(instance: &Instance, path: &str, last_event_id: &str) -> String {
+fn call_raw(address: &str, path: &str, last_event_id: &str) -> String {
     use std::io::{Read, Write};
-    let mut stream = std::net::TcpStream::connect(&instance.address).unwrap();
+    let mut stream = std::net::TcpStream::connect(address).unwrap();
     write!(
         stream,
         "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nLast-Event-ID: {last_event_id}\r\n\r\n"
     )
     .unwrap();
     stream
-        .set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .set_read_timeout(Some(std::time::Duration::from_secs(120)))
         .unwrap();
     let mut response = Vec::new();
     stream.read_to_end(&mut response).expect("the stream ends");
@@ -92,7 +92,7 @@ async fn a_run_streams_through_either_instance_and_replays_across_them() {
     let path = format!("/threads/{thread}/runs/{run_id}/stream");
 
     // Joined through B from the start: every frame, whichever instance executes it.
-    let through_b = events(&b, &path, "-1");
+    let through_b = events(&b.address, &path, "-1");
     assert_eq!(
         through_b.first().map(|e| e.event.as_str()),
         Some("metadata")
@@ -108,13 +108,13 @@ async fn a_run_streams_through_either_instance_and_replays_across_them() {
     assert_eq!(last.data["count"], json!(20), "ends with the final values");
 
     // The same frames, with the same ids, through A.
-    let through_a = events(&a, &path, "-1");
+    let through_a = events(&a.address, &path, "-1");
     assert_eq!(through_a, through_b);
 
     // A client that saw frames up to k on A reconnects to B: exactly the rest.
     for k in [0, 7, through_a.len() - 2] {
         let seen = through_a[k].id.clone().expect("resumable frames carry ids");
-        let rest = events(&b, &path, &seen);
+        let rest = events(&b.address, &path, &seen);
         assert_eq!(rest, through_a[k + 1..].to_vec(), "after frame {k}");
     }
 
@@ -146,7 +146,11 @@ async fn a_run_streamed_from_another_instance_is_followed_live_to_its_end() {
     );
     let run_id = run["run_id"].as_str().unwrap();
     // Joined on B while the run still sleeps: the live frames, then the end.
-    let joined = events(&b, &format!("/threads/{thread}/runs/{run_id}/stream"), "-1");
+    let joined = events(
+        &b.address,
+        &format!("/threads/{thread}/runs/{run_id}/stream"),
+        "-1",
+    );
     let values = joined.iter().rev().find(|e| e.event == "values").cloned();
     assert_eq!(values.map(|e| e.data["done"].clone()), Some(json!(true)));
     let status = request(&b, "GET", &format!("/threads/{thread}/runs/{run_id}"), None);
@@ -255,5 +259,55 @@ async fn a_webhook_retry_scheduled_on_redis_survives_the_instance_that_scheduled
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
     let _ = std::fs::remove_file(&config);
+    database.drop().await;
+}
+
+/// A run whose instance is killed mid-run: a client streaming it through the other
+/// instance is not left hanging; its stream ends once recovery settles the run as an
+/// error (runs older than 30 s whose thread claim died with their instance).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stream_of_a_run_whose_instance_dies_ends_with_its_recovery() {
+    let database = Database::create("queue_kill").await;
+    let url = database.url();
+    let redis = redis_url();
+    let env = [("REDIS_URL", redis.as_str())];
+    // B starts after A took the run, so the run executes on A.
+    let mut a = start_with(&url, &env);
+    let thread = request(&a, "POST", "/threads", Some(json!({})))["thread_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let run = request(
+        &a,
+        "POST",
+        &format!("/threads/{thread}/runs"),
+        Some(json!({"assistant_id": "slow", "input": {"delay_ms": 600_000}})),
+    );
+    let run_id = run["run_id"].as_str().unwrap().to_owned();
+    let run_path = format!("/threads/{thread}/runs/{run_id}");
+    let started = std::time::Instant::now();
+    while request(&a, "GET", &run_path, None)["status"] != json!("running") {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(10),
+            "A runs it"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let b = start_with(&url, &env);
+    let stream_path = format!("{run_path}/stream");
+    let reading = {
+        let address = b.address.clone();
+        std::thread::spawn(move || events(&address, &stream_path, "-1"))
+    };
+    // The claim is taken once the run has executed a second; then A dies.
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    a.child.kill().unwrap();
+    a.child.wait().unwrap();
+    let frames = tokio::task::spawn_blocking(move || reading.join().expect("the stream ends"))
+        .await
+        .unwrap();
+    assert_eq!(frames.first().map(|e| e.event.as_str()), Some("metadata"));
+    let settled = request(&b, "GET", &run_path, None);
+    assert_eq!(settled["status"], json!("error"), "{settled}");
     database.drop().await;
 }
