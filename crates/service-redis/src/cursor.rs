@@ -44,14 +44,20 @@ pub(crate) struct Cursor {
 }
 
 impl Cursor {
-    pub(crate) fn new(shared: Arc<Shared>, topic: Topic, start: Start, closed: bool) -> Self {
+    pub(crate) fn new(
+        shared: Arc<Shared>,
+        local: Arc<Local>,
+        topic: Topic,
+        start: Start,
+        closed: bool,
+    ) -> Self {
         let stream = shared.keys.stream(topic);
         let (start, expected) = match start {
             Start::Live(head) => (Start::After(head), Some(head.seq + 1)),
             other => (other, None),
         };
         Self {
-            local: shared.local(&stream),
+            local,
             shared,
             topic,
             stream,
@@ -60,7 +66,9 @@ impl Cursor {
             pending: VecDeque::new(),
             ended: false,
             closed,
-            seen_unread: 0,
+            // Never a count: the first look always reads Redis, for frames appended
+            // before this instance followed the topic.
+            seen_unread: u64::MAX,
         }
     }
 

@@ -12,10 +12,11 @@ pub(crate) const CLOSED: &str = "__bus_closed";
 /// the last, `closed` once a marker ended it): the id is `<ms>-<n>`, `ms` never below
 /// the last entry's so ids increase even if the clock steps back. Renews both keys' expiry to `ttl` for markers and
 /// every 64th frame (the expiry is an idle bound of hours, not a precise one), and
-/// announces `<origin> <stream key>` on `channel` (an instance wakes its own
-/// subscribers itself, once it has the frame to hand them). Answers the id.
+/// announces `<origin> <stream key>` on `channel` when another instance follows the
+/// topic (`watch`: followers per instance; an instance wakes its own subscribers
+/// itself, once it has the frame to hand them). Answers the id.
 const APPEND_FUNCTION: &str = r"
-local function append(stream, meta, event, data, maxlen, ttl, marker, channel, origin)
+local function append(stream, meta, watch, event, data, maxlen, ttl, marker, channel, origin)
   local n = redis.call('HINCRBY', meta, 'n', 1)
   local t = redis.call('TIME')
   local ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -35,29 +36,35 @@ local function append(stream, meta, event, data, maxlen, ttl, marker, channel, o
     redis.call('PEXPIRE', stream, ttl)
     redis.call('PEXPIRE', meta, ttl)
   end
-  redis.call('PUBLISH', channel, origin .. ' ' .. stream)
+  local followers = redis.call('HGETALL', watch)
+  for i = 1, #followers, 2 do
+    if followers[i] ~= origin and tonumber(followers[i + 1]) > 0 then
+      redis.call('PUBLISH', channel, origin .. ' ' .. stream)
+      break
+    end
+  end
   return id
 end
 ";
 
-/// Appends one entry. KEYS: the stream, its meta hash. ARGV: event, data, max length
-/// (0: no trim), expiry in ms, `1` for a marker, channel, origin.
+/// Appends one entry. KEYS: the stream, its meta hash, its watch hash. ARGV: event,
+/// data, max length (0: no trim), expiry in ms, `1` for a marker, channel, origin.
 pub(crate) static APPEND: LazyLock<Script> = LazyLock::new(|| {
     Script::new(&format!(
         "{APPEND_FUNCTION}
-return append(KEYS[1], KEYS[2], ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5], ARGV[6], ARGV[7])"
+return append(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5], ARGV[6], ARGV[7])"
     ))
 });
 
 /// Appends a run's frame, and the same to its thread's stream when the thread's topic
-/// is open. KEYS: the run's stream and meta, the thread's stream and meta. ARGV: as
-/// [`APPEND`] without the marker flag. Answers the run entry's id.
+/// is open. KEYS: the run's stream, meta and watch, the thread's. ARGV: as [`APPEND`]
+/// without the marker flag. Answers the run entry's id.
 pub(crate) static APPEND_RUN: LazyLock<Script> = LazyLock::new(|| {
     Script::new(&format!(
         "{APPEND_FUNCTION}
-local id = append(KEYS[1], KEYS[2], ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], '0', ARGV[5], ARGV[6])
-if redis.call('EXISTS', KEYS[4]) == 1 then
-  append(KEYS[3], KEYS[4], ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], '0', ARGV[5], ARGV[6])
+local id = append(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], '0', ARGV[5], ARGV[6])
+if redis.call('EXISTS', KEYS[5]) == 1 then
+  append(KEYS[4], KEYS[5], KEYS[6], ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], '0', ARGV[5], ARGV[6])
 end
 return id"
     ))
@@ -119,6 +126,11 @@ impl Keys {
     /// The meta hash of a topic: it exists while the topic does.
     pub(crate) fn meta(&self, topic: Topic) -> String {
         format!("{}:meta", self.stream(topic))
+    }
+
+    /// The watch hash of a topic: per instance, how many of its subscriptions follow it.
+    pub(crate) fn watch(&self, topic: Topic) -> String {
+        format!("{}:watch", self.stream(topic))
     }
 
     /// The channel announcing appended frames (the payload is the stream's key).

@@ -142,6 +142,8 @@ const RECENT_FRAMES: usize = 256;
 #[derive(Default)]
 pub(crate) struct Local {
     pub(crate) announced: Notify,
+    /// This instance's count in the topic's watch hash, taken back when dropped.
+    following: std::sync::OnceLock<Following>,
     recent: Mutex<VecDeque<Frame>>,
     /// Counts wake-ups for frames not in `recent` (another instance's, a thread entry
     /// appended with a run's): a subscriber that saw it move reads Redis.
@@ -184,7 +186,73 @@ impl Local {
     }
 }
 
+/// This instance counted among a topic's followers, so other instances announce its
+/// frames; uncounted when the topic's last subscription here ends.
+struct Following {
+    connection: ConnectionManager,
+    watch: String,
+    origin: String,
+}
+
+impl Drop for Following {
+    fn drop(&mut self) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let mut connection = self.connection.clone();
+        let (watch, origin) = (
+            std::mem::take(&mut self.watch),
+            std::mem::take(&mut self.origin),
+        );
+        // Counts, not membership: a follow and an unfollow of this instance commute.
+        runtime.spawn(async move {
+            let _: redis::RedisResult<i64> = redis::cmd("HINCRBY")
+                .arg(&watch)
+                .arg(&origin)
+                .arg(-1)
+                .query_async(&mut connection)
+                .await;
+        });
+    }
+}
+
 impl Shared {
+    /// The local state of `topic`'s stream, counted among the topic's followers so
+    /// other instances announce their frames of it; before the subscription's first
+    /// read, so no frame appended after that read goes unannounced.
+    pub(crate) async fn follow(&self, topic: Topic) -> Arc<Local> {
+        let local = self.local(&self.keys.stream(topic));
+        if local.following.get().is_none() {
+            let watch = self.keys.watch(topic);
+            let counted: redis::RedisResult<()> = redis::pipe()
+                .cmd("HINCRBY")
+                .arg(&watch)
+                .arg(&self.origin)
+                .arg(1)
+                .ignore()
+                .cmd("PEXPIRE")
+                .arg(&watch)
+                .arg(self.options.idle_ttl.as_millis() as u64)
+                .ignore()
+                .query_async(&mut self.connection.clone())
+                .await;
+            match counted {
+                Ok(()) => {
+                    let following = Following {
+                        connection: self.connection.clone(),
+                        watch,
+                        origin: self.origin.clone(),
+                    };
+                    // Two subscriptions racing here both counted: the second takes its count back.
+                    let _ = local.following.set(following);
+                }
+                // Other instances' frames then reach this subscriber at its poll interval.
+                Err(error) => tracing::warn!(%error, ?topic, "following a topic on Redis failed"),
+            }
+        }
+        local
+    }
+
     /// The local state of `key`, made when it has none.
     pub(crate) fn local(&self, key: &str) -> Arc<Local> {
         let mut locals = self.lock_locals();
@@ -249,6 +317,7 @@ impl Shared {
         let id: String = keys::APPEND
             .key(&stream)
             .key(&meta)
+            .key(self.keys.watch(topic))
             .arg(event)
             .arg(data.as_ref())
             .arg(self.options.max_len)
@@ -281,8 +350,10 @@ impl Shared {
         let id: String = keys::APPEND_RUN
             .key(&run_stream)
             .key(self.keys.meta(run))
+            .key(self.keys.watch(run))
             .key(&thread_stream)
             .key(self.keys.meta(thread))
+            .key(self.keys.watch(thread))
             .arg(event)
             .arg(data.as_ref())
             .arg(self.options.max_len)
@@ -456,7 +527,8 @@ impl StreamBus for RedisBus {
                 return None;
             }
         };
-        let cursor = Cursor::new(self.shared.clone(), topic, start, closed);
+        let local = self.shared.follow(topic).await;
+        let cursor = Cursor::new(self.shared.clone(), local, topic, start, closed);
         Some(
             futures::stream::unfold(cursor, |mut cursor| async move {
                 cursor.next().await.map(|delivery| (delivery, cursor))
