@@ -13,7 +13,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use futures::StreamExt;
 use futures::future::BoxFuture;
+use futures::stream::BoxStream;
 use service_engine::ErrorKind;
 use service_engine::coordination::{CoordinationTuning, Coordinator};
 use tokio::time::{Instant, timeout};
@@ -143,6 +145,25 @@ async fn wakes(from: &dyn Coordinator, to: &dyn Coordinator) -> bool {
     timeout(QUIET, waiting).await.is_ok()
 }
 
+/// Announces cancels of new runs on `from` until one comes out of `cancels` within
+/// [`QUIET`] (the receiving instance may not listen yet), for at most [`PATIENCE`].
+async fn cancels_reach(from: &dyn Coordinator, cancels: &mut BoxStream<'static, Uuid>) {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let run = Uuid::new_v4();
+        from.announce_cancel(run).await;
+        // Earlier probes may arrive late: skipped.
+        let arrived = cancels.any(|announced| std::future::ready(announced == run));
+        if timeout(QUIET, arrived).await.unwrap_or(false) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "an announced cancel did not reach the other instance within {PATIENCE:?}"
+        );
+    }
+}
+
 /// Whether `thread` is free, as `instance` sees it.
 async fn unclaimed(instance: &dyn Coordinator, thread: Uuid) -> bool {
     instance.thread_unclaimed(thread).await.expect("ask")
@@ -218,6 +239,43 @@ pub async fn other_work_resolves_after_the_fallback_poll(cluster: &dyn Cluster) 
         .await
         .expect("the fallback poll lets the waiter go");
     assert!(started.elapsed() >= tuning.fallback_poll, "not before it");
+}
+
+/// A cancel announced by one instance reaches another's subscription to announced
+/// cancels (once that instance listens), so the run stops there without waiting for
+/// the check interval.
+pub async fn an_announced_cancel_reaches_another_instance(cluster: &dyn Cluster) {
+    let (a, b) = two(cluster, quick()).await;
+    let mut cancels = b.coordinator.announced_cancels();
+    cancels_reach(&*a.coordinator, &mut cancels).await;
+}
+
+/// Every announced cancel arrives once, none merged with another: each names a run
+/// of its own to stop. A subscription made later gets the later announcements too.
+pub async fn every_announced_cancel_arrives_once(cluster: &dyn Cluster) {
+    let (a, b) = two(cluster, quick()).await;
+    let mut cancels = b.coordinator.announced_cancels();
+    cancels_reach(&*a.coordinator, &mut cancels).await;
+    let mut later = b.coordinator.announced_cancels();
+    let mut runs: Vec<Uuid> = (0..50).map(|_| Uuid::new_v4()).collect();
+    for run in &runs {
+        a.coordinator.announce_cancel(*run).await;
+    }
+    runs.sort();
+    for subscription in [&mut cancels, &mut later] {
+        // Late probes of `cancels_reach` may come first; they are skipped.
+        let mut received: Vec<Uuid> = timeout(
+            PATIENCE,
+            subscription
+                .filter(|run| std::future::ready(runs.binary_search(run).is_ok()))
+                .take(runs.len())
+                .collect(),
+        )
+        .await
+        .expect("every announced cancel arrives");
+        received.sort();
+        assert_eq!(received, runs);
+    }
 }
 
 /// While one instance holds a thread's claim, another's claim of it waits; it is
@@ -354,6 +412,18 @@ pub async fn one_process_is_never_woken(cluster: &dyn Cluster) {
     assert!(timeout(QUIET, waiting).await.is_err(), "woken in process");
 }
 
+/// In one process a cancel reaches its run directly: announcing one tells nobody.
+pub async fn one_process_announces_no_cancels(cluster: &dyn Cluster) {
+    let instance = alone(cluster).await;
+    let mut cancels = instance.announced_cancels();
+    let run = Uuid::new_v4();
+    instance.announce_cancel(run).await;
+    assert!(
+        timeout(QUIET, cancels.next()).await.is_err(),
+        "an announced cancel came back in process"
+    );
+}
+
 /// In one process the store alone serializes a thread's runs: claims are implicit
 /// and never wait, and no run is ever orphaned.
 pub async fn one_process_claims_never_wait_and_nothing_is_orphaned(cluster: &dyn Cluster) {
@@ -399,6 +469,8 @@ macro_rules! __coordinator_suite {
                 announce_reaches_another_instance,
                 an_instance_is_not_woken_by_its_own_announcement,
                 other_work_resolves_after_the_fallback_poll,
+                an_announced_cancel_reaches_another_instance,
+                every_announced_cancel_arrives_once,
                 a_claim_excludes_a_second_claimant,
                 a_claim_wait_gives_up_after_the_tuned_wait,
                 claims_of_different_threads_are_independent,
@@ -410,6 +482,7 @@ macro_rules! __coordinator_suite {
             $crate::__coordinator_group!(
                 ($cluster) $one "a coordinator of several instances: these rules are for one process" [
                 one_process_is_never_woken,
+                one_process_announces_no_cancels,
                 one_process_claims_never_wait_and_nothing_is_orphaned,
             ]);
         }

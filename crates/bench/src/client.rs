@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use http::{HeaderValue, Method, Request, StatusCode, header};
 use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
@@ -117,15 +118,8 @@ impl Http {
         parse(path, &bytes)
     }
 
-    /// POSTs and reads an SSE answer to its end, counting frames as they arrive. With
-    /// `keep`, the raw text is appended there (for validation).
-    pub(crate) async fn stream(
-        &self,
-        path: &str,
-        body: Bytes,
-        mut keep: Option<&mut Vec<u8>>,
-    ) -> Result<Streamed, String> {
-        let started = Instant::now();
+    /// POSTs and returns the answer's body unread once its status is a success.
+    pub(crate) async fn open(&self, path: &str, body: Bytes) -> Result<Incoming, String> {
         let request = self.request(Method::POST, path, body)?;
         let response = self
             .client
@@ -133,7 +127,7 @@ impl Http {
             .await
             .map_err(|error| format!("POST {path}: {}", chain(&error)))?;
         let status = response.status();
-        let mut body = response.into_body();
+        let body = response.into_body();
         if !status.is_success() {
             let bytes = body
                 .collect()
@@ -143,6 +137,19 @@ impl Http {
             check(status, &Method::POST, path, &bytes)?;
             return Err(format!("POST {path}: HTTP {status}"));
         }
+        Ok(body)
+    }
+
+    /// POSTs and reads an SSE answer to its end, counting frames as they arrive. With
+    /// `keep`, the raw text is appended there (for validation).
+    pub(crate) async fn stream(
+        &self,
+        path: &str,
+        body: Bytes,
+        mut keep: Option<&mut Vec<u8>>,
+    ) -> Result<Streamed, String> {
+        let started = Instant::now();
+        let mut body = self.open(path, body).await?;
         let mut counter = SseCounter::default();
         let mut first_frame = None;
         while let Some(frame) = body.frame().await {

@@ -1,8 +1,10 @@
 //! `bench`: drives a server that speaks the LangGraph SDKs' HTTP protocol with the
 //! scenarios of docs/performance.md and prints one JSON line per measurement (stdout)
 //! plus a human table (stderr). `bench summarize` turns several runs' JSON lines into
-//! the markdown tables of docs/performance.md.
+//! the markdown tables of docs/performance.md. `bench cancel` measures how fast a
+//! cancel reaches a run executing on another instance.
 
+mod cancel;
 mod client;
 mod load;
 mod report;
@@ -27,6 +29,8 @@ enum Command {
     Run(RunArgs),
     /// Summarise the JSON lines of several runs as markdown (median, min–max).
     Summarize(report::SummarizeArgs),
+    /// Cancel runs executing on one instance through another of the same database.
+    Cancel(cancel::CancelArgs),
 }
 
 /// Options of `bench run`.
@@ -90,6 +94,13 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+        Command::Cancel(args) => exit_code(
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|error| format!("cannot start the runtime: {error}"))
+                .and_then(|runtime| runtime.block_on(cancel::run(args))),
+        ),
         Command::Run(args) => {
             let runtime = if args.client_threads <= 1 {
                 tokio::runtime::Builder::new_current_thread()
@@ -108,13 +119,17 @@ fn main() -> ExitCode {
                     return ExitCode::FAILURE;
                 }
             };
-            match runtime.block_on(scenarios::run_all(args)) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(error) => {
-                    eprintln!("error: {error}");
-                    ExitCode::FAILURE
-                }
-            }
+            exit_code(runtime.block_on(scenarios::run_all(args)))
+        }
+    }
+}
+
+fn exit_code(result: Result<(), String>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error}");
+            ExitCode::FAILURE
         }
     }
 }

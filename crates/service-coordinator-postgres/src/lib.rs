@@ -4,6 +4,9 @@
 //!   frees up; each instance LISTENs on a dedicated connection and ignores its own
 //!   announcements (its workers were woken in process), with a slow fallback poll so
 //!   a lost notification only delays work.
+//! - Cancels: `pg_notify(<channel>_cancel, <run id>)` once a cancel is recorded for a
+//!   run executing elsewhere; the same LISTEN connection hands the run ids to
+//!   [`Coordinator::announced_cancels`]. A lost one waits for the store poll.
 //! - Per-thread execution claim: a session advisory lock held on a connection of the
 //!   claim pool for the rest of a run that outlives the claim delay. A crashed
 //!   instance's connection dies with it, which frees the lock; the engine's recovery
@@ -20,9 +23,11 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use deadpool_postgres::{Object, Pool};
+use futures::StreamExt;
+use futures::stream::BoxStream;
 use service_engine::coordination::{CoordinationTuning, Coordinator, ThreadClaim};
 use service_engine::{EngineError, EngineResult, ErrorKind};
-use tokio::sync::Notify;
+use tokio::sync::{Notify, broadcast};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use uuid::Uuid;
@@ -35,6 +40,13 @@ const SHUTDOWN_WAIT: Duration = Duration::from_secs(5);
 /// The channel instances announce work on unless told otherwise.
 pub const DEFAULT_CHANNEL: &str = "service_runs";
 
+/// Appended to the channel to name the one cancels are announced on.
+const CANCEL_SUFFIX: &str = "_cancel";
+
+/// Cancels received but not yet taken by a subscriber; one that falls further behind
+/// skips some (their runs stop at the next store poll). The engine takes each at once.
+const CANCEL_BACKLOG: usize = 1024;
+
 /// What a [`PgCoordinator`] runs on, and its timings.
 #[derive(Clone, Debug)]
 pub struct PgCoordinatorOptions {
@@ -46,9 +58,10 @@ pub struct PgCoordinatorOptions {
     /// Holds one connection per claimed thread for the rest of its run: size it at
     /// least the run concurrency.
     pub claim_pool: Pool,
-    /// The NOTIFY channel (letters, digits and `_`, at most 63 bytes): instances on
+    /// The NOTIFY channel (letters, digits and `_`, at most 56 bytes): instances on
     /// one database coordinate when they share it, so deployments that share a
-    /// database in separate schemas should not.
+    /// database in separate schemas should not. Cancels go on it with `_cancel`
+    /// appended.
     pub channel: String,
     /// How often and how long the instances talk to each other.
     pub tuning: CoordinationTuning,
@@ -73,10 +86,13 @@ pub struct PgCoordinator {
     store_pool: Pool,
     claim_pool: Pool,
     channel: String,
+    cancel_channel: String,
     tuning: CoordinationTuning,
     /// Payload of this instance's announcements.
     instance: String,
     work: Arc<Notify>,
+    /// The runs whose cancels were announced, as the LISTEN task receives them.
+    cancels: broadcast::Sender<Uuid>,
     stop: CancellationToken,
     tasks: TaskTracker,
 }
@@ -93,21 +109,46 @@ impl PgCoordinator {
         let coordinator = Self {
             store_pool: options.store_pool,
             claim_pool: options.claim_pool,
+            cancel_channel: format!("{}{CANCEL_SUFFIX}", options.channel),
             channel: options.channel,
             tuning: options.tuning,
             instance: Uuid::new_v4().simple().to_string(),
             work: Arc::new(Notify::new()),
+            cancels: broadcast::Sender::new(CANCEL_BACKLOG),
             stop: CancellationToken::new(),
             tasks: TaskTracker::new(),
         };
         coordinator.tasks.spawn(listen::listen(
             listen,
-            coordinator.channel.clone(),
+            listen::Channels {
+                work: coordinator.channel.clone(),
+                cancel: coordinator.cancel_channel.clone(),
+            },
             coordinator.instance.clone(),
-            coordinator.work.clone(),
+            listen::Receivers {
+                work: coordinator.work.clone(),
+                cancels: coordinator.cancels.clone(),
+            },
             coordinator.stop.clone(),
         ));
         Ok(coordinator)
+    }
+
+    /// Sends `payload` on `channel`; a failure is only logged (the fallback polls
+    /// find what the announcement would have told).
+    async fn notify(&self, channel: &str, payload: &str, what: &str) {
+        let Ok(connection) = self.store_pool.get().await else {
+            return;
+        };
+        if let Err(error) = execute_cached(
+            &connection,
+            "SELECT pg_notify($1, $2)",
+            &[&channel, &payload],
+        )
+        .await
+        {
+            tracing::warn!(%error, "announcing {what} to other instances failed");
+        }
     }
 
     async fn claim_connection(&self) -> EngineResult<Object> {
@@ -124,15 +165,16 @@ impl PgCoordinator {
 /// A channel name PostgreSQL would not take as a plain identifier.
 #[derive(Debug, thiserror::Error)]
 #[error(
-    "invalid coordination channel {0:?}: use at most 63 letters, digits and underscores, not starting with a digit"
+    "invalid coordination channel {0:?}: use at most 56 letters, digits and underscores, not starting with a digit"
 )]
 pub struct InvalidChannel(String);
 
-/// A channel goes into `LISTEN` as an identifier: letters, digits, `_`, and no
-/// longer than PostgreSQL keeps (`pg_notify` refuses longer ones).
+/// A channel goes into `LISTEN` as an identifier: letters, digits, `_`, and, with
+/// the cancel suffix, no longer than PostgreSQL keeps (`pg_notify` refuses longer
+/// ones).
 fn validate_channel(channel: &str) -> Result<(), InvalidChannel> {
     let ok = !channel.is_empty()
-        && channel.len() <= 63
+        && channel.len() + CANCEL_SUFFIX.len() <= 63
         && channel
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || c == '_')
@@ -158,18 +200,7 @@ impl Coordinator for PgCoordinator {
     }
 
     async fn announce_work(&self) {
-        let Ok(connection) = self.store_pool.get().await else {
-            return;
-        };
-        if let Err(error) = execute_cached(
-            &connection,
-            "SELECT pg_notify($1, $2)",
-            &[&self.channel, &self.instance],
-        )
-        .await
-        {
-            tracing::warn!(%error, "announcing work to other instances failed");
-        }
+        self.notify(&self.channel, &self.instance, "work").await;
     }
 
     async fn other_work(&self) {
@@ -177,6 +208,27 @@ impl Coordinator for PgCoordinator {
             () = self.work.notified() => {}
             () = tokio::time::sleep(self.tuning.fallback_poll) => {}
         }
+    }
+
+    async fn announce_cancel(&self, run_id: Uuid) {
+        let payload = run_id.to_string();
+        self.notify(&self.cancel_channel, &payload, "a cancel")
+            .await;
+    }
+
+    fn announced_cancels(&self) -> BoxStream<'static, Uuid> {
+        futures::stream::unfold(self.cancels.subscribe(), |mut receiver| async move {
+            loop {
+                match receiver.recv().await {
+                    Ok(run_id) => return Some((run_id, receiver)),
+                    Err(broadcast::error::RecvError::Lagged(skipped)) => {
+                        tracing::warn!(skipped, "announced cancels were skipped");
+                    }
+                    Err(broadcast::error::RecvError::Closed) => return None,
+                }
+            }
+        })
+        .boxed()
     }
 
     async fn claim_thread(&self, thread_id: Uuid) -> EngineResult<Box<dyn ThreadClaim>> {
@@ -242,8 +294,8 @@ mod tests {
     #[test]
     fn a_channel_must_be_a_plain_identifier() {
         assert!(validate_channel("service_runs").is_ok());
-        assert!(validate_channel(&"c".repeat(63)).is_ok());
-        for bad in ["", "1runs", "runs-a", "runs\"", &"c".repeat(64)] {
+        assert!(validate_channel(&"c".repeat(56)).is_ok());
+        for bad in ["", "1runs", "runs-a", "runs\"", &"c".repeat(57)] {
             assert!(validate_channel(bad).is_err(), "{bad:?} is refused");
         }
     }

@@ -1,13 +1,16 @@
-//! The LISTEN connection: passes other instances' announcements on to the waiters of
-//! [`Coordinator::other_work`](service_engine::coordination::Coordinator::other_work).
+//! The LISTEN connection: passes other instances' announcements of work on to the
+//! waiters of [`Coordinator::other_work`](service_engine::coordination::Coordinator::other_work),
+//! and every announced cancel to the subscribers of
+//! [`Coordinator::announced_cancels`](service_engine::coordination::Coordinator::announced_cancels).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{Stream, StreamExt};
-use tokio::sync::Notify;
+use tokio::sync::{Notify, broadcast};
 use tokio_postgres::{AsyncMessage, Client, Config, NoTls};
 use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
 
 /// The first pause before reconnecting; it doubles up to [`MAX_BACKOFF`].
 const MIN_BACKOFF: Duration = Duration::from_millis(100);
@@ -23,12 +26,24 @@ enum Ended {
     Failed,
 }
 
+/// The channels one connection listens on.
+pub(crate) struct Channels {
+    pub(crate) work: String,
+    pub(crate) cancel: String,
+}
+
+/// Whom the announcements are passed on to.
+pub(crate) struct Receivers {
+    pub(crate) work: Arc<Notify>,
+    pub(crate) cancels: broadcast::Sender<Uuid>,
+}
+
 /// Keeps a LISTEN connection open until `stop`, reconnecting after failures.
 pub(crate) async fn listen(
     config: Config,
-    channel: String,
+    channels: Channels,
     instance: String,
-    work: Arc<Notify>,
+    receivers: Receivers,
     stop: CancellationToken,
 ) {
     let mut backoff = MIN_BACKOFF;
@@ -38,9 +53,9 @@ pub(crate) async fn listen(
             Some(Ok((client, mut connection))) => {
                 let messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
                 let session = Session {
-                    channel: &channel,
+                    channels: &channels,
                     instance: &instance,
-                    work: &work,
+                    receivers: &receivers,
                     stop: &stop,
                 };
                 match session.run(client, messages, &mut backoff).await {
@@ -50,8 +65,9 @@ pub(crate) async fn listen(
             }
             Some(Err(error)) => tracing::warn!(%error, "cannot open the LISTEN connection"),
         }
-        // Work queued while disconnected is found by the fallback poll.
-        work.notify_waiters();
+        // Work queued while disconnected is found by the fallback poll, and cancels
+        // announced meanwhile by the executing runs' store checks.
+        receivers.work.notify_waiters();
         if stop
             .run_until_cancelled(tokio::time::sleep(backoff))
             .await
@@ -65,9 +81,9 @@ pub(crate) async fn listen(
 
 /// What one connection listens for and whom it tells.
 struct Session<'a> {
-    channel: &'a str,
+    channels: &'a Channels,
     instance: &'a str,
-    work: &'a Notify,
+    receivers: &'a Receivers,
     stop: &'a CancellationToken,
 }
 
@@ -80,7 +96,10 @@ impl Session<'_> {
     {
         // A validated channel is a plain identifier; quoted, it keeps its case, as
         // pg_notify's text argument does.
-        let statement = format!("LISTEN \"{}\"", self.channel);
+        let statement = format!(
+            "LISTEN \"{}\"; LISTEN \"{}\"",
+            self.channels.work, self.channels.cancel
+        );
         let mut listening = Box::pin(client.batch_execute(&statement));
         // The connection must be polled for LISTEN to complete.
         let listened = loop {
@@ -103,10 +122,8 @@ impl Session<'_> {
         loop {
             tokio::select! {
                 message = messages.next() => match message {
-                    Some(Ok(AsyncMessage::Notification(notification)))
-                        if notification.payload() != self.instance =>
-                    {
-                        self.work.notify_waiters();
+                    Some(Ok(AsyncMessage::Notification(notification))) => {
+                        self.pass_on(notification.channel(), notification.payload());
                     }
                     Some(Ok(_)) => {}
                     Some(Err(error)) => {
@@ -120,6 +137,19 @@ impl Session<'_> {
                     return Ended::Stopped;
                 }
             }
+        }
+    }
+
+    /// Passes a notification on to whom its channel concerns.
+    fn pass_on(&self, channel: &str, payload: &str) {
+        if channel == self.channels.cancel {
+            // A payload that is no run id was not sent by a coordinator: ignored.
+            if let Ok(run_id) = Uuid::parse_str(payload) {
+                // No subscriber (an engine not started) means no run to stop.
+                let _ = self.receivers.cancels.send(run_id);
+            }
+        } else if payload != self.instance {
+            self.receivers.work.notify_waiters();
         }
     }
 }

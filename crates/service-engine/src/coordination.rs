@@ -4,7 +4,8 @@
 //! the engine wakes its own workers. Several instances sharing a database need three
 //! more things, which this seam names: wake-ups when another instance queues a run,
 //! a per-thread execution claim that dies with its holder (so a crashed instance's
-//! runs can be detected), and notice of cancels requested on another instance.
+//! runs can be detected), and notice of cancels requested on another instance (an
+//! announcement, with the stored cancel flag polled as the fallback).
 //!
 //! The trait is the mechanism; how often and how long it talks to the other
 //! instances is a [`CoordinationTuning`] the embedder hands to the implementation.
@@ -12,6 +13,8 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
+use futures::StreamExt;
+use futures::stream::BoxStream;
 use uuid::Uuid;
 
 use crate::EngineResult;
@@ -35,8 +38,9 @@ pub struct CoordinationTuning {
     /// asks only of runs older than 30 s (so this must stay well under that).
     /// Default 1 s.
     pub claim_delay: Duration,
-    /// How often an executing run checks for a cancel requested elsewhere; orphaned
-    /// runs are looked for every ten of these. Default 1 s.
+    /// How often an executing run checks the store for a cancel requested elsewhere
+    /// (the fallback for an announcement that was lost); orphaned runs are looked for
+    /// every ten of these. Default 1 s.
     pub check_interval: Duration,
     /// The longest [`Coordinator::other_work`] waits without an announcement, so a
     /// lost notification only delays work. Default 2 s.
@@ -86,6 +90,23 @@ pub trait Coordinator: Send + Sync {
     /// True when nobody holds the thread's execution claim: a run recorded as running
     /// there has lost its executor. Asking takes no claim.
     async fn thread_unclaimed(&self, thread_id: Uuid) -> EngineResult<bool>;
+
+    /// Tells the other instances that a cancel of `run_id` was recorded in the store
+    /// (only after it was: the stored flag is what counts), so the one executing the
+    /// run stops it now rather than at its next check. Best effort: a lost
+    /// announcement only delays the cancel to the check interval. The default
+    /// announces nothing, which is all one process needs (its cancels reach the run
+    /// directly); the suite refuses it from a coordinator of several instances.
+    async fn announce_cancel(&self, _run_id: Uuid) {}
+
+    /// The runs whose cancels are announced from now on, by any instance (this one's
+    /// own may come back too): each announcement at most once, never merged with
+    /// another, since each names a run of its own. The engine takes this once, when
+    /// it starts, and stops the runs among them that execute here. The default never
+    /// yields.
+    fn announced_cancels(&self) -> BoxStream<'static, Uuid> {
+        futures::stream::pending().boxed()
+    }
 
     /// Ends the coordinator's background work (a listening connection, say) and
     /// waits for it; the engine calls it last in its own shutdown. Claims still held

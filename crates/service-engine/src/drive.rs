@@ -177,8 +177,10 @@ impl Engine {
         ended(ending, reply)
     }
 
-    /// Resolves when a cancel for this run was recorded by another instance; never
-    /// in-process, where cancels reach the run's token directly.
+    /// Resolves when the store holds a cancel for this run recorded by another
+    /// instance: the fallback for an announcement of it that was lost (one that
+    /// arrives reaches the run's token at once). Never in-process, where cancels
+    /// reach the run's token directly.
     async fn cancelled_elsewhere(&self, run_id: uuid::Uuid) {
         let Some(interval) = self.inner.coordinator.tuning().map(|t| t.check_interval) else {
             return std::future::pending().await;

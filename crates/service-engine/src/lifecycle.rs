@@ -4,14 +4,30 @@
 
 use std::time::Duration;
 
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use tokio_util::task::TaskTracker;
+use uuid::Uuid;
+
 use crate::Engine;
 use crate::drive::sleep_or_forever;
 
 impl Engine {
     /// Starts the workers and background tasks; returns immediately.
     pub fn start(&self) {
+        let workers = TaskTracker::new();
         for _ in 0..self.config().run_concurrency.max(1) {
-            self.spawn_task(|engine| async move { engine.worker_loop().await });
+            let worker =
+                |engine: Engine| workers.track_future(async move { engine.worker_loop().await });
+            self.spawn_task(worker);
+        }
+        workers.close();
+        if self.inner.coordinator.tuning().is_some() {
+            // Taken now, so no announcement is missed before the task first polls it.
+            let cancels = self.inner.coordinator.announced_cancels();
+            self.spawn_task(move |engine| async move {
+                engine.relay_announced_cancels(cancels, workers).await
+            });
         }
         self.spawn_task(|engine| async move { engine.sweep_loop().await });
         self.spawn_task(|engine| async move { engine.cron_loop().await });
@@ -77,6 +93,27 @@ impl Engine {
                     self.inner.scheduler.queue_changed();
                 }
                 () = self.inner.shutdown.cancelled() => return,
+            }
+        }
+    }
+
+    /// Stops the runs executing here whose cancels another instance announced. It
+    /// ends with the workers, not at the shutdown signal, so a run still executing in
+    /// the shutdown grace is stopped at once by a cancel from elsewhere too.
+    async fn relay_announced_cancels(
+        &self,
+        mut cancels: BoxStream<'static, Uuid>,
+        workers: TaskTracker,
+    ) {
+        loop {
+            tokio::select! {
+                Some(run_id) = cancels.next() => {
+                    // The stored flag does not say whether the cancel is a rollback, so
+                    // neither does its announcement: the run stops as the poll of the
+                    // flag would stop it.
+                    self.inner.active.stop(run_id, false);
+                }
+                () = workers.wait() => return,
             }
         }
     }

@@ -496,12 +496,20 @@ impl Engine {
                 Ok(run)
             }
             CancelOutcome::Requested(run) => {
-                self.inner
-                    .active
-                    .stop(run.run_id, action == CancelAction::Rollback);
+                self.stop_requested(run.run_id, action == CancelAction::Rollback)
+                    .await;
                 Ok(run)
             }
             CancelOutcome::AlreadyTerminal(_) => Err(no_runs_to_cancel()),
+        }
+    }
+
+    /// Stops a running run whose cancel was just recorded: here through its token, or
+    /// on the instance executing it through an announcement (which otherwise finds
+    /// the stored flag only at its next check).
+    async fn stop_requested(&self, run_id: Uuid, rollback: bool) {
+        if !self.inner.active.stop(run_id, rollback) {
+            self.inner.coordinator.announce_cancel(run_id).await;
         }
     }
 
@@ -556,9 +564,7 @@ impl Engine {
         };
         for run in self.store().runs().active(&query).await? {
             match self.store().runs().request_cancel(run.run_id).await? {
-                CancelOutcome::Requested(run) => {
-                    self.inner.active.stop(run.run_id, false);
-                }
+                CancelOutcome::Requested(run) => self.stop_requested(run.run_id, false).await,
                 CancelOutcome::Cancelled(run) | CancelOutcome::AlreadyTerminal(run) => {
                     self.inner.bus.close(Topic::Run(run.run_id)).await;
                 }

@@ -1,13 +1,23 @@
 //! Two server instances on one PostgreSQL database: a run created on either is
-//! executed exactly once by some instance, and a thread's runs never overlap.
+//! executed exactly once by some instance, a thread's runs never overlap, and a
+//! cancel through one instance reaches a run executing on the other at once.
 
 mod support;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures::StreamExt;
 use serde_json::json;
+use service_coordinator_postgres::{PgCoordinator, PgCoordinatorOptions};
+use service_engine::bus::MemoryBus;
+use service_engine::coordination::{CoordinationTuning, Coordinator};
+use service_engine::{Engine, EngineConfig, EngineParts, RunTarget};
+use service_store::{Clock, SystemClock};
+use service_store_postgres::{PgOptions, PostgresStore};
+use service_types::{CancelAction, RunCreate, RunStatus, ThreadCreate};
 use support::{Database, Instance, request, start};
 
 #[tokio::test(flavor = "multi_thread")]
@@ -154,4 +164,113 @@ async fn check_db_asks_the_database_and_answers_503_once_it_is_gone() {
     database.drop().await;
     assert_eq!(status_of(&instance, "/ok?check_db=1"), "503");
     assert_eq!(status_of(&instance, "/ok"), "200");
+}
+
+/// An engine on `url` as `service-server start` builds one, with `tuning`; its
+/// coordinator is returned too, to tell when it listens.
+async fn engine_on(url: &str, tuning: CoordinationTuning) -> (Engine, Arc<PgCoordinator>) {
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let backend = PostgresStore::connect(PgOptions::new(url), clock.clone())
+        .await
+        .expect("the database");
+    let pools = backend.pools().clone();
+    let listen = url.parse().expect("a database URL");
+    let mut options = PgCoordinatorOptions::new(listen, pools.store, pools.claim);
+    options.tuning = tuning;
+    let coordinator = Arc::new(PgCoordinator::start(options).expect("coordinator"));
+    let config = EngineConfig::default();
+    let engine = Engine::with_coordinator(
+        EngineParts {
+            store: backend.store(),
+            graphs: Box::new(service_example_graphs::registry),
+            checkpointer: backend.checkpointer(),
+            bus: MemoryBus::new(config.bus),
+            clock,
+            webhooks: None,
+            config,
+        },
+        coordinator.clone(),
+    )
+    .expect("example graphs");
+    engine.ensure_system_assistants().await.expect("assistants");
+    (engine, coordinator)
+}
+
+/// Two engines in this process on one database, as two instances are: a run
+/// executing on one stops once the other records its cancel, although the executing
+/// instance would look for the cancel in the store only after an hour. Only the
+/// announcement over PostgreSQL can have stopped it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_cancelled_through_another_instance_stops_without_waiting_for_the_check_interval() {
+    let database = Database::create("cancel").await;
+    let tuning = CoordinationTuning {
+        check_interval: Duration::from_secs(3600),
+        ..CoordinationTuning::default()
+    };
+    let (executing, listening) = engine_on(&database.url(), tuning).await;
+    let (requesting, announcing) = engine_on(&database.url(), tuning).await;
+    // Only this one executes runs.
+    executing.start();
+
+    // The executing instance listens once an announcement reaches it.
+    let mut cancels = listening.announced_cancels();
+    let started = Instant::now();
+    loop {
+        let probe = uuid::Uuid::new_v4();
+        announcing.announce_cancel(probe).await;
+        let arrived = cancels.by_ref().any(|run| std::future::ready(run == probe));
+        if tokio::time::timeout(Duration::from_millis(200), arrived)
+            .await
+            .unwrap_or(false)
+        {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "never listened"
+        );
+    }
+
+    let thread = executing
+        .create_thread(ThreadCreate::default())
+        .await
+        .unwrap()
+        .thread_id;
+    let body = RunCreate {
+        assistant_id: "slow".into(),
+        input: Some(json!({"delay_ms": 60_000})),
+        ..RunCreate::default()
+    };
+    let run = executing
+        .create_run(RunTarget::Thread(thread), body)
+        .await
+        .unwrap();
+    let status = || async {
+        executing
+            .get_run(Some(thread), run.run_id)
+            .await
+            .unwrap()
+            .status
+    };
+    let started = Instant::now();
+    while status().await != RunStatus::Running {
+        assert!(started.elapsed() < Duration::from_secs(10), "never ran");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    requesting
+        .cancel_run(thread, run.run_id, CancelAction::Interrupt)
+        .await
+        .unwrap();
+    let started = Instant::now();
+    while !status().await.is_terminal() {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the run did not stop"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(status().await, RunStatus::Cancelled);
+    executing.shutdown().await;
+    requesting.shutdown().await;
+    database.drop().await;
 }

@@ -98,7 +98,8 @@ async fn a_run_follows_its_assistant_as_changed_through_another_instance() {
 
 /// A coordinator standing in for other instances: it counts announcements and holds
 /// the first one until released, says whether thread claims are free as the test
-/// decides, and counts the claims taken and released.
+/// decides, counts the claims taken and released, and carries announced cancels to
+/// every engine sharing it.
 struct TestCoordinator {
     announced: AtomicUsize,
     release_first_announcement: tokio::sync::Semaphore,
@@ -110,6 +111,7 @@ struct TestCoordinator {
     claim_answer: Duration,
     refuse_claims: AtomicBool,
     claims: Arc<ClaimCounts>,
+    cancels: tokio::sync::broadcast::Sender<Uuid>,
 }
 
 #[derive(Default)]
@@ -143,6 +145,7 @@ impl Default for TestCoordinator {
             claim_answer: Duration::ZERO,
             refuse_claims: Default::default(),
             claims: Default::default(),
+            cancels: tokio::sync::broadcast::Sender::new(16),
         }
     }
 }
@@ -179,6 +182,44 @@ impl service_engine::coordination::Coordinator for TestCoordinator {
     async fn thread_unclaimed(&self, _thread_id: Uuid) -> service_engine::EngineResult<bool> {
         Ok(self.claims_freed.load(SeqCst))
     }
+    async fn announce_cancel(&self, run_id: Uuid) {
+        // No subscriber: no engine sharing this coordinator was started.
+        let _ = self.cancels.send(run_id);
+    }
+    fn announced_cancels(&self) -> futures::stream::BoxStream<'static, Uuid> {
+        let cancels = self.cancels.subscribe();
+        let next = |mut cancels: tokio::sync::broadcast::Receiver<Uuid>| async move {
+            let run_id = cancels.recv().await.ok()?;
+            Some((run_id, cancels))
+        };
+        Box::pin(futures::stream::unfold(cancels, next))
+    }
+}
+
+/// Two engines (workers not started) sharing one store, on the system clock, and
+/// `coordinator`.
+async fn two_instances(coordinator: Arc<TestCoordinator>) -> (Engine, Engine) {
+    let clock: Arc<dyn Clock> = Arc::new(service_store::SystemClock);
+    let store = memory_store(MemoryOptions::new(clock.clone()));
+    let instance = || {
+        let config = EngineConfig::default();
+        Engine::with_coordinator(
+            EngineParts {
+                webhooks: None,
+                store: store.clone(),
+                graphs: Box::new(service_example_graphs::registry),
+                checkpointer: Arc::new(InMemorySaver::new()),
+                bus: MemoryBus::new(config.bus),
+                clock: clock.clone(),
+                config,
+            },
+            coordinator.clone(),
+        )
+        .unwrap()
+    };
+    let (first, second) = (instance(), instance());
+    first.ensure_system_assistants().await.unwrap();
+    (first, second)
 }
 
 /// A run takes its thread's execution claim only once it outlives the claim delay,
@@ -378,26 +419,7 @@ async fn a_wait_ends_when_its_run_settles_on_another_instance() {
         },
         ..TestCoordinator::default()
     });
-    let clock: Arc<dyn Clock> = Arc::new(service_store::SystemClock);
-    let store = memory_store(MemoryOptions::new(clock.clone()));
-    let instance = || {
-        let config = EngineConfig::default();
-        Engine::with_coordinator(
-            EngineParts {
-                webhooks: None,
-                store: store.clone(),
-                graphs: Box::new(service_example_graphs::registry),
-                checkpointer: Arc::new(InMemorySaver::new()),
-                bus: MemoryBus::new(config.bus),
-                clock: clock.clone(),
-                config,
-            },
-            coordinator.clone(),
-        )
-        .unwrap()
-    };
-    let (waiting, executing) = (instance(), instance());
-    waiting.ensure_system_assistants().await.unwrap();
+    let (waiting, executing) = two_instances(coordinator).await;
     let thread = new_thread(&waiting).await;
     let input = json!({"messages": [{"type": "human", "content": "across"}]});
     let (run, subscription) = waiting
@@ -420,4 +442,52 @@ async fn a_wait_ends_when_its_run_settles_on_another_instance() {
             .is_some_and(|messages| !messages.is_empty()),
         "the stored result: {result}"
     );
+}
+
+/// A run executing on one instance stops once another records its cancel, on every
+/// path that records one there (a cancel, a bulk cancel, an interrupting run, the
+/// thread's deletion). The executing instance would look for it in the store only
+/// after an hour, so only the announcement can have stopped it.
+#[tokio::test]
+async fn a_cancel_recorded_on_another_instance_stops_the_run_through_its_announcement() {
+    let coordinator = Arc::new(TestCoordinator::default());
+    assert_eq!(coordinator.tuning.check_interval, Duration::from_secs(3600));
+    let (executing, requesting) = two_instances(coordinator).await;
+    // Only this one executes runs: each run below is created through it.
+    executing.start();
+
+    let thread = new_thread(&executing).await;
+    let run = running_slow_run(&executing, thread).await;
+    requesting
+        .cancel_run(thread, run.run_id, CancelAction::Interrupt)
+        .await
+        .unwrap();
+    assert_eq!(settled(&executing, &run).await.status, RunStatus::Cancelled);
+
+    let run = running_slow_run(&executing, thread).await;
+    let bulk = service_types::BulkCancel {
+        thread_id: Some(thread),
+        run_ids: Some(vec![run.run_id]),
+        ..Default::default()
+    };
+    let scope = service_engine::auth::Scope::All;
+    requesting
+        .cancel_runs(bulk, CancelAction::Interrupt, &scope)
+        .await
+        .unwrap();
+    assert_eq!(settled(&executing, &run).await.status, RunStatus::Cancelled);
+
+    let run = running_slow_run(&executing, thread).await;
+    let mut interrupting = run_body("echo", json!({}));
+    interrupting.multitask_strategy = Some(MultitaskStrategy::Interrupt);
+    requesting
+        .create_run(RunTarget::Thread(thread), interrupting)
+        .await
+        .unwrap();
+    assert_eq!(settled(&executing, &run).await.status, RunStatus::Cancelled);
+
+    let thread = new_thread(&executing).await;
+    running_slow_run(&executing, thread).await;
+    requesting.delete_thread(thread).await.unwrap();
+    idle_workers(&executing, executing.config().run_concurrency).await;
 }
