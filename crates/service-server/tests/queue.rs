@@ -62,6 +62,14 @@ fn call_raw(address: &str, path: &str, last_event_id: &str) -> String {
     body.to_owned()
 }
 
+/// A thread made through `instance`; its id.
+fn new_thread(instance: &Instance) -> String {
+    request(instance, "POST", "/threads", Some(json!({})))["thread_id"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
 fn instances(database: &Database) -> (Instance, Instance) {
     let url = database.url();
     let env = [("REDIS_URL", redis_url())];
@@ -73,10 +81,7 @@ fn instances(database: &Database) -> (Instance, Instance) {
 async fn a_run_streams_through_either_instance_and_replays_across_them() {
     let database = Database::create("queue").await;
     let (a, b) = instances(&database);
-    let thread = request(&a, "POST", "/threads", Some(json!({})))["thread_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let thread = new_thread(&a);
     let run = request(
         &a,
         "POST",
@@ -134,10 +139,7 @@ async fn a_run_streams_through_either_instance_and_replays_across_them() {
 async fn a_run_streamed_from_another_instance_is_followed_live_to_its_end() {
     let database = Database::create("queue_live").await;
     let (a, b) = instances(&database);
-    let thread = request(&a, "POST", "/threads", Some(json!({})))["thread_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let thread = new_thread(&a);
     let run = request(
         &a,
         "POST",
@@ -273,10 +275,7 @@ async fn a_stream_of_a_run_whose_instance_dies_ends_with_its_recovery() {
     let env = [("REDIS_URL", redis.as_str())];
     // B starts after A took the run, so the run executes on A.
     let mut a = start_with(&url, &env);
-    let thread = request(&a, "POST", "/threads", Some(json!({})))["thread_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let thread = new_thread(&a);
     let run = request(
         &a,
         "POST",

@@ -34,6 +34,20 @@ impl From<(Resource, Action)> for Access {
     }
 }
 
+/// One adder per HTTP method: `table.get(path, access, handler)`.
+macro_rules! verbs {
+    ($($name:ident => $method:ident),*) => {$(
+        pub(crate) fn $name<H: Handler<T, Engine>, T: 'static>(
+            self,
+            path: &'static str,
+            access: impl Into<Access>,
+            handler: H,
+        ) -> Self {
+            self.add(Method::$method, MethodFilter::$method, path, access.into(), handler)
+        }
+    )*};
+}
+
 /// The route table: every route is added with its access, so none can be routed
 /// without its guard, and the table lists what the router serves.
 pub(crate) struct Table {
@@ -78,68 +92,7 @@ impl Table {
         self
     }
 
-    pub(crate) fn get<H: Handler<T, Engine>, T: 'static>(
-        self,
-        path: &'static str,
-        access: impl Into<Access>,
-        handler: H,
-    ) -> Self {
-        self.add(Method::GET, MethodFilter::GET, path, access.into(), handler)
-    }
-
-    pub(crate) fn post<H: Handler<T, Engine>, T: 'static>(
-        self,
-        path: &'static str,
-        access: impl Into<Access>,
-        handler: H,
-    ) -> Self {
-        self.add(
-            Method::POST,
-            MethodFilter::POST,
-            path,
-            access.into(),
-            handler,
-        )
-    }
-
-    pub(crate) fn put<H: Handler<T, Engine>, T: 'static>(
-        self,
-        path: &'static str,
-        access: impl Into<Access>,
-        handler: H,
-    ) -> Self {
-        self.add(Method::PUT, MethodFilter::PUT, path, access.into(), handler)
-    }
-
-    pub(crate) fn patch<H: Handler<T, Engine>, T: 'static>(
-        self,
-        path: &'static str,
-        access: impl Into<Access>,
-        handler: H,
-    ) -> Self {
-        self.add(
-            Method::PATCH,
-            MethodFilter::PATCH,
-            path,
-            access.into(),
-            handler,
-        )
-    }
-
-    pub(crate) fn delete<H: Handler<T, Engine>, T: 'static>(
-        self,
-        path: &'static str,
-        access: impl Into<Access>,
-        handler: H,
-    ) -> Self {
-        self.add(
-            Method::DELETE,
-            MethodFilter::DELETE,
-            path,
-            access.into(),
-            handler,
-        )
-    }
+    verbs!(get => GET, post => POST, put => PUT, patch => PATCH, delete => DELETE);
 
     pub(crate) fn merge(mut self, other: Table) -> Self {
         self.router = self.router.merge(other.router);
