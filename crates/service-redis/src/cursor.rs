@@ -19,8 +19,14 @@ pub(crate) enum Start {
     /// The frame after this one (a client's `Last-Event-ID`): frames trimmed since
     /// are skipped, as on the in-memory bus, so a reconnect cannot loop on a gap.
     After(EventId),
-    /// The frame after the newest one: the next must follow it, or it lagged.
-    Live(EventId),
+    /// The frame after the newest one (none yet: the first), which must be number
+    /// `next`, or the subscriber lagged.
+    Live {
+        /// The newest entry when subscribing.
+        after: Option<EventId>,
+        /// The number of the next frame.
+        next: u64,
+    },
 }
 
 pub(crate) struct Cursor {
@@ -53,7 +59,9 @@ impl Cursor {
     ) -> Self {
         let stream = shared.keys.stream(topic);
         let (start, expected) = match start {
-            Start::Live(head) => (Start::After(head), Some(head.seq + 1)),
+            Start::Live { after, next } => {
+                (after.map_or(Start::Beginning, Start::After), Some(next))
+            }
             other => (other, None),
         };
         Self {
@@ -91,10 +99,10 @@ impl Cursor {
             closing.as_mut().enable();
             let behind = match self.expected {
                 Some(expected) => {
-                    let (frames, behind) = self.local.frames_from(expected);
+                    let (frames, next, behind) = self.local.frames_from(expected);
                     if let Some(last) = frames.last() {
                         self.start = Start::After(last.id);
-                        self.expected = Some(last.id.seq + 1);
+                        self.expected = Some(next);
                         self.pending.extend(frames.into_iter().map(Delivery::Frame));
                         continue;
                     }
@@ -140,7 +148,12 @@ impl Cursor {
     async fn read(&mut self) -> redis::RedisResult<bool> {
         let start = match self.start {
             Start::Beginning => "-".to_owned(),
-            Start::After(id) | Start::Live(id) => keys::after(id),
+            // A live start was turned into one of the others when the cursor was made.
+            Start::After(id)
+            | Start::Live {
+                after: Some(id), ..
+            } => keys::after(id),
+            Start::Live { after: None, .. } => "-".to_owned(),
         };
         let reply: StreamRangeReply = redis::cmd("XRANGE")
             .arg(&self.stream)
@@ -165,23 +178,26 @@ impl Cursor {
     /// One entry: a frame to hand out, a marker that ends the subscription, or a gap
     /// (frames trimmed before they were read) that ends it as lagged.
     fn take(&mut self, entry: StreamId) {
-        let Some(id) = keys::event_id(&entry.id) else {
-            tracing::error!(id = entry.id, "a stream entry id is not <ms>-<n>");
+        let field = |name: &str| match entry.map.get(name) {
+            Some(redis::Value::BulkString(bytes)) => Bytes::copy_from_slice(bytes),
+            _ => Bytes::new(),
+        };
+        let number = std::str::from_utf8(&field("n"))
+            .ok()
+            .and_then(|text| text.parse::<u64>().ok());
+        let (Some(id), Some(number)) = (keys::event_id(&entry.id), number) else {
+            tracing::error!(id = entry.id, "a stream entry is not one this bus appended");
             self.ended = true;
             self.pending.push_back(Delivery::Lagged);
             return;
         };
         self.start = Start::After(id);
-        if self.expected.is_some_and(|expected| id.seq != expected) {
+        if self.expected.is_some_and(|expected| number != expected) {
             self.ended = true;
             self.pending.push_back(Delivery::Lagged);
             return;
         }
-        self.expected = Some(id.seq + 1);
-        let field = |name: &str| match entry.map.get(name) {
-            Some(redis::Value::BulkString(bytes)) => Bytes::copy_from_slice(bytes),
-            _ => Bytes::new(),
-        };
+        self.expected = Some(number + 1);
         let event = String::from_utf8_lossy(&field("e")).into_owned();
         if event == CLOSED {
             self.ended = true;

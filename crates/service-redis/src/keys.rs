@@ -8,26 +8,21 @@ use service_engine::bus::{EventId, Topic};
 /// The marker closing a topic: subscribers end at it.
 pub(crate) const CLOSED: &str = "__bus_closed";
 
-/// Appends one entry to `stream` and counts it in `meta` (`n` frames so far, `ms` of
-/// the last, `closed` once a marker ended it): the id is `<ms>-<n>`, `ms` never below
-/// the last entry's so ids increase even if the clock steps back. Renews both keys' expiry to `ttl` for markers and
-/// every 64th frame (the expiry is an idle bound of hours, not a precise one), and
-/// announces `<origin> <stream key>` on `channel` when another instance follows the
-/// topic (`watch`: followers per instance; an instance wakes its own subscribers
-/// itself, once it has the frame to hand them). Answers the id.
+/// Appends one entry to `stream` with its number in the topic (`n`, counted in
+/// `meta`; `closed` is set there once a marker ended the topic). Redis gives the entry
+/// its id (`<ms>-<seq>`, always increasing). Renews both keys' expiry to `ttl` for
+/// markers and every 64th frame (the expiry is an idle bound of hours, not a precise
+/// one), and announces `<origin> <stream key>` on `channel` when another instance
+/// follows the topic (`watch`: followers per instance; an instance wakes its own
+/// subscribers itself, once it has the frame to hand them). Answers `{id, n}`.
 const APPEND_FUNCTION: &str = r"
 local function append(stream, meta, watch, event, data, maxlen, ttl, marker, channel, origin)
   local n = redis.call('HINCRBY', meta, 'n', 1)
-  local t = redis.call('TIME')
-  local ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  local last = tonumber(redis.call('HGET', meta, 'ms') or '0')
-  if ms < last then ms = last end
-  redis.call('HSET', meta, 'ms', ms)
-  local id = string.format('%d-%d', ms, n)
+  local id
   if maxlen > 0 then
-    redis.call('XADD', stream, 'MAXLEN', '~', maxlen, id, 'e', event, 'd', data)
+    id = redis.call('XADD', stream, 'MAXLEN', '~', maxlen, '*', 'e', event, 'd', data, 'n', n)
   else
-    redis.call('XADD', stream, id, 'e', event, 'd', data)
+    id = redis.call('XADD', stream, '*', 'e', event, 'd', data, 'n', n)
   end
   if marker == '1' then
     redis.call('HSET', meta, 'closed', 1)
@@ -43,7 +38,7 @@ local function append(stream, meta, watch, event, data, maxlen, ttl, marker, cha
       break
     end
   end
-  return id
+  return {id, n}
 end
 ";
 
@@ -58,16 +53,36 @@ return append(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], tonumber(ARGV[3]), AR
 
 /// Appends a run's frame, and the same to its thread's stream when the thread's topic
 /// is open. KEYS: the run's stream, meta and watch, the thread's. ARGV: as [`APPEND`]
-/// without the marker flag. Answers the run entry's id.
+/// without the marker flag. Answers the run entry's `{id, n}`.
 pub(crate) static APPEND_RUN: LazyLock<Script> = LazyLock::new(|| {
     Script::new(&format!(
         "{APPEND_FUNCTION}
-local id = append(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], '0', ARGV[5], ARGV[6])
+local appended = append(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], '0', ARGV[5], ARGV[6])
 if redis.call('EXISTS', KEYS[5]) == 1 then
   append(KEYS[4], KEYS[5], KEYS[6], ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], '0', ARGV[5], ARGV[6])
 end
-return id"
+return appended"
     ))
+});
+
+/// Where a subscription starts: the topic's frame count, whether it is closed, and its
+/// newest entry's id (empty when it has none); nil for an unknown topic. KEYS: the
+/// meta hash, the stream.
+pub(crate) static HEAD: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r"
+local head = redis.call('HMGET', KEYS[1], 'n', 'closed')
+if not head[1] then
+  return false
+end
+local newest = redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', 1)
+local id = ''
+if #newest > 0 then
+  id = newest[1][1]
+end
+return {head[1], head[2] or '', id}
+",
+    )
 });
 
 /// Forgets a topic: its stream and meta hash go, and the stream's key is announced so
@@ -139,7 +154,7 @@ impl Keys {
     }
 }
 
-/// An entry id `<ms>-<n>` as an event id.
+/// An entry id `<ms>-<seq>` as an event id.
 pub(crate) fn event_id(text: &str) -> Option<EventId> {
     let (millis, seq) = text.split_once('-')?;
     Some(EventId {

@@ -144,45 +144,48 @@ pub(crate) struct Local {
     pub(crate) announced: Notify,
     /// This instance's count in the topic's watch hash, taken back when dropped.
     following: std::sync::OnceLock<Following>,
-    recent: Mutex<VecDeque<Frame>>,
+    recent: Mutex<VecDeque<(u64, Frame)>>,
     /// Counts wake-ups for frames not in `recent` (another instance's, a thread entry
     /// appended with a run's): a subscriber that saw it move reads Redis.
     pub(crate) unread: AtomicU64,
 }
 
 impl Local {
-    fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<Frame>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<(u64, Frame)>> {
         // Each update is one insert or pop: a panic cannot leave it half-done.
         self.recent
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Keeps `frame`, in number order (appends on this instance may finish out of order).
-    fn remember(&self, frame: Frame) {
+    /// Keeps `frame`, number `n`, in number order (appends on this instance may finish
+    /// out of order).
+    fn remember(&self, n: u64, frame: Frame) {
         let mut recent = self.lock();
-        let at = recent.partition_point(|kept| kept.id.seq < frame.id.seq);
-        recent.insert(at, frame);
+        let at = recent.partition_point(|(kept, _)| *kept < n);
+        recent.insert(at, (n, frame));
         if recent.len() > RECENT_FRAMES {
             recent.pop_front();
         }
     }
 
-    /// The consecutive frames from number `seq` this instance appended lately; and
-    /// whether it has later ones while `seq` itself is not kept (evicted, or appended
-    /// by another instance in between), so the reader must go to Redis.
-    pub(crate) fn frames_from(&self, seq: u64) -> (Vec<Frame>, bool) {
+    /// The consecutive frames from number `n` this instance appended lately, with the
+    /// number of the last; and whether it has later ones while `n` itself is not kept
+    /// (evicted, or appended by another instance in between), so the reader must go to
+    /// Redis.
+    pub(crate) fn frames_from(&self, n: u64) -> (Vec<Frame>, u64, bool) {
         let recent = self.lock();
-        let at = recent.partition_point(|kept| kept.id.seq < seq);
+        let at = recent.partition_point(|(kept, _)| *kept < n);
         let mut frames = Vec::new();
-        for (expected, kept) in (seq..).zip(recent.range(at..)) {
-            if kept.id.seq != expected {
+        for (expected, (kept, frame)) in (n..).zip(recent.range(at..)) {
+            if *kept != expected {
                 break;
             }
-            frames.push(kept.clone());
+            frames.push(frame.clone());
         }
-        let behind = frames.is_empty() && recent.back().is_some_and(|last| last.id.seq > seq);
-        (frames, behind)
+        let behind = frames.is_empty() && recent.back().is_some_and(|(last, _)| *last > n);
+        let next = n + frames.len() as u64;
+        (frames, next, behind)
     }
 }
 
@@ -269,11 +272,11 @@ impl Shared {
     }
 
     /// Wakes the subscribers of `key` here, after remembering `frame` for them.
-    pub(crate) fn wake(&self, key: &str, frame: Option<Frame>) {
+    pub(crate) fn wake(&self, key: &str, frame: Option<(u64, Frame)>) {
         let local = self.lock_locals().get(key).and_then(Weak::upgrade);
         if let Some(local) = local {
             match frame {
-                Some(frame) => local.remember(frame),
+                Some((n, frame)) => local.remember(n, frame),
                 None => {
                     local.unread.fetch_add(1, Ordering::SeqCst);
                 }
@@ -314,7 +317,7 @@ impl Shared {
         marker: bool,
     ) -> redis::RedisResult<EventId> {
         let (stream, meta) = (self.keys.stream(topic), self.keys.meta(topic));
-        let id: String = keys::APPEND
+        let (id, n): (String, u64) = keys::APPEND
             .key(&stream)
             .key(&meta)
             .key(self.keys.watch(topic))
@@ -328,10 +331,13 @@ impl Shared {
             .invoke_async(&mut self.connection.clone())
             .await?;
         let id = parsed(id)?;
-        let frame = (!marker).then(|| Frame {
-            id,
-            event: event.to_owned(),
-            data,
+        let frame = (!marker).then(|| {
+            let frame = Frame {
+                id,
+                event: event.to_owned(),
+                data,
+            };
+            (n, frame)
         });
         self.wake(&stream, frame);
         Ok(id)
@@ -347,7 +353,7 @@ impl Shared {
     ) -> redis::RedisResult<EventId> {
         let (run, thread) = (Topic::Run(run), Topic::Thread(thread));
         let (run_stream, thread_stream) = (self.keys.stream(run), self.keys.stream(thread));
-        let id: String = keys::APPEND_RUN
+        let (id, n): (String, u64) = keys::APPEND_RUN
             .key(&run_stream)
             .key(self.keys.meta(run))
             .key(self.keys.watch(run))
@@ -368,7 +374,7 @@ impl Shared {
             event: event.to_owned(),
             data,
         };
-        self.wake(&run_stream, Some(frame));
+        self.wake(&run_stream, Some((n, frame)));
         // The thread entry's number is not known here: its subscribers read it back.
         self.wake(&thread_stream, None);
         Ok(id)
@@ -421,12 +427,12 @@ impl RedisBus {
     }
 }
 
-/// An id the append scripts answered.
+/// An entry id Redis answered.
 fn parsed(id: String) -> redis::RedisResult<EventId> {
     keys::event_id(&id).ok_or_else(|| {
         redis::RedisError::from((
             redis::ErrorKind::Parse,
-            "the append script answered an id that is not <ms>-<n>",
+            "Redis answered an entry id that is not <ms>-<seq>",
             id,
         ))
     })
@@ -499,28 +505,23 @@ impl StreamBus for RedisBus {
     }
 
     async fn subscribe(&self, topic: Topic, replay: Replay) -> Option<Subscription> {
-        let meta = self.shared.keys.meta(topic);
-        let head: redis::RedisResult<(Option<u64>, Option<i64>, Option<u8>)> = self
-            .query(
-                redis::cmd("HMGET")
-                    .arg(&meta)
-                    .arg("n")
-                    .arg("ms")
-                    .arg("closed"),
-            )
+        let head: redis::RedisResult<Option<(u64, String, String)>> = keys::HEAD
+            .key(self.shared.keys.meta(topic))
+            .key(self.shared.keys.stream(topic))
+            .invoke_async(&mut self.shared.connection.clone())
             .await;
         let (start, closed) = match head {
-            Ok((None, ..)) => return None,
-            Ok((Some(n), ms, closed)) => {
+            Ok(None) => return None,
+            Ok(Some((n, closed, newest))) => {
                 let start = match replay {
                     Replay::All => Start::Beginning,
                     Replay::After(id) => Start::After(id),
-                    Replay::Live => Start::Live(EventId {
-                        millis: ms.unwrap_or(0),
-                        seq: n,
-                    }),
+                    Replay::Live => Start::Live {
+                        after: keys::event_id(&newest),
+                        next: n + 1,
+                    },
                 };
-                (start, closed.is_some())
+                (start, !closed.is_empty())
             }
             Err(error) => {
                 tracing::error!(%error, ?topic, "subscribing on Redis failed");
