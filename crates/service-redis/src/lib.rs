@@ -2,16 +2,17 @@
 //! reaches them through any instance and replays them after `Last-Event-ID` from any
 //! instance.
 //!
-//! - A frame is appended by one script call that numbers it, appends it with the id
-//!   `<ms>-<n>` (`n` counts the topic's frames, so a subscriber that finds a number
-//!   missing knows frames were trimmed before it read them, and is told it lagged
-//!   instead of getting a silent gap), renews the topic's expiry and publishes the
-//!   stream's key on one pub/sub channel.
-//! - A subscriber reads its stream with `XRANGE` from its own position, at most
-//!   `batch` frames at a time (a slow client holds no more than that in this process;
-//!   the rest waits in Redis), and sleeps until a frame of its topic is announced:
-//!   directly when published by this instance, over pub/sub from another (one
-//!   listening connection per instance), or after `poll` should an announcement be lost.
+//! - A frame is appended by one script call that numbers it within its topic (`n`,
+//!   kept in the entry: a subscriber that finds a number missing knows frames were
+//!   trimmed before it read them, and is told it lagged instead of getting a silent
+//!   gap), appends it (Redis gives the id, `<ms>-<seq>`), renews the topic's expiry
+//!   now and then, and announces it on one pub/sub channel when another instance
+//!   follows the topic.
+//! - A subscriber takes the frames its own instance appends from memory, and reads
+//!   its stream with `XRANGE` from its own position, at most `batch` frames at a time
+//!   (a slow client holds no more than that in this process; the rest waits in Redis),
+//!   for the replay, for frames another instance announced (one listening connection
+//!   per instance), or after `poll` should an announcement be lost.
 //! - Closing a topic appends a marker (subscribers end at it) and shortens its expiry
 //!   to `retention`. Redis holds frames and nothing else: runs settle in the store.
 
