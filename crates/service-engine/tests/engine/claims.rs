@@ -139,11 +139,18 @@ async fn a_run_created_claimed_goes_before_runs_queued_meanwhile() {
         ..ObservedRuns::default()
     })
     .await;
-    let threads = [
-        new_thread(&engine).await,
-        new_thread(&engine).await,
-        new_thread(&engine).await,
-    ];
+    // Run creations on one thread are serialized by a gate the thread's id picks among
+    // a power-of-two number of them, and the watched creation is held inside its gate:
+    // ids whose lowest bits differ never share one, so the other creations go on.
+    let with_low_bit = |bit: u128| Uuid::from_u128((Uuid::now_v7().as_u128() & !1) | bit);
+    let mut threads = Vec::new();
+    for _ in 0..3 {
+        let body = ThreadCreate {
+            thread_id: Some(with_low_bit(0)),
+            ..ThreadCreate::default()
+        };
+        threads.push(engine.create_thread(body).await.unwrap().thread_id);
+    }
     idle_workers(&engine, 1).await;
 
     // Promised the idle worker, and held in its creation.
@@ -153,7 +160,7 @@ async fn a_run_created_claimed_goes_before_runs_queued_meanwhile() {
             let mut body = run_body("echo", json!({"messages": []}));
             body.if_not_exists = Some(IfNotExists::Create);
             engine
-                .create_run_watched(RunTarget::Thread(Uuid::now_v7()), body)
+                .create_run_watched(RunTarget::Thread(with_low_bit(1)), body)
                 .await
                 .unwrap()
         }
