@@ -310,3 +310,92 @@ async fn a_stream_of_a_run_whose_instance_dies_ends_with_its_recovery() {
     assert_eq!(settled["status"], json!("error"), "{settled}");
     database.drop().await;
 }
+
+/// A Redis of this test's own, stopped by it.
+struct OwnRedis {
+    child: std::process::Child,
+    url: String,
+}
+
+impl OwnRedis {
+    fn start() -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|listener| listener.local_addr())
+            .map(|address| address.port())
+            .unwrap();
+        let child = std::process::Command::new("redis-server")
+            .args([
+                "--port",
+                &port.to_string(),
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("redis-server is installed");
+        let started = std::time::Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(10),
+                "Redis starts"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        Self {
+            child,
+            url: format!("redis://127.0.0.1:{port}"),
+        }
+    }
+}
+
+impl Drop for OwnRedis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Redis goes away mid-run: the client streaming the run is not left hanging (its
+/// stream ends, so the SDK reconnects), and the run itself settles in the store, where
+/// a wait reads its result.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stream_ends_when_redis_goes_away_and_the_run_still_settles() {
+    let mut redis = OwnRedis::start();
+    let instance = support::spawn(&["dev", "--port", "0", "--queue", &redis.url], &[]);
+    let thread = new_thread(&instance);
+    let run = request(
+        &instance,
+        "POST",
+        &format!("/threads/{thread}/runs"),
+        Some(json!({"assistant_id": "slow", "input": {"delay_ms": 1500}})),
+    );
+    let run_id = run["run_id"].as_str().unwrap().to_owned();
+    let run_path = format!("/threads/{thread}/runs/{run_id}");
+    let reading = {
+        let (address, path) = (instance.address.clone(), format!("{run_path}/stream"));
+        std::thread::spawn(move || call_raw(&address, &path, "-1"))
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    redis.child.kill().unwrap();
+    redis.child.wait().unwrap();
+    let streamed = tokio::task::spawn_blocking(move || reading.join())
+        .await
+        .unwrap();
+    assert!(streamed.is_ok(), "the stream ended instead of hanging");
+    let started = std::time::Instant::now();
+    loop {
+        let status = request(&instance, "GET", &run_path, None)["status"].clone();
+        if status == json!("success") {
+            break;
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(20),
+            "the run settles without Redis: {status}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let waited = call(&instance, "GET", &format!("{run_path}/join"), &[], None);
+    assert_eq!(waited.body["done"], json!(true), "{}", waited.body);
+}
