@@ -6,39 +6,21 @@
 mod support;
 
 use serde_json::{Value, json};
-use support::{Database, Instance, Reply, call, spawn};
+use support::{ConfigFile, Database, Instance, Reply, call, spawn};
 
 const ALICE: &str = "alice-key-0123456789abcdef";
 const BOB: &str = "bob-key-0123456789abcdef00";
 
-/// A file in the temporary directory, removed when dropped.
-struct TempFile(std::path::PathBuf);
-
-impl Drop for TempFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
-
-impl TempFile {
-    fn path(&self) -> String {
-        self.0.to_string_lossy().into_owned()
-    }
-}
-
 /// A config file giving alice and bob keys and owner scoping; bob's comes from the
 /// environment.
-fn config(label: &str) -> TempFile {
-    let path =
-        std::env::temp_dir().join(format!("service-auth-{label}-{}.json", std::process::id()));
-    let text = json!({
+fn config(label: &str) -> ConfigFile {
+    let config = json!({
         "auth": {
             "api_keys": {"alice": ALICE, "bob": {"env": "TEST_BOB_KEY"}},
             "scoping": "owner",
         }
     });
-    std::fs::write(&path, text.to_string()).expect("config file written");
-    TempFile(path)
+    ConfigFile::write(&format!("auth-{label}"), &config)
 }
 
 struct Client<'a> {

@@ -8,7 +8,7 @@ use std::net::TcpStream;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use support::listening_address;
+use support::{ConfigFile, listening_address};
 
 fn server() -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_service-server"));
@@ -58,14 +58,11 @@ fn a_setting_of_a_feature_not_built_yet_stops_the_boot_saying_so() {
 
 #[test]
 fn an_unknown_config_file_key_stops_the_boot() {
-    let path = std::env::temp_dir().join(format!("service-config-{}.json", std::process::id()));
-    std::fs::write(&path, r#"{"grpahs": {}}"#).unwrap();
+    let config = ConfigFile::write("config", &serde_json::json!({"grpahs": {}}));
     let output = server()
-        .args(["dev", "--port", "0", "--config"])
-        .arg(&path)
+        .args(["dev", "--port", "0", "--config", &config.path()])
         .output()
         .unwrap();
-    std::fs::remove_file(&path).ok();
     assert!(!output.status.success());
     assert!(String::from_utf8_lossy(&output.stderr).contains("grpahs"));
 }

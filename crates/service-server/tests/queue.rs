@@ -204,21 +204,18 @@ async fn receiver() -> (String, std::sync::Arc<std::sync::Mutex<Vec<(String, u32
 #[tokio::test(flavor = "multi_thread")]
 async fn a_webhook_retry_scheduled_on_redis_survives_the_instance_that_scheduled_it() {
     let database = Database::create("queue_retry").await;
-    let config = std::env::temp_dir().join(format!("queue-retry-{}.json", std::process::id()));
     let prefix = format!("test-retry-{}", std::process::id());
-    std::fs::write(
-        &config,
-        json!({
+    let config = support::ConfigFile::write(
+        "queue-retry",
+        &json!({
             "queue": {"prefix": prefix},
             "service": {"webhooks": {"retries": {"initial_delay_ms": 3000}}},
-        })
-        .to_string(),
-    )
-    .unwrap();
+        }),
+    );
     let (hook, seen) = receiver().await;
     let url = database.url();
     let redis = redis_url();
-    let path = config.to_string_lossy().into_owned();
+    let path = config.path();
     let boot = || {
         support::spawn(
             &["start", "--port", "0", "--config", &path],
@@ -260,7 +257,6 @@ async fn a_webhook_retry_scheduled_on_redis_survives_the_instance_that_scheduled
         );
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
-    let _ = std::fs::remove_file(&config);
     database.drop().await;
 }
 

@@ -215,3 +215,26 @@ fn dechunk(mut raw: &str) -> String {
     }
     body
 }
+
+/// A configuration file in the temporary directory, removed when dropped.
+pub struct ConfigFile(pub std::path::PathBuf);
+
+impl ConfigFile {
+    /// `config` written to a file named after `label` and this process.
+    pub fn write(label: &str, config: &Value) -> Self {
+        let path =
+            std::env::temp_dir().join(format!("service-{label}-{}.json", std::process::id()));
+        std::fs::write(&path, config.to_string()).expect("config file written");
+        Self(path)
+    }
+
+    pub fn path(&self) -> String {
+        self.0.to_string_lossy().into_owned()
+    }
+}
+
+impl Drop for ConfigFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
