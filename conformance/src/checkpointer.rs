@@ -192,6 +192,54 @@ pub async fn writes_of_a_task_and_channel_replace_earlier_ones(saver: &dyn Check
     }
 }
 
+/// A checkpoint stored under the runtime's own id is found by it, links to its
+/// parent, and counts as the latest; storing the id again replaces body and metadata
+/// and keeps the writes made against it.
+pub async fn named_checkpoints_keep_the_runtime_id(saver: &dyn Checkpointer) {
+    let root = CheckpointConfig::new("t", None);
+    let first = saver
+        .put_named(
+            &root,
+            "1f0-a",
+            body(json!({"n": 1})),
+            meta(json!({"step": 0})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(first.checkpoint_id.as_deref(), Some("1f0-a"));
+    let second = saver
+        .put_named(
+            &first,
+            "1f0-b",
+            body(json!({"n": 2})),
+            meta(json!({"step": 1})),
+        )
+        .await
+        .unwrap();
+    saver
+        .put_writes(&second, "task", vec![("0:out".into(), json!("w"))])
+        .await
+        .unwrap();
+    let latest = saver.get_tuple(&root).await.unwrap().unwrap();
+    assert_eq!(latest.config, second);
+    assert_eq!(latest.parent_config, Some(first.clone()));
+    let again = saver
+        .put_named(
+            &first,
+            "1f0-b",
+            body(json!({"n": 3})),
+            meta(json!({"step": 9})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(again, second);
+    let replaced = saver.get_tuple(&second).await.unwrap().unwrap();
+    assert_eq!(replaced.checkpoint, json!({"n": 3}));
+    assert_eq!(replaced.metadata.get("step"), Some(&json!(9)));
+    assert_eq!(replaced.pending_writes.len(), 1);
+    assert_eq!(all(saver, "t").await.len(), 2);
+}
+
 /// The end of a superstep: each task's writes land on the parent, and the new
 /// checkpoint follows it; an unknown parent stores nothing.
 pub async fn put_after_writes_records_the_writes_then_the_checkpoint(saver: &dyn Checkpointer) {
@@ -436,6 +484,7 @@ macro_rules! checkpointer_tests {
             merged_metadata_replaces_keys_of_one_checkpoint,
             put_after_writes_records_the_writes_then_the_checkpoint,
             put_with_next_stores_input_writes_then_next,
+            named_checkpoints_keep_the_runtime_id,
         ]);
     };
 }

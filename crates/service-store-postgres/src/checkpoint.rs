@@ -343,6 +343,44 @@ impl Checkpointer for PostgresSaver {
             .await
     }
 
+    async fn put_named(
+        &self,
+        config: &CheckpointConfig,
+        checkpoint_id: &str,
+        checkpoint: JsonText,
+        metadata: Metadata,
+    ) -> Result<CheckpointConfig, GraphError> {
+        let client = self.client().await?;
+        // Committed asynchronously, as `put` is.
+        client
+            .execute_cached(
+                static_sql!(
+                    "INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id,
+                         parent_checkpoint_id, metadata, created_at, body)
+                     SELECT $1, $2, $3, $4, $5, $6, $7::text::json FROM {ASYNC_COMMIT}
+                     ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO UPDATE
+                     SET parent_checkpoint_id = EXCLUDED.parent_checkpoint_id,
+                         metadata = EXCLUDED.metadata, body = EXCLUDED.body"
+                ),
+                &[
+                    &config.thread_id,
+                    &config.checkpoint_ns,
+                    &checkpoint_id,
+                    &config.checkpoint_id,
+                    &Value::Object(metadata),
+                    &Utc::now(),
+                    &checkpoint.as_str(),
+                ],
+            )
+            .await
+            .map_err(db_error)?;
+        Ok(CheckpointConfig {
+            thread_id: config.thread_id.clone(),
+            checkpoint_ns: config.checkpoint_ns.clone(),
+            checkpoint_id: Some(checkpoint_id.to_owned()),
+        })
+    }
+
     async fn put_writes(
         &self,
         config: &CheckpointConfig,

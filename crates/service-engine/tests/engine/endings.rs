@@ -99,6 +99,17 @@ impl Checkpointer for RollbackWitness {
     ) -> Result<service_graph::CheckpointConfig, service_graph::GraphError> {
         self.saver.put(config, checkpoint, metadata).await
     }
+    async fn put_named(
+        &self,
+        config: &service_graph::CheckpointConfig,
+        checkpoint_id: &str,
+        checkpoint: JsonText,
+        metadata: service_types::Metadata,
+    ) -> Result<service_graph::CheckpointConfig, service_graph::GraphError> {
+        self.saver
+            .put_named(config, checkpoint_id, checkpoint, metadata)
+            .await
+    }
     async fn put_writes(
         &self,
         config: &service_graph::CheckpointConfig,

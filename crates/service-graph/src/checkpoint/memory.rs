@@ -220,8 +220,19 @@ impl Checkpointer for InMemorySaver {
         checkpoint: JsonText,
         metadata: Metadata,
     ) -> Result<CheckpointConfig, GraphError> {
-        let id = new_checkpoint_id();
-        let stored = Stored {
+        self.put_named(config, &new_checkpoint_id(), checkpoint, metadata)
+            .await
+    }
+
+    async fn put_named(
+        &self,
+        config: &CheckpointConfig,
+        checkpoint_id: &str,
+        checkpoint: JsonText,
+        metadata: Metadata,
+    ) -> Result<CheckpointConfig, GraphError> {
+        let id = checkpoint_id.to_owned();
+        let mut stored = Stored {
             parent: config.checkpoint_id.clone(),
             checkpoint,
             run_id: metadata
@@ -232,10 +243,13 @@ impl Checkpointer for InMemorySaver {
             created_at: Timestamp::new(Utc::now()),
             writes: Vec::new(),
         };
-        self.lock()
-            .entry(config.thread_id.clone())
-            .or_default()
-            .insert((config.checkpoint_ns.clone(), id.clone()), stored);
+        let mut threads = self.lock();
+        let checkpoints = threads.entry(config.thread_id.clone()).or_default();
+        let key = (config.checkpoint_ns.clone(), id.clone());
+        if let Some(replaced) = checkpoints.get_mut(&key) {
+            stored.writes = std::mem::take(&mut replaced.writes);
+        }
+        checkpoints.insert(key, stored);
         Ok(CheckpointConfig {
             thread_id: config.thread_id.clone(),
             checkpoint_ns: config.checkpoint_ns.clone(),

@@ -102,6 +102,19 @@ pub trait Checkpointer: Send + Sync {
         metadata: Metadata,
     ) -> Result<CheckpointConfig, GraphError>;
 
+    /// Stores a checkpoint under `checkpoint_id`, an id the runtime minted itself, after
+    /// the one `config` names, as [`Checkpointer::put`] does otherwise. A runtime that
+    /// names its own checkpoints (LangGraph's Python runtime, whose writes refer to
+    /// them) stores them so. Its ids must sort in write order, as minted ones do. An id
+    /// the thread already has is replaced (body, parent and metadata; its writes stay).
+    async fn put_named(
+        &self,
+        config: &CheckpointConfig,
+        checkpoint_id: &str,
+        checkpoint: JsonText,
+        metadata: Metadata,
+    ) -> Result<CheckpointConfig, GraphError>;
+
     /// Records writes of `task_id` against the checkpoint `config` names; a write
     /// replaces an earlier write of the same task and channel.
     async fn put_writes(
