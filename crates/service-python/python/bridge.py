@@ -1,0 +1,724 @@
+"""The Python side of the graph bridge: one worker process of service-server.
+
+The server starts this file with the interpreter named by SERVICE_PYTHON and talks to
+it over the process's stdin and a duplicate of its original stdout, one JSON message
+per line (docs/python-graphs.md, "The worker protocol"). Whatever the user's graphs
+print goes to stderr, which the server logs.
+
+Messages from the server:
+  {"id": n, "op": "stream" | "state" | "history" | "update" | "bulk" | "graph" |
+   "subgraphs", ...}                      a request; answered by frames with the same id
+  {"id": n, "op": "cancel"}               cancels request n
+  {"reply": m, "ok": value} | {"reply": m, "err": text}   the answer to call m
+Messages to the server:
+  {"hello": {...}}                        first line: versions, then the graphs' load
+  {"id": n, "chunk": [mode, namespace, data]}   a stream frame of request n
+  {"id": n, "ok": value} | {"id": n, "err": RunError}   the end of request n
+  {"call": m, "id": n, "op": "cp.*" | "store.*", ...}   checkpointer and store calls,
+                                          made for request n
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import dataclasses
+import datetime
+import enum
+import importlib
+import importlib.util
+import inspect
+import json
+import os
+import sys
+import threading
+import traceback
+import uuid
+from collections.abc import AsyncIterator, Iterator, Sequence
+from typing import Any
+
+PROTOCOL = 1
+
+# The protocol stream is a copy of the original stdout; fd 1 then points at stderr so
+# a print() in a graph cannot corrupt it.
+_protocol_out = os.fdopen(os.dup(1), "wb", buffering=0)
+os.dup2(2, 1)
+sys.stdout = sys.stderr
+_write_lock = threading.Lock()
+
+try:
+    import orjson
+
+    def _dumps(value: Any) -> bytes:
+        return orjson.dumps(
+            value, default=_plain, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
+        )
+except ImportError:  # pragma: no cover - orjson ships with langsmith
+
+    def _dumps(value: Any) -> bytes:
+        return json.dumps(value, default=_plain, separators=(",", ":")).encode()
+
+
+def _plain(value: Any) -> Any:
+    """JSON for what graphs put in state and frames (messages, pydantic models, ...)."""
+    if hasattr(value, "model_dump") and callable(value.model_dump):
+        return value.model_dump()
+    if hasattr(value, "to_json") and callable(value.to_json) and hasattr(value, "lc_id"):
+        return value.to_json()
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+    if _is_interrupt(value):
+        return {"value": value.value, "id": value.id}
+    if isinstance(value, (set, frozenset, tuple)):
+        return list(value)
+    if isinstance(value, (datetime.datetime, datetime.date, datetime.time)):
+        return value.isoformat()
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode()
+    if isinstance(value, BaseException):
+        return {"error": type(value).__name__, "message": str(value)}
+    if hasattr(value, "_asdict"):
+        return value._asdict()
+    if hasattr(value, "dict") and callable(value.dict):
+        return value.dict()
+    return repr(value)
+
+
+def _is_interrupt(value: Any) -> bool:
+    return type(value).__name__ == "Interrupt" and hasattr(value, "value")
+
+
+def send(message: dict) -> None:
+    data = _dumps(message) + b"\n"
+    with _write_lock:
+        _protocol_out.write(data)
+
+
+def run_error(error: BaseException, depth: int = 0) -> dict:
+    """A RunError for the server: type, message, stack, and the cause chain."""
+    out = {
+        "error": type(error).__name__,
+        "message": str(error),
+        "stack": "".join(traceback.format_exception(type(error), error, error.__traceback__)),
+    }
+    cause = error.__cause__ or (None if error.__suppress_context__ else error.__context__)
+    if cause is not None and depth < 8:
+        out["cause"] = run_error(cause, depth + 1)
+    return out
+
+
+# ----------------------------------------------------------------- calls to the server
+
+class Calls:
+    """Calls from Python to the server's checkpointer and store, answered by `reply`."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.next = 0
+        self.waiting: dict[int, asyncio.Future] = {}
+
+    async def call(self, request: int | None, op: str, **args: Any) -> Any:
+        self.next += 1
+        call_id = self.next
+        future = self.loop.create_future()
+        self.waiting[call_id] = future
+        send({"call": call_id, "id": request, "op": op, **args})
+        return await future
+
+    def call_sync(self, request: int | None, op: str, **args: Any) -> Any:
+        """The same from a worker thread (a sync node using the store)."""
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is self.loop:
+            raise RuntimeError(
+                f"{op} was called synchronously on the event loop; use the async method"
+            )
+        return asyncio.run_coroutine_threadsafe(self.call(request, op, **args), self.loop).result()
+
+    def answer(self, message: dict) -> None:
+        future = self.waiting.pop(message["reply"], None)
+        if future is None or future.done():
+            return
+        if "err" in message:
+            future.set_exception(RuntimeError(message["err"]))
+        else:
+            future.set_result(message.get("ok"))
+
+
+CALLS: Calls
+# The request a piece of code runs for (so a call names the run whose store it uses).
+from contextvars import ContextVar  # noqa: E402
+
+REQUEST: ContextVar[int | None] = ContextVar("service_request", default=None)
+
+
+# ------------------------------------------------------------------------ the saver
+
+def _saver_class():
+    from langgraph.checkpoint.base import (
+        WRITES_IDX_MAP,
+        BaseCheckpointSaver,
+        CheckpointTuple,
+    )
+
+    def coordinates(config: dict) -> tuple[str, str, str | None]:
+        conf = config.get("configurable", {})
+        return conf["thread_id"], conf.get("checkpoint_ns", "") or "", conf.get("checkpoint_id")
+
+    class ServerSaver(BaseCheckpointSaver):
+        """Keeps checkpoints in the server's own checkpointer (memory or PostgreSQL).
+
+        Bodies and written values are stored as the serializer's typed bytes; metadata
+        as JSON, so the server can filter history and roll back runs by it.
+        """
+
+        def __init__(self) -> None:
+            super().__init__()
+            # Checkpoints being stored: their writes wait for them (the server refuses
+            # writes against a checkpoint it does not have yet).
+            self.storing: dict[tuple[str, str, str], asyncio.Future] = {}
+
+        def _typed(self, value: Any) -> dict:
+            kind, data = self.serde.dumps_typed(value)
+            return {"t": kind, "b": base64.b64encode(data).decode()}
+
+        def _untyped(self, stored: dict) -> Any:
+            return self.serde.loads_typed((stored["t"], base64.b64decode(stored["b"])))
+
+        def _tuple(self, stored: dict) -> CheckpointTuple:
+            config = {"configurable": stored["config"]}
+            parent = stored.get("parent_config")
+            writes = []
+            for write in stored.get("pending_writes", []):
+                idx, _, channel = write["channel"].partition(":")
+                value = write["value"]
+                writes.append(
+                    (value.get("p", ""), write["task_id"], int(idx), channel, self._untyped(value))
+                )
+            writes.sort(key=lambda w: (w[0], w[1], w[2]))
+            return CheckpointTuple(
+                config=config,
+                checkpoint=self._untyped(stored["checkpoint"]),
+                metadata=stored.get("metadata") or {},
+                parent_config={"configurable": parent} if parent else None,
+                pending_writes=[(task, channel, value) for _, task, _, channel, value in writes],
+            )
+
+        async def aget_tuple(self, config: dict) -> CheckpointTuple | None:
+            thread, ns, checkpoint = coordinates(config)
+            stored = await CALLS.call(
+                REQUEST.get(), "cp.get", thread_id=thread, checkpoint_ns=ns, checkpoint_id=checkpoint
+            )
+            return None if stored is None else self._tuple(stored)
+
+        async def alist(
+            self,
+            config: dict | None,
+            *,
+            filter: dict | None = None,
+            before: dict | None = None,
+            limit: int | None = None,
+        ) -> AsyncIterator[CheckpointTuple]:
+            if config is None:
+                raise NotImplementedError("listing checkpoints needs a thread_id")
+            thread, ns, checkpoint = coordinates(config)
+            stored = await CALLS.call(
+                REQUEST.get(),
+                "cp.list",
+                thread_id=thread,
+                checkpoint_ns=ns,
+                checkpoint_id=checkpoint,
+                filter=filter,
+                before=(before or {}).get("configurable", {}).get("checkpoint_id"),
+                limit=limit,
+            )
+            for item in stored:
+                yield self._tuple(item)
+
+        async def aput(self, config: dict, checkpoint: dict, metadata: dict, new_versions: dict) -> dict:
+            thread, ns, parent = coordinates(config)
+            key = (thread, ns, checkpoint["id"])
+            done = asyncio.get_running_loop().create_future()
+            self.storing[key] = done
+            try:
+                await CALLS.call(
+                    REQUEST.get(),
+                    "cp.put",
+                    thread_id=thread,
+                    checkpoint_ns=ns,
+                    parent_id=parent,
+                    checkpoint_id=checkpoint["id"],
+                    checkpoint=self._typed(checkpoint),
+                    metadata=json.loads(_dumps(metadata)),
+                )
+            finally:
+                done.set_result(None)
+                self.storing.pop(key, None)
+            return {"configurable": {"thread_id": thread, "checkpoint_ns": ns, "checkpoint_id": checkpoint["id"]}}
+
+        async def aput_writes(self, config: dict, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = "") -> None:
+            thread, ns, checkpoint = coordinates(config)
+            pending = self.storing.get((thread, ns, checkpoint))
+            if pending is not None:
+                await asyncio.shield(pending)
+            await CALLS.call(
+                REQUEST.get(),
+                "cp.put_writes",
+                thread_id=thread,
+                checkpoint_ns=ns,
+                checkpoint_id=checkpoint,
+                task_id=task_id,
+                writes=[
+                    [f"{WRITES_IDX_MAP.get(channel, idx)}:{channel}", {**self._typed(value), "p": task_path}]
+                    for idx, (channel, value) in enumerate(writes)
+                ],
+            )
+
+        async def adelete_thread(self, thread_id: str) -> None:
+            await CALLS.call(REQUEST.get(), "cp.delete_thread", thread_id=thread_id)
+
+        # Sync access (a sync graph API used from a worker thread) goes through the loop.
+        def _sync(self, coro):
+            try:
+                running = asyncio.get_running_loop()
+            except RuntimeError:
+                running = None
+            if running is CALLS.loop:
+                raise RuntimeError("use the async checkpointer methods on the event loop")
+            return asyncio.run_coroutine_threadsafe(coro, CALLS.loop).result()
+
+        def get_tuple(self, config: dict) -> CheckpointTuple | None:
+            return self._sync(self.aget_tuple(config))
+
+        def list(self, config, *, filter=None, before=None, limit=None) -> Iterator[CheckpointTuple]:
+            async def collect():
+                return [t async for t in self.alist(config, filter=filter, before=before, limit=limit)]
+
+            yield from self._sync(collect())
+
+        def put(self, config, checkpoint, metadata, new_versions):
+            return self._sync(self.aput(config, checkpoint, metadata, new_versions))
+
+        def put_writes(self, config, writes, task_id, task_path=""):
+            return self._sync(self.aput_writes(config, writes, task_id, task_path))
+
+        def delete_thread(self, thread_id: str) -> None:
+            return self._sync(self.adelete_thread(thread_id))
+
+    return ServerSaver
+
+
+# ------------------------------------------------------------------------ the store
+
+def _store_class():
+    from langgraph.store.base import (
+        BaseStore,
+        GetOp,
+        Item,
+        ListNamespacesOp,
+        PutOp,
+        SearchItem,
+        SearchOp,
+    )
+
+    def item(stored: dict, cls=Item, **extra):
+        return cls(
+            namespace=tuple(stored["namespace"]),
+            key=stored["key"],
+            value=stored["value"],
+            created_at=stored["created_at"],
+            updated_at=stored["updated_at"],
+            **extra,
+        )
+
+    def matches(value: dict, filter: dict | None) -> bool:
+        return not filter or all(value.get(key) == wanted for key, wanted in filter.items())
+
+    class ServerStore(BaseStore):
+        """The server's long-term store, as the run that uses it sees it."""
+
+        async def _one(self, op):
+            request = REQUEST.get()
+            if isinstance(op, GetOp):
+                stored = await CALLS.call(request, "store.get", namespace=list(op.namespace), key=op.key)
+                return None if stored is None else item(stored)
+            if isinstance(op, PutOp):
+                if op.value is None:
+                    await CALLS.call(request, "store.delete", namespace=list(op.namespace), key=op.key)
+                else:
+                    await CALLS.call(
+                        request, "store.put", namespace=list(op.namespace), key=op.key, value=op.value
+                    )
+                return None
+            if isinstance(op, SearchOp):
+                wanted = op.offset + op.limit
+                stored = await CALLS.call(
+                    request,
+                    "store.search",
+                    namespace=list(op.namespace_prefix),
+                    limit=10_000 if op.filter else wanted,
+                )
+                found = [s for s in stored if matches(s["value"], op.filter)]
+                return [item(s, SearchItem) for s in found[op.offset : wanted]]
+            if isinstance(op, ListNamespacesOp):
+                stored = await CALLS.call(request, "store.search", namespace=[], limit=10_000)
+                namespaces = sorted({tuple(s["namespace"]) for s in stored})
+                for condition in op.match_conditions or ():
+                    path = tuple(condition.path)
+                    if condition.match_type == "prefix":
+                        namespaces = [n for n in namespaces if n[: len(path)] == path]
+                    else:
+                        namespaces = [n for n in namespaces if n[-len(path) :] == path]
+                if op.max_depth is not None:
+                    namespaces = sorted({n[: op.max_depth] for n in namespaces})
+                return namespaces[op.offset : op.offset + op.limit]
+            raise NotImplementedError(f"store operation {type(op).__name__}")
+
+        async def abatch(self, ops):
+            return [await self._one(op) for op in ops]
+
+        def batch(self, ops):
+            try:
+                running = asyncio.get_running_loop()
+            except RuntimeError:
+                running = None
+            if running is CALLS.loop:
+                raise RuntimeError("use the async store methods (aput, aget, asearch) on the event loop")
+            return asyncio.run_coroutine_threadsafe(self.abatch(list(ops)), CALLS.loop).result()
+
+    return ServerStore
+
+
+# ----------------------------------------------------------------------- the graphs
+
+class Graph:
+    """One served graph: the user's object and how to get a runnable graph from it."""
+
+    def __init__(self, graph_id: str, target: Any) -> None:
+        self.graph_id = graph_id
+        self.target = target
+
+    async def compiled(self, config: dict) -> Any:
+        target = self.target
+        if _is_pregel(target):
+            graph = target
+        elif hasattr(target, "compile") and callable(target.compile):
+            graph = target.compile()
+        elif callable(target):
+            params = inspect.signature(target).parameters
+            made = target(config) if params else target()
+            if inspect.isawaitable(made):
+                made = await made
+            graph = made.compile() if hasattr(made, "compile") and not _is_pregel(made) else made
+        else:
+            raise TypeError(f"{self.graph_id}: {type(target).__name__} is not a graph")
+        if not _is_pregel(graph):
+            raise TypeError(f"{self.graph_id}: the factory returned {type(graph).__name__}, not a graph")
+        return graph.copy(update={"checkpointer": SAVER, "store": STORE})
+
+
+def _is_pregel(value: Any) -> bool:
+    from langgraph.pregel import Pregel
+
+    return isinstance(value, Pregel)
+
+
+def load(graph_id: str, spec: str, base: str) -> Graph:
+    path, _, attr = spec.rpartition(":")
+    if not path or not attr:
+        raise ValueError(f"{spec!r} must be './file.py:attribute' or 'package.module:attribute'")
+    if path.endswith(".py") or "/" in path:
+        file = os.path.normpath(os.path.join(base, path))
+        name = f"service_graphs.{graph_id}"
+        module_spec = importlib.util.spec_from_file_location(name, file)
+        if module_spec is None or module_spec.loader is None:
+            raise ImportError(f"cannot load {file}")
+        module = importlib.util.module_from_spec(module_spec)
+        sys.modules[name] = module
+        module_spec.loader.exec_module(module)
+    else:
+        module = importlib.import_module(path)
+    target = module
+    for part in attr.split("."):
+        target = getattr(target, part)
+    return Graph(graph_id, target)
+
+
+GRAPHS: dict[str, Graph] = {}
+SAVER: Any = None
+STORE: Any = None
+
+
+# --------------------------------------------------------------------- the requests
+
+def _config(request: dict) -> dict:
+    config = dict(request.get("config") or {})
+    config.setdefault("configurable", {})
+    if request.get("metadata"):
+        config["metadata"] = {**(config.get("metadata") or {}), **request["metadata"]}
+    return config
+
+
+def _input(value: Any) -> Any:
+    if isinstance(value, dict) and "command" in value:
+        from langgraph.types import Command, Send
+
+        command = dict(value["command"])
+        goto = command.get("goto")
+        if goto is not None:
+            def send(g):
+                return Send(g["node"], g.get("input")) if isinstance(g, dict) else g
+
+            command["goto"] = [send(g) for g in goto] if isinstance(goto, list) else send(goto)
+        return Command(**{k: v for k, v in command.items() if k in ("resume", "update", "goto", "graph")})
+    return value.get("values") if isinstance(value, dict) else None
+
+
+def _coordinates(config: dict | None) -> dict | None:
+    if not config:
+        return None
+    conf = config.get("configurable", {})
+    if not conf.get("thread_id"):
+        return None
+    return {
+        "thread_id": conf["thread_id"],
+        "checkpoint_ns": conf.get("checkpoint_ns", "") or "",
+        "checkpoint_id": conf.get("checkpoint_id"),
+    }
+
+
+def snapshot(state: Any) -> dict:
+    tasks = []
+    for task in state.tasks:
+        entry = {
+            "id": task.id,
+            "name": task.name,
+            "error": json.dumps(run_error(task.error)) if task.error else None,
+            "interrupts": [{"id": i.id, "value": i.value} for i in task.interrupts],
+            "result": task.result,
+        }
+        if task.state is not None:
+            if hasattr(task.state, "values"):
+                entry["state"] = snapshot(task.state)
+                entry["checkpoint"] = _coordinates(task.state.config)
+            else:
+                entry["checkpoint"] = _coordinates(task.state)
+        tasks.append(entry)
+    return {
+        "values": state.values,
+        "next": list(state.next),
+        "tasks": tasks,
+        "config": _coordinates(state.config),
+        "parent_config": _coordinates(state.parent_config),
+        "metadata": state.metadata,
+        "created_at": state.created_at,
+    }
+
+
+async def stream(request: dict, reply: Any) -> Any:
+    graph = await GRAPHS[request["graph_id"]].compiled(_config(request))
+    config = _config(request)
+    modes = request.get("modes") or ["values"]
+    if not _coordinates(config):
+        graph = graph.copy(update={"checkpointer": None})
+    kwargs: dict = {}
+    if request.get("context"):
+        kwargs["context"] = request["context"]
+    for key in ("interrupt_before", "interrupt_after"):
+        if request.get(key) is not None:
+            kwargs[key] = request[key]
+    async for ns, mode, data in graph.astream(
+        _input(request.get("input")), config, stream_mode=modes, subgraphs=True, **kwargs
+    ):
+        send({"id": request["id"], "chunk": [mode, list(ns), data]})
+    return None
+
+
+async def events(request: dict, reply: Any) -> Any:
+    graph = await GRAPHS[request["graph_id"]].compiled(_config(request))
+    config = _config(request)
+    if not _coordinates(config):
+        graph = graph.copy(update={"checkpointer": None})
+    kwargs: dict = {}
+    if request.get("context"):
+        kwargs["context"] = request["context"]
+    async for event in graph.astream_events(_input(request.get("input")), config, version="v2", **kwargs):
+        send({"id": request["id"], "chunk": ["events", [], event]})
+    return None
+
+
+async def state(request: dict, reply: Any) -> Any:
+    graph = await GRAPHS[request["graph_id"]].compiled(_config(request))
+    return snapshot(await graph.aget_state(_config(request), subgraphs=bool(request.get("subgraphs"))))
+
+
+async def history(request: dict, reply: Any) -> Any:
+    graph = await GRAPHS[request["graph_id"]].compiled(_config(request))
+    before = request.get("before")
+    found = []
+    async for item in graph.aget_state_history(
+        _config(request),
+        filter=request.get("filter"),
+        before={"configurable": {"checkpoint_id": before}} if before else None,
+        limit=request.get("limit"),
+    ):
+        found.append(snapshot(item))
+    return found
+
+
+async def update(request: dict, reply: Any) -> Any:
+    graph = await GRAPHS[request["graph_id"]].compiled(_config(request))
+    config = await graph.aupdate_state(_config(request), request.get("values"), as_node=request.get("as_node"))
+    return _coordinates(config)
+
+
+async def bulk(request: dict, reply: Any) -> Any:
+    from langgraph.types import StateUpdate
+
+    graph = await GRAPHS[request["graph_id"]].compiled(_config(request))
+    supersteps = []
+    for step in request["supersteps"]:
+        updates = []
+        for update in step:
+            values = update.get("values")
+            if update.get("command") is not None:
+                values = _input({"command": update["command"]})
+            updates.append(StateUpdate(values, update.get("as_node")))
+        supersteps.append(updates)
+    config = await graph.abulk_update_state(_config(request), supersteps)
+    return _coordinates(config)
+
+
+async def drawing(request: dict, reply: Any) -> Any:
+    graph = await GRAPHS[request["graph_id"]].compiled(_config(request))
+    xray = request.get("xray") or 0
+    drawn = graph.get_graph(_config(request), xray=xray if xray > 0 else False)
+    return drawn.to_json()
+
+
+def _schemas(graph: Any) -> dict:
+    def attempt(make):
+        try:
+            return make()
+        except Exception:  # a schema the graph cannot describe is left out
+            return None
+
+    def state_schema():
+        builder = getattr(graph, "builder", None)
+        schema = getattr(builder, "state_schema", None) or getattr(builder, "schema", None)
+        if schema is None:
+            return None
+        from pydantic import TypeAdapter
+
+        return TypeAdapter(schema).json_schema()
+
+    return {
+        "input_schema": attempt(graph.get_input_jsonschema),
+        "output_schema": attempt(graph.get_output_jsonschema),
+        "state_schema": attempt(state_schema),
+        "config_schema": attempt(graph.get_config_jsonschema) if hasattr(graph, "get_config_jsonschema") else None,
+        "context_schema": attempt(graph.get_context_jsonschema) if hasattr(graph, "get_context_jsonschema") else None,
+    }
+
+
+async def subgraphs(request: dict, reply: Any) -> Any:
+    graph = await GRAPHS[request["graph_id"]].compiled(_config(request))
+    found = []
+    async for namespace, subgraph in graph.aget_subgraphs(
+        namespace=request.get("namespace"), recurse=bool(request.get("recurse"))
+    ):
+        found.append([namespace, _schemas(subgraph)])
+    return found
+
+
+async def schemas(request: dict, reply: Any) -> Any:
+    return _schemas(await GRAPHS[request["graph_id"]].compiled(_config(request)))
+
+
+OPS = {
+    "stream": stream,
+    "events": events,
+    "state": state,
+    "history": history,
+    "update": update,
+    "bulk": bulk,
+    "graph": drawing,
+    "subgraphs": subgraphs,
+    "schemas": schemas,
+}
+
+
+async def handle(request: dict) -> None:
+    REQUEST.set(request["id"])
+    try:
+        result = await OPS[request["op"]](request, None)
+    except asyncio.CancelledError:
+        send({"id": request["id"], "cancelled": True})
+        return
+    except BaseException as error:  # every failure goes back to the server as a RunError
+        send({"id": request["id"], "err": run_error(error)})
+        return
+    send({"id": request["id"], "ok": result})
+
+
+async def serve() -> None:
+    loop = asyncio.get_running_loop()
+    global CALLS
+    CALLS = Calls(loop)
+    reader = asyncio.StreamReader(limit=1 << 30)
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    running: dict[int, asyncio.Task] = {}
+    while True:
+        line = await reader.readline()
+        if not line:
+            break  # the server closed stdin: stop
+        message = json.loads(line)
+        if "reply" in message:
+            CALLS.answer(message)
+        elif message.get("op") == "cancel":
+            task = running.get(message["id"])
+            if task is not None:
+                task.cancel()
+        else:
+            task = asyncio.create_task(handle(message))
+            running[message["id"]] = task
+            task.add_done_callback(lambda _, n=message["id"]: running.pop(n, None))
+
+
+def main() -> None:
+    spec = json.loads(os.environ.pop("SERVICE_BRIDGE_SPEC"))
+    hello: dict = {"protocol": PROTOCOL, "python": sys.version.split()[0], "graphs": {}}
+    try:
+        from importlib.metadata import version
+
+        hello["langgraph"] = version("langgraph")
+        import langgraph.pregel  # noqa: F401
+    except Exception as error:  # reported to the server, which refuses to boot
+        hello["langgraph_error"] = f"{type(error).__name__}: {error}"
+        send({"hello": hello})
+        return
+    global SAVER, STORE
+    SAVER = _saver_class()()
+    STORE = _store_class()()
+    base = spec["base"]
+    for path in reversed(spec.get("paths", [])):
+        if path not in sys.path:
+            sys.path.insert(0, path)
+    for graph_id, target in spec["graphs"].items():
+        try:
+            GRAPHS[graph_id] = load(graph_id, target, base)
+            hello["graphs"][graph_id] = {"ok": True}
+        except BaseException as error:
+            hello["graphs"][graph_id] = {"ok": False, "error": run_error(error)}
+    send({"hello": hello})
+    asyncio.run(serve())
+
+
+if __name__ == "__main__":
+    main()

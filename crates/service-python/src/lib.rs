@@ -1,0 +1,139 @@
+//! The Python graph bridge: LangGraph Python graphs, unmodified, served as
+//! [`AgentGraph`](service_graph::AgentGraph)s.
+//!
+//! [`Bridge::start`] launches a pool of Python worker processes (the interpreter the
+//! options name, with its own packages; `langgraph` 1.x must be installed there) that
+//! import the graphs. Each graph is then one more agent of the engine: a run is a
+//! request to the least busy worker, whose chunks come back as frames. The workers
+//! keep no state: LangGraph's checkpointer and store calls come back to the server's
+//! own [`Checkpointer`] and the run's long-term store, so threads, history, copy,
+//! prune and PostgreSQL persistence work as for Rust graphs and a worker restart loses
+//! nothing. A worker that dies fails only its own in-flight requests and is replaced.
+//!
+//! The protocol between the two sides is described in docs/python-graphs.md.
+
+mod calls;
+mod error;
+mod graph;
+mod worker;
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use service_graph::{Checkpointer, GraphError, GraphResolver, GraphSource};
+use service_types::RunError;
+
+pub use error::BridgeError;
+
+use crate::graph::PythonGraphs;
+use crate::worker::{Launch, Pool};
+
+/// What to serve and how to run Python.
+#[derive(Clone, Debug)]
+pub struct BridgeOptions {
+    /// The interpreter (`SERVICE_PYTHON`, default `python3` on PATH).
+    pub python: OsString,
+    /// Graph id → `./path/file.py:attr` or `package.module:attr`.
+    pub graphs: BTreeMap<String, String>,
+    /// The directory graph paths are relative to (the config file's).
+    pub base: PathBuf,
+    /// Directories put first on the workers' Python path (`dependencies`).
+    pub paths: Vec<PathBuf>,
+    /// Environment of the workers, over the server's own (`env`).
+    pub env: Vec<(String, String)>,
+    /// How many worker processes run.
+    pub workers: usize,
+}
+
+impl BridgeOptions {
+    /// Options for `graphs` relative to `base`, with `python3`, one worker per CPU.
+    pub fn new(graphs: BTreeMap<String, String>, base: impl Into<PathBuf>) -> Self {
+        Self {
+            python: OsString::from("python3"),
+            graphs,
+            base: base.into(),
+            paths: Vec::new(),
+            env: Vec::new(),
+            workers: std::thread::available_parallelism().map_or(1, usize::from),
+        }
+    }
+}
+
+/// The running workers and the graphs they loaded.
+#[derive(Debug)]
+pub struct Bridge {
+    pool: Arc<Pool>,
+    graph_ids: Vec<String>,
+    failures: BTreeMap<String, RunError>,
+    python: String,
+    langgraph: String,
+}
+
+impl Bridge {
+    /// Starts the workers and waits until each has imported the graphs. A graph that
+    /// fails to import does not stop the others (see [`Bridge::failures`]); a missing
+    /// interpreter or LangGraph does.
+    pub async fn start(options: BridgeOptions) -> Result<Self, BridgeError> {
+        let mut paths: Vec<String> = options
+            .paths
+            .iter()
+            .map(|path| path.to_string_lossy().into_owned())
+            .collect();
+        paths.push(options.base.to_string_lossy().into_owned());
+        let spec = serde_json::json!({
+            "graphs": options.graphs,
+            "base": options.base.to_string_lossy(),
+            "paths": paths,
+        });
+        let launch = Launch {
+            python: options.python,
+            cwd: options.base.clone(),
+            env: options.env,
+            spec: spec.to_string(),
+        };
+        let (pool, hello) = Pool::start(launch, options.workers).await?;
+        Ok(Self {
+            pool,
+            graph_ids: options.graphs.keys().cloned().collect(),
+            failures: hello.failures.into_iter().collect(),
+            python: hello.python,
+            langgraph: hello.langgraph,
+        })
+    }
+
+    /// Graphs that failed to import, with the Python error (stack included).
+    pub fn failures(&self) -> &BTreeMap<String, RunError> {
+        &self.failures
+    }
+
+    /// The Python and LangGraph versions the workers run.
+    pub fn versions(&self) -> (&str, &str) {
+        (&self.python, &self.langgraph)
+    }
+
+    /// Process ids of the live workers.
+    pub fn worker_pids(&self) -> Vec<u32> {
+        self.pool.pids()
+    }
+
+    /// The resolver of the Python graphs, their state kept in `checkpointer`.
+    pub fn resolver(&self, checkpointer: Arc<dyn Checkpointer>) -> Arc<dyn GraphResolver> {
+        Arc::new(self.graphs(checkpointer))
+    }
+
+    /// This bridge as an engine's graph source.
+    pub fn into_source(self) -> impl GraphSource {
+        move |checkpointer: Arc<dyn Checkpointer>| -> Result<_, GraphError> {
+            Ok(self.graphs(checkpointer))
+        }
+    }
+
+    fn graphs(&self, checkpointer: Arc<dyn Checkpointer>) -> PythonGraphs {
+        // One saver per bridge: a second attach keeps the first (an engine owns one).
+        let _ = self.pool.checkpointer.set(checkpointer);
+        let failures = self.failures.clone().into_iter().collect();
+        PythonGraphs::new(Arc::clone(&self.pool), self.graph_ids.clone(), &failures)
+    }
+}

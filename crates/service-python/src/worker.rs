@@ -1,0 +1,528 @@
+//! The worker processes: started, fed and read here, replaced when one dies.
+//!
+//! Each worker is one Python process running the embedded `bridge.py`. Requests go to
+//! its stdin and answers come from its protocol stream (its original stdout), one JSON
+//! message per line; its stderr (where the graphs' prints go too) is logged.
+
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use serde_json::{Map, Value, json};
+use service_graph::{Checkpointer, GraphError, LongTermStore};
+use service_types::RunError;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+use tokio::sync::mpsc;
+
+use crate::calls;
+use crate::error::{BridgeError, python_error};
+
+/// The Python side, shipped inside the binary.
+const BRIDGE_PY: &str = include_str!("../python/bridge.py");
+
+/// The protocol version both sides speak (`PROTOCOL` in bridge.py).
+pub(crate) const PROTOCOL: u64 = 1;
+
+/// How long a worker may take to import LangGraph and the graphs.
+const BOOT_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// How to start a worker.
+#[derive(Clone, Debug)]
+pub(crate) struct Launch {
+    pub python: OsString,
+    pub cwd: PathBuf,
+    pub env: Vec<(String, String)>,
+    /// The `SERVICE_BRIDGE_SPEC` JSON: graphs, their base directory, import paths.
+    pub spec: String,
+}
+
+/// What a worker reports once it has loaded the graphs.
+#[derive(Clone, Debug)]
+pub(crate) struct Hello {
+    pub python: String,
+    pub langgraph: String,
+    /// Graph id → why it failed to load (absent: loaded).
+    pub failures: HashMap<String, RunError>,
+}
+
+/// One piece of an answer.
+#[derive(Debug)]
+pub(crate) enum Frame {
+    /// A stream chunk: `[mode, namespace, data]`.
+    Chunk(Value),
+    /// The end: the result, or why it failed.
+    Done(Result<Value, GraphError>),
+}
+
+struct Pending {
+    frames: mpsc::UnboundedSender<Frame>,
+    store: Option<Arc<dyn LongTermStore>>,
+}
+
+/// A running worker process.
+pub(crate) struct Worker {
+    pid: u32,
+    input: mpsc::UnboundedSender<Vec<u8>>,
+    pending: Mutex<HashMap<u64, Pending>>,
+    alive: AtomicBool,
+    in_flight: AtomicUsize,
+}
+
+impl Worker {
+    fn send(&self, message: &Value) {
+        let mut line = serde_json::to_vec(message).unwrap_or_default();
+        line.push(b'\n');
+        // A closed pipe means the worker is gone; its reader fails what is pending.
+        let _ = self.input.send(line);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Pending>> {
+        self.pending
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn store_of(&self, request: u64) -> Option<Arc<dyn LongTermStore>> {
+        self.lock()
+            .get(&request)
+            .and_then(|pending| pending.store.clone())
+    }
+
+    /// Ends every pending request with `error` (the worker died).
+    fn fail_all(&self, error: &RunError) {
+        let pending: Vec<Pending> = self.lock().drain().map(|(_, pending)| pending).collect();
+        for pending in pending {
+            let _ = pending
+                .frames
+                .send(Frame::Done(Err(GraphError::Other(Box::new(error.clone())))));
+        }
+    }
+}
+
+/// The worker pool: requests go to the least busy live worker.
+pub(crate) struct Pool {
+    launch: Launch,
+    workers: Mutex<Vec<Arc<Worker>>>,
+    next_id: AtomicU64,
+    pub(crate) checkpointer: OnceLock<Arc<dyn Checkpointer>>,
+    stopped: AtomicBool,
+}
+
+impl std::fmt::Debug for Pool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pool")
+            .field("workers", &self.workers().len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A request in flight: its frames, and its cancellation when dropped unfinished.
+pub(crate) struct Request {
+    id: u64,
+    worker: Arc<Worker>,
+    frames: mpsc::UnboundedReceiver<Frame>,
+    finished: bool,
+}
+
+impl Request {
+    /// The next frame; `None` never comes before `Done` unless the pool is gone.
+    pub(crate) async fn next(&mut self) -> Frame {
+        let frame = self.frames.recv().await.unwrap_or_else(|| {
+            Frame::Done(Err(GraphError::Other(Box::new(RunError::new(
+                "WorkerExited",
+                "the Python worker stopped",
+            )))))
+        });
+        if matches!(frame, Frame::Done(_)) {
+            self.finished = true;
+        }
+        frame
+    }
+
+    /// Waits for the result, skipping chunks.
+    pub(crate) async fn result(mut self) -> Result<Value, GraphError> {
+        loop {
+            if let Frame::Done(result) = self.next().await {
+                return result;
+            }
+        }
+    }
+}
+
+impl Drop for Request {
+    fn drop(&mut self) {
+        if self.worker.lock().remove(&self.id).is_some() {
+            self.worker.in_flight.fetch_sub(1, Ordering::Relaxed);
+        }
+        if !self.finished {
+            self.worker.send(&json!({"id": self.id, "op": "cancel"}));
+        }
+    }
+}
+
+impl Pool {
+    /// Starts `size` workers and waits until each has loaded the graphs.
+    pub(crate) async fn start(
+        launch: Launch,
+        size: usize,
+    ) -> Result<(Arc<Self>, Hello), BridgeError> {
+        let pool = Arc::new(Self {
+            launch,
+            workers: Mutex::new(Vec::new()),
+            next_id: AtomicU64::new(1),
+            checkpointer: OnceLock::new(),
+            stopped: AtomicBool::new(false),
+        });
+        let started =
+            futures::future::join_all((0..size.max(1)).map(|_| spawn(Arc::downgrade(&pool)))).await;
+        let mut hello = None;
+        for result in started {
+            let (worker, greeting) = result?;
+            pool.workers
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .push(worker);
+            hello.get_or_insert(greeting);
+        }
+        let hello = hello.ok_or_else(|| BridgeError::Boot("no worker started".into()))?;
+        Ok((pool, hello))
+    }
+
+    fn workers(&self) -> Vec<Arc<Worker>> {
+        self.workers
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
+    }
+
+    /// Sends `message` (an object with `op`) to the least busy worker.
+    pub(crate) fn request(
+        &self,
+        mut message: Value,
+        store: Option<Arc<dyn LongTermStore>>,
+    ) -> Result<Request, GraphError> {
+        let worker = self
+            .workers()
+            .into_iter()
+            .filter(|worker| worker.alive.load(Ordering::Relaxed))
+            .min_by_key(|worker| worker.in_flight.load(Ordering::Relaxed))
+            .ok_or_else(|| {
+                GraphError::Other(Box::new(RunError::new(
+                    "WorkerUnavailable",
+                    "no Python worker is running (one is being restarted); try again",
+                )))
+            })?;
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (frames, receiver) = mpsc::unbounded_channel();
+        worker.lock().insert(id, Pending { frames, store });
+        worker.in_flight.fetch_add(1, Ordering::Relaxed);
+        if let Value::Object(fields) = &mut message {
+            fields.insert("id".into(), json!(id));
+        }
+        worker.send(&message);
+        Ok(Request {
+            id,
+            worker,
+            frames: receiver,
+            finished: false,
+        })
+    }
+
+    /// Process ids of the live workers (tests kill one).
+    pub(crate) fn pids(&self) -> Vec<u32> {
+        self.workers()
+            .iter()
+            .filter(|worker| worker.alive.load(Ordering::Relaxed))
+            .map(|worker| worker.pid)
+            .collect()
+    }
+
+    /// Stops the workers: their stdin closes, so they exit.
+    pub(crate) fn stop(&self) {
+        self.stopped.store(true, Ordering::Relaxed);
+        self.workers
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clear();
+    }
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Starts one worker and reads its hello. Boxed: a worker's reader starts its
+/// replacement, whose reader may start one in turn.
+fn spawn(pool: Weak<Pool>) -> BoxFuture<'static, Result<(Arc<Worker>, Hello), BridgeError>> {
+    Box::pin(start_worker(pool))
+}
+
+async fn start_worker(pool: Weak<Pool>) -> Result<(Arc<Worker>, Hello), BridgeError> {
+    let launch = pool
+        .upgrade()
+        .map(|pool| pool.launch.clone())
+        .ok_or_else(|| BridgeError::Boot("the bridge stopped".into()))?;
+    let python = launch.python.to_string_lossy().into_owned();
+    let mut child = Command::new(&launch.python)
+        .arg("-u")
+        .arg("-c")
+        .arg(BRIDGE_PY)
+        .current_dir(&launch.cwd)
+        .envs(launch.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .env("SERVICE_BRIDGE_SPEC", &launch.spec)
+        .env("PYTHONUNBUFFERED", "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|error| {
+            BridgeError::Boot(format!(
+                "cannot start the Python interpreter {python:?} (set SERVICE_PYTHON): {error}"
+            ))
+        })?;
+    let pid = child.id().unwrap_or_default();
+    let (Some(stdin), Some(stdout), Some(stderr)) =
+        (child.stdin.take(), child.stdout.take(), child.stderr.take())
+    else {
+        return Err(BridgeError::Boot("the worker's pipes are missing".into()));
+    };
+    tokio::spawn(log_stderr(pid, stderr));
+    let mut lines = BufReader::new(stdout);
+    let hello = tokio::time::timeout(BOOT_TIMEOUT, read_hello(&mut lines, &python))
+        .await
+        .map_err(|_| {
+            BridgeError::Boot(format!(
+                "the Python worker ({python}) did not load the graphs within {}s",
+                BOOT_TIMEOUT.as_secs()
+            ))
+        })?;
+    let hello = match hello {
+        Ok(hello) => hello,
+        Err(error) => {
+            let status = child.wait().await.ok();
+            return Err(match (error, status) {
+                (BridgeError::Boot(message), Some(status)) if !status.success() => {
+                    BridgeError::Boot(format!(
+                        "{message} (the worker exited: {status}; its stderr is logged above)"
+                    ))
+                }
+                (error, _) => error,
+            });
+        }
+    };
+    let (input, outgoing) = mpsc::unbounded_channel();
+    let worker = Arc::new(Worker {
+        pid,
+        input,
+        pending: Mutex::new(HashMap::new()),
+        alive: AtomicBool::new(true),
+        in_flight: AtomicUsize::new(0),
+    });
+    tokio::spawn(write_stdin(stdin, outgoing));
+    tokio::spawn(read_stdout(pool, Arc::clone(&worker), lines, child));
+    tracing::debug!(pid, "Python worker ready");
+    Ok((worker, hello))
+}
+
+async fn read_hello(
+    lines: &mut BufReader<ChildStdout>,
+    python: &str,
+) -> Result<Hello, BridgeError> {
+    let mut line = Vec::new();
+    let read = lines
+        .read_until(b'\n', &mut line)
+        .await
+        .map_err(|error| BridgeError::Boot(format!("reading the worker: {error}")))?;
+    if read == 0 {
+        return Err(BridgeError::Boot(format!(
+            "the Python worker ({python}) exited before it was ready"
+        )));
+    }
+    let message: Value = serde_json::from_slice(&line).map_err(|error| {
+        BridgeError::Boot(format!("the worker's first message is not JSON: {error}"))
+    })?;
+    let hello = &message["hello"];
+    if let Some(error) = hello["langgraph_error"].as_str() {
+        return Err(BridgeError::Boot(format!(
+            "langgraph is not installed for {python} ({error}); install it there (pip install langgraph) or point SERVICE_PYTHON at an interpreter that has it"
+        )));
+    }
+    if hello["protocol"].as_u64() != Some(PROTOCOL) {
+        return Err(BridgeError::Boot(format!(
+            "the worker speaks protocol {}, the server {PROTOCOL}",
+            hello["protocol"]
+        )));
+    }
+    let langgraph = hello["langgraph"].as_str().unwrap_or_default().to_owned();
+    let major: u64 = langgraph
+        .split('.')
+        .next()
+        .and_then(|major| major.parse().ok())
+        .unwrap_or(0);
+    if major < 1 {
+        return Err(BridgeError::Boot(format!(
+            "{python} has langgraph {langgraph}; the bridge needs langgraph 1.0 or newer (pip install -U langgraph)"
+        )));
+    }
+    let failures = hello["graphs"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(_, loaded)| loaded["ok"] != Value::Bool(true))
+        .map(|(id, loaded)| (id.clone(), RunError::from_value(&loaded["error"])))
+        .collect();
+    Ok(Hello {
+        python: hello["python"].as_str().unwrap_or_default().to_owned(),
+        langgraph,
+        failures,
+    })
+}
+
+async fn write_stdin(mut stdin: ChildStdin, mut outgoing: mpsc::UnboundedReceiver<Vec<u8>>) {
+    while let Some(line) = outgoing.recv().await {
+        if stdin.write_all(&line).await.is_err() {
+            return;
+        }
+    }
+}
+
+async fn log_stderr(pid: u32, stderr: tokio::process::ChildStderr) {
+    let mut lines = BufReader::new(stderr).lines();
+    while let Ok(Some(line)) = lines.next_line().await {
+        tracing::info!(target: "service_python::worker", pid, "{line}");
+    }
+}
+
+/// Dispatches the worker's messages until it exits, then fails what it had in flight
+/// and starts a replacement.
+async fn read_stdout(
+    pool: Weak<Pool>,
+    worker: Arc<Worker>,
+    mut lines: BufReader<ChildStdout>,
+    mut child: Child,
+) {
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        match lines.read_until(b'\n', &mut line).await {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        match serde_json::from_slice::<Map<String, Value>>(&line) {
+            Ok(message) => dispatch(&pool, &worker, message),
+            Err(error) => {
+                tracing::error!(pid = worker.pid, %error, "unreadable message from the Python worker")
+            }
+        }
+    }
+    worker.alive.store(false, Ordering::Relaxed);
+    let status = child
+        .wait()
+        .await
+        .map_or_else(|error| error.to_string(), |s| s.to_string());
+    let Some(pool) = pool.upgrade() else { return };
+    if pool.stopped.load(Ordering::Relaxed) {
+        return;
+    }
+    let cause = RunError::new(
+        "WorkerExited",
+        format!("the Python worker (pid {}) exited ({status})", worker.pid),
+    );
+    tracing::error!(pid = worker.pid, %status, "a Python worker exited; its runs fail and a new worker starts");
+    worker.fail_all(&cause);
+    let weak = Arc::downgrade(&pool);
+    drop(pool);
+    replace(weak, worker).await;
+}
+
+/// Starts a worker in place of `dead`, retrying with a growing pause while starting
+/// fails (a broken environment must not spin).
+async fn replace(pool: Weak<Pool>, dead: Arc<Worker>) {
+    let mut pause = Duration::from_millis(250);
+    loop {
+        match spawn(pool.clone()).await {
+            Ok((worker, _)) => {
+                let Some(pool) = pool.upgrade() else { return };
+                if pool.stopped.load(Ordering::Relaxed) {
+                    return;
+                }
+                let mut workers = pool
+                    .workers
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner());
+                workers.retain(|worker| !Arc::ptr_eq(worker, &dead));
+                tracing::info!(
+                    pid = worker.pid,
+                    "a new Python worker replaced the one that exited"
+                );
+                workers.push(worker);
+                return;
+            }
+            Err(error) => {
+                if pool
+                    .upgrade()
+                    .is_none_or(|pool| pool.stopped.load(Ordering::Relaxed))
+                {
+                    return;
+                }
+                tracing::error!(%error, "restarting a Python worker failed; retrying in {pause:?}");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(30));
+            }
+        }
+    }
+}
+
+/// Routes one message of the worker: a call to the server's checkpointer or store, or
+/// a frame of a request.
+fn dispatch(pool: &Weak<Pool>, worker: &Arc<Worker>, mut message: Map<String, Value>) {
+    if let Some(call) = message.get("call").and_then(Value::as_u64) {
+        let store = message
+            .get("id")
+            .and_then(Value::as_u64)
+            .and_then(|request| worker.store_of(request));
+        let checkpointer = pool
+            .upgrade()
+            .and_then(|pool| pool.checkpointer.get().cloned());
+        let worker = Arc::clone(worker);
+        tokio::spawn(async move {
+            let reply = match calls::serve(checkpointer, store, message).await {
+                Ok(value) => json!({"reply": call, "ok": value}),
+                Err(error) => json!({"reply": call, "err": error.to_string()}),
+            };
+            worker.send(&reply);
+        });
+        return;
+    }
+    let Some(id) = message.get("id").and_then(Value::as_u64) else {
+        return;
+    };
+    let frame = if let Some(chunk) = message.remove("chunk") {
+        Frame::Chunk(chunk)
+    } else if let Some(result) = message.remove("ok") {
+        Frame::Done(Ok(result))
+    } else if let Some(error) = message.get("err") {
+        Frame::Done(Err(python_error(error)))
+    } else if message.contains_key("cancelled") {
+        Frame::Done(Err(GraphError::Cancelled))
+    } else {
+        return;
+    };
+    let done = matches!(frame, Frame::Done(_));
+    let mut pending = worker.lock();
+    if let Some(request) = pending.get(&id) {
+        let _ = request.frames.send(frame);
+    }
+    if done && pending.remove(&id).is_some() {
+        worker.in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
+}
