@@ -4,6 +4,8 @@
 #   E2E_BASE_URL=http://127.0.0.1:8123 e2e/run.sh      # a server that is already running
 #   E2E_SERVER_BIN=target/debug/service-server e2e/run.sh   # start `$E2E_SERVER_BIN dev --port <free>`
 #   E2E_SERVER_MODE=start DATABASE_URL=... e2e/run.sh        # the same in production mode (here on PostgreSQL)
+#   E2E_SERVER_CONFIG=../shared/reference-graphs/langgraph.json E2E_GRAPHS=python ...
+#       # the started server serves that config's (Python) graphs through the bridge
 #
 # E2E_WEBHOOK_SECRET (default e2e-webhook-secret) is the started server's
 # SERVICE_WEBHOOK_SECRET; against a running server, set it to that server's secret.
@@ -58,7 +60,9 @@ start_server() {
   local mode="$E2E_SERVER_MODE"
   log "starting $E2E_SERVER_BIN $mode --port $port (log: $SERVER_LOG)"
   # Webhooks are signed with the secret the suites verify with.
-  SERVICE_WEBHOOK_SECRET="$E2E_WEBHOOK_SECRET" "$E2E_SERVER_BIN" "$mode" --port "$port" >"$SERVER_LOG" 2>&1 &
+  local config=()
+  [[ -n "${E2E_SERVER_CONFIG:-}" ]] && config=(--config "$E2E_SERVER_CONFIG")
+  SERVICE_WEBHOOK_SECRET="$E2E_WEBHOOK_SECRET" "$E2E_SERVER_BIN" "$mode" --port "$port" "${config[@]}" >"$SERVER_LOG" 2>&1 &
   SERVER_PID=$!
   E2E_BASE_URL="http://127.0.0.1:$port"
   for _ in $(seq 1 300); do  # up to 30 s

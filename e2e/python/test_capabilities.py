@@ -8,7 +8,7 @@ both: these tests are SPEC-only by construction.
 import pytest
 from langgraph_sdk.errors import UnprocessableEntityError
 
-from conftest import spec_only
+from conftest import rust_examples_only, spec_only
 
 
 async def reply_thread(client, thread):
@@ -21,6 +21,7 @@ async def test_reply_graph_runs(client, thread):
     assert result["replied"] is True
 
 
+@rust_examples_only
 async def test_history_without_get_state_history_is_422_capability_missing(client, http, thread):
     tid = await reply_thread(client, thread)
     with spec_only("SPEC: reply lacks getStateHistory -> 422 agent_capability_missing"):
@@ -35,6 +36,7 @@ async def test_history_without_get_state_history_is_422_capability_missing(clien
         assert body["message"] and body["detail"]
 
 
+@rust_examples_only
 async def test_update_state_without_update_state_is_422_capability_missing(client, http, thread):
     tid = await reply_thread(client, thread)
     with spec_only("SPEC: reply lacks updateState -> 422 agent_capability_missing"):

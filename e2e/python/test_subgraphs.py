@@ -3,7 +3,9 @@
 
 from langgraph_sdk.schema import Command
 
-from conftest import collect, wait_run
+from conftest import collect, rust_examples_only, wait_run
+
+pytestmark = rust_examples_only
 
 
 async def pause(client, tid):

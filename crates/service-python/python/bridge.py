@@ -34,10 +34,13 @@ import sys
 import threading
 import traceback
 import uuid
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
 PROTOCOL = 1
+# How long writes wait for the checkpoint they belong to (see ServerSaver.known).
+WRITES_WAIT_S = 5.0
 
 # The protocol stream is a copy of the original stdout; fd 1 then points at stderr so
 # a print() in a graph cannot corrupt it.
@@ -180,9 +183,23 @@ def _saver_class():
 
         def __init__(self) -> None:
             super().__init__()
-            # Checkpoints being stored: their writes wait for them (the server refuses
-            # writes against a checkpoint it does not have yet).
-            self.storing: dict[tuple[str, str, str], asyncio.Future] = {}
+            # Checkpoints this process knows the server has. LangGraph stores a
+            # checkpoint in the background, after the one before it, and may record
+            # the next step's writes against it first; the server refuses writes
+            # against a checkpoint it does not have, so those writes wait for it.
+            self.known: OrderedDict[tuple[str, str, str], asyncio.Event] = OrderedDict()
+
+        def _event(self, key: tuple[str, str, str]) -> asyncio.Event:
+            event = self.known.get(key)
+            if event is None:
+                event = self.known[key] = asyncio.Event()
+                while len(self.known) > 100_000:
+                    self.known.popitem(last=False)
+            return event
+
+        def _stored(self, config: dict) -> None:
+            conf = config["configurable"]
+            self._event((conf["thread_id"], conf.get("checkpoint_ns", "") or "", conf["checkpoint_id"])).set()
 
         def _typed(self, value: Any) -> dict:
             kind, data = self.serde.dumps_typed(value)
@@ -215,7 +232,11 @@ def _saver_class():
             stored = await CALLS.call(
                 REQUEST.get(), "cp.get", thread_id=thread, checkpoint_ns=ns, checkpoint_id=checkpoint
             )
-            return None if stored is None else self._tuple(stored)
+            if stored is None:
+                return None
+            found = self._tuple(stored)
+            self._stored(found.config)
+            return found
 
         async def alist(
             self,
@@ -239,34 +260,31 @@ def _saver_class():
                 limit=limit,
             )
             for item in stored:
-                yield self._tuple(item)
+                found = self._tuple(item)
+                self._stored(found.config)
+                yield found
 
         async def aput(self, config: dict, checkpoint: dict, metadata: dict, new_versions: dict) -> dict:
             thread, ns, parent = coordinates(config)
-            key = (thread, ns, checkpoint["id"])
-            done = asyncio.get_running_loop().create_future()
-            self.storing[key] = done
-            try:
-                await CALLS.call(
-                    REQUEST.get(),
-                    "cp.put",
-                    thread_id=thread,
-                    checkpoint_ns=ns,
-                    parent_id=parent,
-                    checkpoint_id=checkpoint["id"],
-                    checkpoint=self._typed(checkpoint),
-                    metadata=json.loads(_dumps(metadata)),
-                )
-            finally:
-                done.set_result(None)
-                self.storing.pop(key, None)
+            await CALLS.call(
+                REQUEST.get(),
+                "cp.put",
+                thread_id=thread,
+                checkpoint_ns=ns,
+                parent_id=parent,
+                checkpoint_id=checkpoint["id"],
+                checkpoint=self._typed(checkpoint),
+                metadata=json.loads(_dumps(metadata)),
+            )
+            self._event((thread, ns, checkpoint["id"])).set()
             return {"configurable": {"thread_id": thread, "checkpoint_ns": ns, "checkpoint_id": checkpoint["id"]}}
 
         async def aput_writes(self, config: dict, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = "") -> None:
             thread, ns, checkpoint = coordinates(config)
-            pending = self.storing.get((thread, ns, checkpoint))
-            if pending is not None:
-                await asyncio.shield(pending)
+            try:
+                await asyncio.wait_for(self._event((thread, ns, checkpoint)).wait(), WRITES_WAIT_S)
+            except asyncio.TimeoutError:
+                pass  # stored by another worker or process: the server decides
             await CALLS.call(
                 REQUEST.get(),
                 "cp.put_writes",
@@ -493,13 +511,36 @@ def _coordinates(config: dict | None) -> dict | None:
     }
 
 
+def _task_error(error: Any) -> str | None:
+    """A task's error as a JSON RunError; read back from a checkpoint it is the
+    exception's repr, e.g. "ValueError('boom')"."""
+    if not error:
+        return None
+    if isinstance(error, BaseException):
+        return json.dumps(run_error(error))
+    import ast
+    import re
+
+    text = str(error)
+    parsed = re.fullmatch(r"(\w+)\((.*)\)", text, re.S)
+    name, message = "Error", text
+    if parsed:
+        name = parsed.group(1)
+        try:
+            args = ast.literal_eval(f"({parsed.group(2)},)") if parsed.group(2) else ()
+            message = str(args[0]) if len(args) == 1 else ", ".join(map(str, args))
+        except (ValueError, SyntaxError):
+            message = parsed.group(2)
+    return json.dumps({"error": name, "name": name, "message": message})
+
+
 def snapshot(state: Any) -> dict:
     tasks = []
     for task in state.tasks:
         entry = {
             "id": task.id,
             "name": task.name,
-            "error": json.dumps(run_error(task.error)) if task.error else None,
+            "error": _task_error(task.error),
             "interrupts": [{"id": i.id, "value": i.value} for i in task.interrupts],
             "result": task.result,
         }

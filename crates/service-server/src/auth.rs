@@ -36,6 +36,9 @@ pub(crate) struct AuthBlock {
     /// Action (`threads:create`) → the permission a principal needs for it.
     #[serde(default)]
     pub permissions: Option<BTreeMap<String, String>>,
+    /// langgraph.json's Python auth handler: refused at boot, not supported yet.
+    #[serde(default)]
+    pub path: Option<serde_json::Value>,
 }
 
 /// An API key: the key itself, or where to read it, with optional permissions.

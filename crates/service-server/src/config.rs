@@ -35,6 +35,66 @@ pub(crate) struct ConfigFile {
     /// The durable queue.
     #[serde(default)]
     pub queue: Option<QueueConfig>,
+    /// langgraph.json: local paths put on the Python graphs' import path (package
+    /// names are for image builds and ignored).
+    #[serde(default)]
+    pub dependencies: Option<Vec<String>>,
+    /// langgraph.json: environment of the Python graphs' workers, a map or a `.env`
+    /// file path.
+    #[serde(default)]
+    pub env: Option<serde_json::Value>,
+    /// langgraph.json: the webhook URL policy.
+    #[serde(default)]
+    pub webhooks: Option<LanggraphWebhooks>,
+    /// langgraph.json keys that only matter to image builds: accepted, ignored.
+    #[serde(default)]
+    pub python_version: Option<serde_json::Value>,
+    #[serde(default)]
+    pub pip_config_file: Option<serde_json::Value>,
+    #[serde(default)]
+    pub pip_installer: Option<serde_json::Value>,
+    #[serde(default)]
+    pub dockerfile_lines: Option<serde_json::Value>,
+    #[serde(default)]
+    pub node_version: Option<serde_json::Value>,
+    #[serde(default)]
+    pub image_distro: Option<serde_json::Value>,
+    #[serde(rename = "$schema", default)]
+    pub schema: Option<serde_json::Value>,
+    /// langgraph.json's generative UI components: refused, not served yet.
+    #[serde(default)]
+    pub ui: Option<serde_json::Value>,
+}
+
+/// langgraph.json's `webhooks` block: only its URL policy, mapped onto
+/// `service.webhooks`.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct LanggraphWebhooks {
+    /// The URL policy.
+    #[serde(default)]
+    pub url: Option<LanggraphWebhookUrl>,
+}
+
+/// `webhooks.url` of langgraph.json.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct LanggraphWebhookUrl {
+    /// Only `https://` targets.
+    #[serde(default)]
+    pub require_https: Option<bool>,
+    /// Hosts a webhook may target (`*.example.com` allowed).
+    #[serde(default)]
+    pub allowed_domains: Option<Vec<String>>,
+    /// Loopback targets refused: only `false` (the default) is supported.
+    #[serde(default)]
+    pub disable_loopback: Option<bool>,
+    /// Not supported yet.
+    #[serde(default)]
+    pub allowed_ports: Option<serde_json::Value>,
+    /// Not supported yet.
+    #[serde(default)]
+    pub max_url_length: Option<serde_json::Value>,
 }
 
 /// The `queue` block.
@@ -124,6 +184,59 @@ fn yes() -> bool {
 }
 
 impl ConfigFile {
+    /// langgraph.json's image-build keys that are set: accepted, not used here.
+    pub(crate) fn ignored_keys(&self) -> Vec<String> {
+        let set: Vec<&str> = [
+            ("python_version", self.python_version.is_some()),
+            ("pip_config_file", self.pip_config_file.is_some()),
+            ("pip_installer", self.pip_installer.is_some()),
+            ("dockerfile_lines", self.dockerfile_lines.is_some()),
+            ("node_version", self.node_version.is_some()),
+            ("image_distro", self.image_distro.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(key, set)| set.then_some(key))
+        .collect();
+        if set.is_empty() {
+            return Vec::new();
+        }
+        vec![format!(
+            "{} only matter to image builds; ignored here (this server runs the graphs in the Python environment of SERVICE_PYTHON)",
+            set.join(", ")
+        )]
+    }
+
+    /// `service.webhooks` with langgraph.json's `webhooks.url` policy applied under
+    /// it (the service block wins where both set a key).
+    pub(crate) fn webhooks_policy(&self) -> Result<service_webhooks::WebhooksBlock, ConfigError> {
+        let mut block = self.service.webhooks.clone();
+        let Some(url) = self
+            .webhooks
+            .as_ref()
+            .and_then(|webhooks| webhooks.url.as_ref())
+        else {
+            return Ok(block);
+        };
+        for (key, set) in [
+            ("allowed_ports", url.allowed_ports.is_some()),
+            ("max_url_length", url.max_url_length.is_some()),
+            ("disable_loopback", url.disable_loopback == Some(true)),
+        ] {
+            if set {
+                return Err(ConfigError(format!(
+                    "webhooks.url.{key} is not supported yet (supported: require_https, allowed_domains); remove it"
+                )));
+            }
+        }
+        if block.require_https.is_none() {
+            block.require_https = url.require_https;
+        }
+        if block.allowed_hosts.is_none() {
+            block.allowed_hosts = url.allowed_domains.clone();
+        }
+        Ok(block)
+    }
+
     /// Reads and validates a configuration file.
     pub(crate) fn load(path: &Path) -> Result<Self, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|error| {
@@ -168,6 +281,16 @@ impl ConfigFile {
                     "checkpointer.ttl.strategy {strategy:?} is not supported; only \"delete\" is"
                 )));
             }
+        }
+        if self.ui.is_some() {
+            return Err(ConfigError(
+                "ui (generative UI components) is not supported yet; remove the key".into(),
+            ));
+        }
+        if self.auth.path.is_some() {
+            return Err(ConfigError(
+                "auth.path (a Python auth handler) is not supported yet; use the auth block's api_keys or jwt (docs/auth.md)".into(),
+            ));
         }
         match &self.http.console {
             Some(serde_json::Value::Bool(false)) | None => Ok(()),

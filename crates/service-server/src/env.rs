@@ -12,7 +12,7 @@ use std::time::Duration;
 pub struct ConfigError(pub String);
 
 /// The SERVICE_ knobs this server reads.
-const SUPPORTED: [&str; 12] = [
+const SUPPORTED: [&str; 14] = [
     "SERVICE_RUN_CONCURRENCY",
     "SERVICE_RUN_TIMEOUT_MS",
     "SERVICE_SHUTDOWN_GRACE_MS",
@@ -25,6 +25,8 @@ const SUPPORTED: [&str; 12] = [
     "SERVICE_WEBHOOK_TIMEOUT_MS",
     "SERVICE_QUEUE_STREAM_MAXLEN",
     "SERVICE_STREAM_BUFFER_FRAMES",
+    "SERVICE_PYTHON",
+    "SERVICE_PYTHON_WORKERS",
 ];
 
 const NO_HEAP_SAMPLER: &str = "this server does not sample its heap yet";
@@ -65,6 +67,10 @@ pub(crate) struct EnvKnobs {
     pub stream_buffer_frames: Option<usize>,
     /// SERVICE_MAX_BODY_BYTES.
     pub max_body_bytes: Option<usize>,
+    /// SERVICE_PYTHON: the interpreter of the Python graphs' workers.
+    pub python: Option<String>,
+    /// SERVICE_PYTHON_WORKERS: how many Python worker processes run.
+    pub python_workers: Option<usize>,
     /// SERVICE_REQUEST_LOG (the mode's default on a malformed value).
     pub request_log: Option<bool>,
     /// DB_POOL_MAX: connections per pool.
@@ -173,6 +179,10 @@ impl EnvKnobs {
             knobs.max_page_size = Some(positive("SERVICE_MAX_PAGE_SIZE", &text)?);
         }
         knobs.redis_url = get("REDIS_URL");
+        knobs.python = get("SERVICE_PYTHON");
+        if let Some(text) = get("SERVICE_PYTHON_WORKERS") {
+            knobs.python_workers = Some(positive("SERVICE_PYTHON_WORKERS", &text)?);
+        }
         if let Some(text) = get("SERVICE_QUEUE_STREAM_MAXLEN") {
             knobs.queue_stream_maxlen = Some(text.trim().parse().map_err(|_| {
                 ConfigError(format!(

@@ -1,21 +1,237 @@
 //! The graphs a boot serves: the program's graph source, optionally renamed or
-//! narrowed by the configuration file's `graphs` block.
+//! narrowed by the configuration file's `graphs` block, and the Python graphs that
+//! block names (served by the bridge).
 
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use service_graph::{AgentGraph, Checkpointer, GraphError, GraphResolver, GraphSource};
+use service_python::{Bridge, BridgeOptions};
 use service_types::GraphSchema;
 
-/// `source` as the `graphs` block (served id → the source's id) says, if given.
+use crate::env::ConfigError;
+
+/// The `graphs` block split by runtime: the program's own graphs (served id → the
+/// program's id) and the Python ones (served id → `file.py:attr` or `module:attr`).
+#[derive(Debug, Default, PartialEq)]
+pub(crate) struct GraphPlan {
+    /// `None`: no block, every program graph under its own id.
+    pub program: Option<BTreeMap<String, String>>,
+    /// Served id → Python target.
+    pub python: BTreeMap<String, String>,
+}
+
+const JS_FILES: [&str; 6] = [".ts", ".mts", ".cts", ".js", ".mjs", ".cjs"];
+
+impl GraphPlan {
+    /// Reads the block: `rust:<id>` or a plain id is a program graph, `<path or
+    /// module>:<attr>` a Python one; JavaScript graphs are refused (not served yet).
+    pub(crate) fn of(block: Option<BTreeMap<String, String>>) -> Result<Self, ConfigError> {
+        let Some(block) = block else {
+            return Ok(Self::default());
+        };
+        let mut plan = Self {
+            program: Some(BTreeMap::new()),
+            python: BTreeMap::new(),
+        };
+        for (id, target) in block {
+            if let Some(program) = target.strip_prefix("rust:") {
+                plan.program
+                    .get_or_insert_default()
+                    .insert(id, program.to_owned());
+                continue;
+            }
+            let file = target
+                .rsplit_once(':')
+                .map_or(target.as_str(), |(file, _)| file);
+            if JS_FILES.iter().any(|extension| file.ends_with(extension)) {
+                return Err(ConfigError(format!(
+                    "graphs.{id}: {target:?} is a JavaScript graph; this server does not run JavaScript graphs yet (Python and built-in Rust graphs only)"
+                )));
+            }
+            match target.rsplit_once(':') {
+                Some((path, attr)) if !path.is_empty() && !attr.is_empty() => {
+                    plan.python.insert(id, target);
+                }
+                Some(_) => {
+                    return Err(ConfigError(format!(
+                        "graphs.{id}: {target:?} must be './file.py:attribute', 'package.module:attribute' or 'rust:<graph>'"
+                    )));
+                }
+                None if file.ends_with(".py") => {
+                    return Err(ConfigError(format!(
+                        "graphs.{id}: {target:?} names a file but no graph in it: write '{target}:<variable>'"
+                    )));
+                }
+                None => {
+                    plan.program.get_or_insert_default().insert(id, target);
+                }
+            }
+        }
+        Ok(plan)
+    }
+}
+
+/// The bridge's options for `python` graphs of a config file in `base`: its
+/// `dependencies` paths and `env`, the interpreter and pool size from the environment.
+pub(crate) fn bridge_options(
+    python: BTreeMap<String, String>,
+    base: &Path,
+    dependencies: &[String],
+    env: Option<&serde_json::Value>,
+    interpreter: Option<&str>,
+    workers: Option<usize>,
+) -> Result<BridgeOptions, ConfigError> {
+    let mut options = BridgeOptions::new(python, base);
+    if let Some(interpreter) = interpreter {
+        options.python = interpreter.into();
+    }
+    if let Some(workers) = workers {
+        options.workers = workers;
+    }
+    options.paths = dependencies
+        .iter()
+        .filter(|dependency| dependency.starts_with('.') || dependency.starts_with('/'))
+        .map(|dependency| base.join(dependency))
+        .collect();
+    options.env = match env {
+        None => Vec::new(),
+        Some(serde_json::Value::Object(vars)) => vars
+            .iter()
+            .map(|(name, value)| {
+                let value = match value {
+                    serde_json::Value::String(text) => text.clone(),
+                    other => other.to_string(),
+                };
+                (name.clone(), value)
+            })
+            .collect(),
+        Some(serde_json::Value::String(file)) => dotenv(&base.join(file))?,
+        Some(other) => {
+            return Err(ConfigError(format!(
+                "env must be a map of variables or the path of a .env file, got {other}"
+            )));
+        }
+    };
+    Ok(options)
+}
+
+/// `NAME=value` lines of a .env file (`export`, quotes and comments allowed).
+fn dotenv(path: &PathBuf) -> Result<Vec<(String, String)>, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|error| {
+        ConfigError(format!("cannot read env file {}: {error}", path.display()))
+    })?;
+    let mut vars = Vec::new();
+    for (number, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let line = line.strip_prefix("export ").unwrap_or(line);
+        let Some((name, value)) = line.split_once('=') else {
+            return Err(ConfigError(format!(
+                "{} line {}: expected NAME=value",
+                path.display(),
+                number + 1
+            )));
+        };
+        let value = value.trim();
+        let unquoted = ['"', '\'']
+            .iter()
+            .find_map(|quote| value.strip_prefix(*quote)?.strip_suffix(*quote))
+            .unwrap_or(value);
+        vars.push((name.trim().to_owned(), unquoted.to_owned()));
+    }
+    Ok(vars)
+}
+
+/// Starts the Python workers; a graph that fails to import is reported in a
+/// load-failure block and stays listed (its routes answer `graph_load_failed`).
+pub(crate) async fn start_bridge(options: BridgeOptions) -> Result<Bridge, ConfigError> {
+    let workers = options.workers;
+    let bridge = Bridge::start(options)
+        .await
+        .map_err(|error| ConfigError(error.to_string()))?;
+    let (python, langgraph) = bridge.versions();
+    tracing::info!("Python graphs: {workers} worker(s), Python {python}, langgraph {langgraph}");
+    for (graph_id, failure) in bridge.failures() {
+        tracing::error!(
+            "graph {graph_id} failed to load: {}\n{}",
+            failure.chain_summary(),
+            failure.stack.as_deref().unwrap_or_default()
+        );
+    }
+    Ok(bridge)
+}
+
+/// `source` as the plan says: the program's graphs (renamed or narrowed by the block,
+/// if given) and the Python graphs of `bridge`.
 pub(crate) fn served(
     source: Box<dyn GraphSource>,
     aliases: Option<BTreeMap<String, String>>,
+    bridge: Option<Bridge>,
 ) -> Box<dyn GraphSource> {
-    match aliases {
+    let program = match aliases {
         Some(aliases) => Box::new(Aliased { source, aliases }),
         None => source,
+    };
+    match bridge {
+        Some(bridge) => Box::new(WithPython { program, bridge }),
+        None => program,
+    }
+}
+
+/// The program's graphs and the Python ones, side by side.
+struct WithPython {
+    program: Box<dyn GraphSource>,
+    bridge: Bridge,
+}
+
+impl GraphSource for WithPython {
+    fn build(
+        self: Box<Self>,
+        checkpointer: Arc<dyn Checkpointer>,
+    ) -> Result<Arc<dyn GraphResolver>, GraphError> {
+        let program = self.program.build(Arc::clone(&checkpointer))?;
+        let python = self.bridge.resolver(checkpointer);
+        Ok(Arc::new(Combined { program, python }))
+    }
+}
+
+/// Finds a graph among the program's, then the Python ones (the block's ids are
+/// unique, so an id is one or the other).
+struct Combined {
+    program: Arc<dyn GraphResolver>,
+    python: Arc<dyn GraphResolver>,
+}
+
+impl Combined {
+    fn owner(&self, graph_id: &str) -> &Arc<dyn GraphResolver> {
+        if self.python.graph_ids().iter().any(|id| id == graph_id) {
+            &self.python
+        } else {
+            &self.program
+        }
+    }
+}
+
+#[async_trait]
+impl GraphResolver for Combined {
+    fn graph_ids(&self) -> Vec<String> {
+        let mut ids = self.program.graph_ids();
+        ids.extend(self.python.graph_ids());
+        ids.sort();
+        ids
+    }
+
+    async fn load(&self, graph_id: &str) -> Result<Arc<dyn AgentGraph>, GraphError> {
+        self.owner(graph_id).load(graph_id).await
+    }
+
+    async fn schemas(&self, graph_id: &str) -> Result<GraphSchema, GraphError> {
+        self.owner(graph_id).schemas(graph_id).await
     }
 }
 
@@ -103,7 +319,7 @@ mod tests {
             .iter()
             .map(|(id, target)| ((*id).to_owned(), (*target).to_owned()))
             .collect();
-        served(Box::new(source), Some(aliases)).build(Arc::new(InMemorySaver::new()))
+        served(Box::new(source), Some(aliases), None).build(Arc::new(InMemorySaver::new()))
     }
 
     #[tokio::test]

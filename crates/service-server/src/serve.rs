@@ -36,9 +36,16 @@ pub(crate) async fn serve(
     for warning in &config.warnings {
         tracing::warn!("{warning}");
     }
+    for notice in &config.notices {
+        tracing::info!("{notice}");
+    }
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let engine_config = config.engine;
-    let graphs = graphs::served(graphs, config.graph_aliases);
+    let bridge = match config.python {
+        Some(options) => Some(graphs::start_bridge(options).await?),
+        None => None,
+    };
+    let graphs = graphs::served(graphs, config.graph_aliases, bridge);
     let redis = match &config.queue {
         Some(options) => {
             let bus = service_redis::RedisBus::connect(options.clone())

@@ -31,14 +31,19 @@ pub(crate) struct ServerConfig {
     pub http: service_axum::RouterOptions,
     /// The tracing filter.
     pub log_filter: String,
-    /// The configuration file's `graphs` block.
+    /// The configuration file's `graphs` block, for the program's own graphs.
     pub graph_aliases: Option<BTreeMap<String, String>>,
+    /// The Python graphs the block names, and how to run them.
+    pub python: Option<service_python::BridgeOptions>,
     /// How run-completion webhooks are sent.
     pub webhooks: service_webhooks::WebhookSettings,
     /// The Redis stream bus, when a queue is configured; else the in-memory bus.
     pub queue: Option<service_redis::RedisBusOptions>,
     /// Settings that have no effect here, to log once logging is set up.
     pub warnings: Vec<String>,
+    /// Settings accepted and ignored on purpose (langgraph.json's image keys), logged
+    /// at info.
+    pub notices: Vec<String>,
 }
 
 /// Where PostgreSQL is and how to use it.
@@ -73,8 +78,9 @@ impl ServerConfig {
             None => ConfigFile::default(),
         };
         let mut warnings = knobs.warnings.clone();
+        let webhooks_block = file.webhooks_policy()?;
         let (webhooks, webhook_warnings) = service_webhooks::WebhookSettings::resolve(
-            &file.service.webhooks,
+            &webhooks_block,
             knobs.webhook_secret.as_deref(),
             knobs.webhook_timeout_ms.as_deref(),
         )
@@ -86,6 +92,25 @@ impl ServerConfig {
             .and_then(std::path::Path::parent)
             .unwrap_or(std::path::Path::new("."));
         let auth = crate::auth::resolve(&file.auth, config_dir, &lookup)?;
+        let plan = crate::graphs::GraphPlan::of(file.graphs.clone())?;
+        let python = if plan.python.is_empty() {
+            None
+        } else {
+            // Graph paths are relative to the config file, wherever the server starts.
+            let base = std::path::absolute(config_dir).map_err(|error| {
+                ConfigError(format!(
+                    "cannot resolve the config file's directory: {error}"
+                ))
+            })?;
+            Some(crate::graphs::bridge_options(
+                plan.python,
+                &base,
+                file.dependencies.as_deref().unwrap_or_default(),
+                file.env.as_ref(),
+                knobs.python.as_deref(),
+                knobs.python_workers,
+            )?)
+        };
         let queue = queue(mode, args, &knobs, &file, &mut warnings);
         let engine = engine_config(mode, args, &knobs, &file);
         let database = match (mode, &knobs.database_url) {
@@ -156,7 +181,9 @@ impl ServerConfig {
                 disable_runs: file.http.disable_runs.unwrap_or(false),
             },
             log_filter,
-            graph_aliases: file.graphs,
+            graph_aliases: plan.program,
+            python,
+            notices: file.ignored_keys(),
             webhooks,
             queue,
             warnings,
