@@ -127,6 +127,15 @@ async def wait_thread_idle(client, thread_id: str, timeout: float = 15.0) -> dic
     )
 
 
+class ServerUrl(str):
+    """A started server's base URL, knowing the server's process id."""
+
+    def __new__(cls, url: str, pid: int) -> "ServerUrl":
+        made = super().__new__(cls, url)
+        made.pid = pid
+        return made
+
+
 @contextlib.contextmanager
 def own_server(
     config: dict,
@@ -160,7 +169,7 @@ def own_server(
                 env=environment,
             )
         try:
-            yield _wait_listening(proc, log_path)
+            yield ServerUrl(_wait_listening(proc, log_path), proc.pid)
         finally:
             proc.terminate()
             try:
