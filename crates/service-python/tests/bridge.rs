@@ -353,3 +353,32 @@ async fn a_worker_killed_mid_run_fails_that_run_and_a_new_worker_serves_the_next
     }
     assert_ne!(bridge.worker_pids(), [pid]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_interpreter_or_langgraph_is_a_boot_error_naming_the_interpreter() {
+    let graphs: BTreeMap<String, String> =
+        [("echo".to_owned(), "./graphs.py:echo".to_owned())].into();
+    let mut options = BridgeOptions::new(graphs.clone(), reference());
+    options.python = "/nonexistent/python3".into();
+    let error = Bridge::start(options).await.unwrap_err().to_string();
+    assert!(
+        error.contains("/nonexistent/python3") && error.contains("SERVICE_PYTHON"),
+        "{error}"
+    );
+
+    // An environment without LangGraph: a bare virtual environment.
+    let venv = std::env::temp_dir().join(format!("bridge-bare-{}", std::process::id()));
+    let made = std::process::Command::new("python3")
+        .args(["-m", "venv", "--without-pip"])
+        .arg(&venv)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let bare = venv.join("bin/python");
+    let mut options = BridgeOptions::new(graphs, reference());
+    options.python = bare.clone().into();
+    let error = Bridge::start(options).await.unwrap_err().to_string();
+    std::fs::remove_dir_all(&venv).unwrap();
+    assert!(error.contains("langgraph is not installed"), "{error}");
+    assert!(error.contains(&*bare.to_string_lossy()), "{error}");
+}

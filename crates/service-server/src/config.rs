@@ -331,6 +331,61 @@ mod tests {
     }
 
     #[test]
+    fn a_langgraph_json_is_read_as_users_write_it() {
+        let config: ConfigFile = serde_json::from_str(
+            r#"{"$schema": "https://langgra.ph/schema.json", "dependencies": ["."],
+                "graphs": {"agent": "./agent.py:graph"}, "env": ".env",
+                "python_version": "3.11", "dockerfile_lines": [], "image_distro": "wolfi",
+                "webhooks": {"url": {"require_https": true, "allowed_domains": ["hooks.example.com"], "disable_loopback": false}},
+                "store": {"ttl": {"default_ttl": 5}}, "checkpointer": {"ttl": {"strategy": "delete"}}}"#,
+        )
+        .unwrap();
+        config.validate().unwrap();
+        let notices = config.ignored_keys();
+        assert_eq!(notices.len(), 1);
+        assert!(
+            notices[0].starts_with(
+                "python_version, dockerfile_lines, image_distro only matter to image builds"
+            ),
+            "{notices:?}"
+        );
+        let policy = config.webhooks_policy().unwrap();
+        assert_eq!(policy.require_https, Some(true));
+        assert_eq!(
+            policy.allowed_hosts,
+            Some(vec!["hooks.example.com".to_owned()])
+        );
+    }
+
+    #[test]
+    fn langgraph_json_keys_this_server_cannot_honour_are_refused_naming_them() {
+        for (text, key) in [
+            (r#"{"ui": {"agent": "./ui.tsx"}}"#, "ui"),
+            (r#"{"auth": {"path": "./auth.py:auth"}}"#, "auth.path"),
+        ] {
+            let config: ConfigFile = serde_json::from_str(text).unwrap();
+            let error = config.validate().unwrap_err();
+            assert!(
+                error.0.contains(key) && error.0.contains("not supported yet"),
+                "{error}"
+            );
+        }
+        for key in ["allowed_ports", "max_url_length", "disable_loopback"] {
+            let value = if key == "disable_loopback" {
+                "true"
+            } else {
+                "[443]"
+            };
+            let config: ConfigFile = serde_json::from_str(&format!(
+                r#"{{"webhooks": {{"url": {{"{key}": {value}}}}}}}"#
+            ))
+            .unwrap();
+            let error = config.webhooks_policy().unwrap_err();
+            assert!(error.0.contains(&format!("webhooks.url.{key}")), "{error}");
+        }
+    }
+
+    #[test]
     fn settings_of_features_not_built_yet_are_refused_naming_the_key() {
         for (text, key) in [
             (r#"{"http": {"console": true}}"#, "http.console"),

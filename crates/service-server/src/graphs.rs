@@ -340,3 +340,115 @@ mod tests {
         assert!(error.to_string().contains("echo, steps"), "{error}");
     }
 }
+
+#[cfg(test)]
+mod plan_tests {
+    use super::*;
+
+    fn block(entries: &[(&str, &str)]) -> Option<BTreeMap<String, String>> {
+        Some(
+            entries
+                .iter()
+                .map(|(id, target)| ((*id).to_owned(), (*target).to_owned()))
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn a_langgraph_json_graphs_block_splits_into_python_and_program_graphs() {
+        let plan = GraphPlan::of(block(&[
+            ("agent", "./src/agent.py:graph"),
+            ("pkg", "my_pkg.graphs:make_graph"),
+            ("fast", "rust:echo"),
+            ("chat", "echo"),
+        ]))
+        .unwrap();
+        assert_eq!(
+            plan.python.keys().collect::<Vec<_>>(),
+            ["agent", "pkg"],
+            "{plan:?}"
+        );
+        let program = plan.program.unwrap();
+        assert_eq!(program["fast"], "echo");
+        assert_eq!(program["chat"], "echo");
+        assert_eq!(GraphPlan::of(None).unwrap(), GraphPlan::default());
+    }
+
+    #[test]
+    fn javascript_graphs_and_malformed_targets_are_refused_naming_the_graph() {
+        for (target, says) in [
+            ("./src/agent.ts:graph", "JavaScript"),
+            ("./src/agent.mjs:graph", "JavaScript"),
+            ("./src/agent.py", "names a file but no graph"),
+            ("./src/agent.py:", "must be"),
+        ] {
+            let error = GraphPlan::of(block(&[("agent", target)])).unwrap_err();
+            assert!(error.0.contains("graphs.agent"), "{error}");
+            assert!(error.0.contains(says), "{error}");
+        }
+    }
+
+    #[test]
+    fn dependencies_paths_and_env_come_from_the_config_file() {
+        let dir = std::env::temp_dir().join(format!("graphs-plan-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join(".env"),
+            "# comment\nexport OPENAI_API_KEY=\"sk-1\"\nPLAIN = two words\n\nQUOTED='x=y'\n",
+        )
+        .unwrap();
+        let python = block(&[("agent", "./agent.py:graph")]).unwrap();
+        let dependencies = [
+            ".".to_owned(),
+            "./lib".to_owned(),
+            "langchain_openai".to_owned(),
+        ];
+        let options = bridge_options(
+            python.clone(),
+            &dir,
+            &dependencies,
+            Some(&serde_json::json!(".env")),
+            Some("/opt/venv/bin/python"),
+            Some(3),
+        )
+        .unwrap();
+        assert_eq!(options.paths, [dir.join("."), dir.join("./lib")]);
+        assert_eq!(
+            options.env,
+            [
+                ("OPENAI_API_KEY".to_owned(), "sk-1".to_owned()),
+                ("PLAIN".to_owned(), "two words".to_owned()),
+                ("QUOTED".to_owned(), "x=y".to_owned()),
+            ]
+        );
+        assert_eq!(options.python, "/opt/venv/bin/python");
+        assert_eq!(options.workers, 3);
+        let map = bridge_options(
+            python.clone(),
+            &dir,
+            &[],
+            Some(&serde_json::json!({"A": "1", "B": 2})),
+            None,
+            None,
+        )
+        .unwrap();
+        assert_eq!(
+            map.env,
+            [
+                ("A".to_owned(), "1".to_owned()),
+                ("B".to_owned(), "2".to_owned())
+            ]
+        );
+        assert_eq!(map.python, "python3");
+        let missing = bridge_options(
+            python,
+            &dir,
+            &[],
+            Some(&serde_json::json!("nope.env")),
+            None,
+            None,
+        );
+        assert!(missing.unwrap_err().0.contains("nope.env"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
