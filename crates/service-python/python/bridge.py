@@ -562,7 +562,7 @@ def snapshot(state: Any) -> dict:
     }
 
 
-async def stream(request: dict, reply: Any) -> Any:
+async def stream(request: dict) -> Any:
     graph = await GRAPHS[request["graph_id"]].compiled(_config(request))
     config = _config(request)
     modes = request.get("modes") or ["values"]
@@ -578,10 +578,14 @@ async def stream(request: dict, reply: Any) -> Any:
         _input(request.get("input")), config, stream_mode=modes, subgraphs=True, **kwargs
     ):
         send({"id": request["id"], "chunk": [mode, list(ns), data]})
-    return None
+    if not _coordinates(config):
+        return None
+    # The state the run ended in, so the server need not ask for it.
+    latest = {k: v for k, v in config["configurable"].items() if k not in ("checkpoint_id", "checkpoint_ns")}
+    return snapshot(await graph.aget_state({**config, "configurable": latest}))
 
 
-async def events(request: dict, reply: Any) -> Any:
+async def events(request: dict) -> Any:
     graph = await GRAPHS[request["graph_id"]].compiled(_config(request))
     config = _config(request)
     if not _coordinates(config):
@@ -594,12 +598,12 @@ async def events(request: dict, reply: Any) -> Any:
     return None
 
 
-async def state(request: dict, reply: Any) -> Any:
+async def state(request: dict) -> Any:
     graph = await GRAPHS[request["graph_id"]].compiled(_config(request))
     return snapshot(await graph.aget_state(_config(request), subgraphs=bool(request.get("subgraphs"))))
 
 
-async def history(request: dict, reply: Any) -> Any:
+async def history(request: dict) -> Any:
     graph = await GRAPHS[request["graph_id"]].compiled(_config(request))
     before = request.get("before")
     found = []
@@ -613,13 +617,13 @@ async def history(request: dict, reply: Any) -> Any:
     return found
 
 
-async def update(request: dict, reply: Any) -> Any:
+async def update(request: dict) -> Any:
     graph = await GRAPHS[request["graph_id"]].compiled(_config(request))
     config = await graph.aupdate_state(_config(request), request.get("values"), as_node=request.get("as_node"))
     return _coordinates(config)
 
 
-async def bulk(request: dict, reply: Any) -> Any:
+async def bulk(request: dict) -> Any:
     from langgraph.types import StateUpdate
 
     graph = await GRAPHS[request["graph_id"]].compiled(_config(request))
@@ -636,7 +640,7 @@ async def bulk(request: dict, reply: Any) -> Any:
     return _coordinates(config)
 
 
-async def drawing(request: dict, reply: Any) -> Any:
+async def drawing(request: dict) -> Any:
     graph = await GRAPHS[request["graph_id"]].compiled(_config(request))
     xray = request.get("xray") or 0
     drawn = graph.get_graph(_config(request), xray=xray if xray > 0 else False)
@@ -668,7 +672,7 @@ def _schemas(graph: Any) -> dict:
     }
 
 
-async def subgraphs(request: dict, reply: Any) -> Any:
+async def subgraphs(request: dict) -> Any:
     graph = await GRAPHS[request["graph_id"]].compiled(_config(request))
     found = []
     async for namespace, subgraph in graph.aget_subgraphs(
@@ -678,7 +682,7 @@ async def subgraphs(request: dict, reply: Any) -> Any:
     return found
 
 
-async def schemas(request: dict, reply: Any) -> Any:
+async def schemas(request: dict) -> Any:
     return _schemas(await GRAPHS[request["graph_id"]].compiled(_config(request)))
 
 
@@ -698,7 +702,7 @@ OPS = {
 async def handle(request: dict) -> None:
     REQUEST.set(request["id"])
     try:
-        result = await OPS[request["op"]](request, None)
+        result = await OPS[request["op"]](request)
     except asyncio.CancelledError:
         send({"id": request["id"], "cancelled": True})
         return

@@ -14,7 +14,6 @@ use service_graph::{
     TaskSnapshot,
 };
 use service_types::{GraphSchema, Interrupt, RunError, StreamMode, Timestamp};
-use tokio_util::sync::CancellationToken;
 
 use crate::worker::{Frame, Pool, Request};
 
@@ -78,20 +77,28 @@ fn chunk(frame: Value) -> Result<Chunk, GraphError> {
     })
 }
 
-/// The chunks of a stream request, ending with its result; cancelling `cancel`
-/// cancels the Python task (dropping the request sends the cancel).
-fn chunks(request: Request, cancel: CancellationToken) -> ChunkStream {
+/// The chunks of a stream request, ending with its result (the state the run ended
+/// in, handed to the engine); cancelling `ctx.cancel` cancels the Python task (dropping
+/// the request sends the cancel).
+fn chunks(request: Request, ctx: RunContext) -> ChunkStream {
     Box::pin(futures::stream::unfold(
-        Some((request, cancel)),
+        Some((request, ctx)),
         |state| async move {
-            let (mut request, cancel) = state?;
+            let (mut request, ctx) = state?;
             let frame = tokio::select! {
                 frame = request.next() => frame,
-                () = cancel.cancelled() => return Some((Err(GraphError::Cancelled), None)),
+                () = ctx.cancel.cancelled() => return Some((Err(GraphError::Cancelled), None)),
             };
             match frame {
-                Frame::Chunk(frame) => Some((chunk(frame), Some((request, cancel)))),
-                Frame::Done(Ok(_)) => None,
+                Frame::Chunk(frame) => Some((chunk(frame), Some((request, ctx)))),
+                Frame::Done(Ok(Value::Null)) => None,
+                Frame::Done(Ok(ended)) => match snapshot(ended) {
+                    Ok(ended) => {
+                        ctx.final_state.set(ended);
+                        None
+                    }
+                    Err(error) => Some((Err(error), None)),
+                },
                 Frame::Done(Err(error)) => Some((Err(error), None)),
             }
         },
@@ -215,7 +222,7 @@ impl AgentGraph for PythonGraph {
         ctx: RunContext,
     ) -> Result<ChunkStream, GraphError> {
         let request = self.run("stream", input, &options, &ctx)?;
-        Ok(chunks(request, ctx.cancel))
+        Ok(chunks(request, ctx))
     }
 
     async fn stream_events(
@@ -225,7 +232,7 @@ impl AgentGraph for PythonGraph {
         ctx: RunContext,
     ) -> Result<ChunkStream, GraphError> {
         let request = self.run("events", input, &options, &ctx)?;
-        Ok(chunks(request, ctx.cancel))
+        Ok(chunks(request, ctx))
     }
 
     async fn get_state(
