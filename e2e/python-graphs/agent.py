@@ -7,6 +7,7 @@
 `nested` runs a compiled subgraph as its node `review`; the subgraph interrupts.
 `made` is built by a factory that reads the run's config.
 `sleepy` waits `seconds` (asyncio) before it answers.
+`greeter` greets the run's context (`context_schema`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import operator
 import os
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 from langchain_core.language_models import BaseChatModel
@@ -22,6 +24,7 @@ from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResu
 from langchain_core.tools import tool
 from langgraph.graph import END, START, StateGraph
 from langgraph.prebuilt import create_react_agent
+from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 from typing_extensions import TypedDict
 
@@ -171,3 +174,19 @@ _sleepy.add_node("sleep", sleep)
 _sleepy.add_edge(START, "sleep")
 _sleepy.add_edge("sleep", END)
 sleepy = _sleepy.compile()
+
+
+@dataclass
+class Who:
+    name: str = "nobody"
+
+
+def hello(state: MadeState, runtime: Runtime[Who]) -> dict:
+    return {"greeting": f"hi {runtime.context.name}"}
+
+
+_greeter = StateGraph(MadeState, context_schema=Who)
+_greeter.add_node("hello", hello)
+_greeter.add_edge(START, "hello")
+_greeter.add_edge("hello", END)
+greeter = _greeter.compile()

@@ -122,6 +122,17 @@ async def test_a_factory_graph_reads_the_runs_config_and_the_config_env(graphs):
     assert result["greeting"] == "hello from env: hello ada"
 
 
+async def test_the_assistants_context_reaches_the_graphs_runtime(graphs):
+    assistant = await graphs.assistants.create("greeter", context={"name": "grace"})
+    result = await graphs.runs.wait(None, assistant["assistant_id"], input={})
+    assert result["greeting"] == "hi grace"
+    schemas = await graphs.assistants.get_schemas(assistant["assistant_id"])
+    assert schemas["context_schema"]["properties"]["name"]["default"] == "nobody"
+    # Without a context, the schema's defaults apply.
+    plain = await graphs.runs.wait(None, "greeter", input={})
+    assert plain["greeting"] == "hi nobody"
+
+
 async def test_schemas_come_from_the_python_graph_and_a_rust_graph_serves_beside_it(graphs):
     agent = (await graphs.assistants.search(graph_id="agent"))[0]
     schemas = await graphs.assistants.get_schemas(agent["assistant_id"])

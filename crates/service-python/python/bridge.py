@@ -568,9 +568,8 @@ async def stream(request: dict) -> Any:
     modes = request.get("modes") or ["values"]
     if not _coordinates(config):
         graph = graph.copy(update={"checkpointer": None})
-    kwargs: dict = {}
-    if request.get("context"):
-        kwargs["context"] = request["context"]
+    # The assistant's context, `{}` when it has none (a context schema's defaults apply).
+    kwargs: dict = {"context": request.get("context") or {}}
     for key in ("interrupt_before", "interrupt_after"):
         if request.get(key) is not None:
             kwargs[key] = request[key]
@@ -590,9 +589,8 @@ async def events(request: dict) -> Any:
     config = _config(request)
     if not _coordinates(config):
         graph = graph.copy(update={"checkpointer": None})
-    kwargs: dict = {}
-    if request.get("context"):
-        kwargs["context"] = request["context"]
+    # The assistant's context, `{}` when it has none (a context schema's defaults apply).
+    kwargs: dict = {"context": request.get("context") or {}}
     async for event in graph.astream_events(_input(request.get("input")), config, version="v2", **kwargs):
         send({"id": request["id"], "chunk": ["events", [], event]})
     return None
