@@ -720,7 +720,10 @@ async def serve() -> None:
     while True:
         line = await reader.readline()
         if not line:
-            break  # the server closed stdin: stop
+            # The server is gone (stdin closed): exit now, not after the sync nodes
+            # still running in LangGraph's thread pool return.
+            sys.stderr.flush()
+            os._exit(0)
         message = json.loads(line)
         if "reply" in message:
             CALLS.answer(message)
