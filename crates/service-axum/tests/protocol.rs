@@ -528,3 +528,27 @@ async fn the_websocket_handshake_authenticates_like_any_request() {
     send_json(&mut socket, subscribe).await;
     assert_eq!(receive(&mut socket).await["id"], 2);
 }
+
+#[tokio::test]
+async fn an_idempotency_key_on_an_event_stream_does_not_hold_it_back() {
+    let app = app().await;
+    let thread = Uuid::new_v4();
+    let start = json!({"assistant_id": "echo", "input": hi()});
+    command(&app, thread, 1, "run.start", start).await;
+    for _ in 0..2 {
+        let request = Request::post(format!("/threads/{thread}/stream/events"))
+            .header("content-type", "application/json")
+            .header("idempotency-key", "same-key")
+            .body(Body::from(r#"{"channels": ["lifecycle"]}"#))
+            .unwrap();
+        let response = tokio::time::timeout(BOUND, app.clone().oneshot(request))
+            .await
+            .expect("the stream's head comes at once")
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        let mut body = response.into_body();
+        let first = tokio::time::timeout(BOUND, body.frame()).await.unwrap();
+        let bytes = first.unwrap().unwrap().into_data().unwrap();
+        assert!(bytes.starts_with(b"event: lifecycle\r\n"), "{bytes:?}");
+    }
+}
