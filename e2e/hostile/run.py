@@ -287,6 +287,8 @@ BASES = {
     "/threads/{thread_id}/state": {"values": {}},
     "/threads/{thread_id}/state/checkpoint": {"checkpoint": {"checkpoint_id": str(uuid.uuid4())}},
     "/runs/cancel": {"status": "pending"},
+    "/threads/{thread_id}/commands": {"id": 1, "method": "agent.getTree", "params": {}},
+    "/threads/{thread_id}/stream/events": {"channels": ["values"]},
 }
 
 BAD_QUERIES = [

@@ -268,6 +268,28 @@ impl<S: Send + Sync> FromRequestParts<S> for Asker {
 }
 
 impl Asker {
+    /// The scope the caller has for `action` on `resource` with these path
+    /// parameters, as that route's guard would ask: a command on a WebSocket (a read
+    /// route) that starts a run is authorized as a run creation.
+    pub(crate) async fn scope_for(
+        &self,
+        resource: Resource,
+        action: Action,
+        path: Value,
+    ) -> Result<Scope, ApiError> {
+        let Some(authorizer) = &self.authorizer else {
+            return Ok(Scope::All);
+        };
+        let value = serde_json::json!({"path": path, "query": {}, "body": null});
+        let question = AuthRequest {
+            resource,
+            action,
+            value: &value,
+        };
+        let decision = authorizer.authorize(&self.principal, question).await;
+        scope_of(&self.principal, question, decision)
+    }
+
     /// Not found unless the caller may read the assistant `assistant_id` names.
     pub(crate) async fn assistant_readable(
         &self,

@@ -5,8 +5,9 @@
 //! 409 instead of acting too), runs, and records its status, headers and body. A
 //! response that streams (SSE, or a wait body) is recorded by its head alone: it
 //! carries a `Location` to re-join the same run, and a replay answers with that join
-//! (a stream replays from the first frame). The same key with a different request is
-//! refused with 422.
+//! (a stream replays from the first frame). An event stream of no run (a thread's
+//! protocol v2 events) acts on nothing and is passed through unrecorded. The same key
+//! with a different request is refused with 422.
 
 use axum::body::Body;
 use axum::extract::{Request, State};
@@ -97,6 +98,16 @@ fn is_streamed(headers: &HeaderMap) -> bool {
     headers.contains_key(header::LOCATION)
 }
 
+/// An event stream of no run (a thread's protocol events): it acts on nothing and
+/// never ends, so it is neither recorded nor buffered.
+fn is_read_stream(headers: &HeaderMap) -> bool {
+    !is_streamed(headers)
+        && headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|value| value.to_str().ok())
+            .is_some_and(|value| value.starts_with("text/event-stream"))
+}
+
 async fn record(engine: &Engine, key: &str, response: Response) -> Response {
     if response.status().is_server_error() {
         // A failure that did not act may be retried for real.
@@ -113,6 +124,13 @@ async fn record(engine: &Engine, key: &str, response: Response) -> Response {
             Some((name.as_str().to_owned(), value.to_str().ok()?.to_owned()))
         })
         .collect();
+    if is_read_stream(response.headers()) {
+        // Nothing to replay: a retry reads the thread's events again.
+        if let Err(error) = engine.abandon_idempotent(key).await {
+            tracing::warn!(%error, "releasing an idempotency key failed");
+        }
+        return response;
+    }
     let status = response.status().as_u16();
     if is_streamed(response.headers()) {
         let mut recorded_headers = headers;

@@ -38,7 +38,8 @@ pub struct RouterOptions {
     pub max_body_bytes: usize,
     /// Authentication and authorization; none by default.
     pub auth: Auth,
-    /// Leaves out the run routes and the deliveries routes (`http.disable_runs`).
+    /// Leaves out the run routes (protocol v2's thread commands and event streams
+    /// among them) and the deliveries routes (`http.disable_runs`).
     pub disable_runs: bool,
 }
 
@@ -113,6 +114,7 @@ fn route_table(disable_runs: bool) -> routes::Table {
     }
     table
         .merge(routes::runs::routes())
+        .merge(routes::protocol::routes())
         .merge(routes::deliveries::routes())
 }
 

@@ -19,6 +19,9 @@ use service_engine::bus::{Delivery, Frame, Subscription};
 /// Idle time after which a heartbeat comment is written.
 pub(crate) const HEARTBEAT: Duration = Duration::from_secs(5);
 
+/// The heartbeat comment.
+pub(crate) const HEARTBEAT_COMMENT: &[u8] = b": heartbeat\r\n\r\n";
+
 /// Which frames a join passes on: empty means every frame; otherwise a frame passes
 /// when its name is listed, when its mode (the part before the first `|`) is listed,
 /// or when a messages mode is listed and the name starts with `messages`.
@@ -147,7 +150,7 @@ pub(crate) fn sse_stream(
                     None => return None,
                 },
                 () = tokio::time::sleep(HEARTBEAT) => {
-                    return Some((Ok(Bytes::from_static(b": heartbeat\r\n\r\n")), state));
+                    return Some((Ok(Bytes::from_static(HEARTBEAT_COMMENT)), state));
                 }
             }
         }
@@ -158,7 +161,18 @@ pub(crate) fn sse_stream(
 /// An SSE response with the headers both SDKs expect, plus `extra` (Location,
 /// Content-Location).
 pub(crate) fn sse_response(body: SseBody, extra: HeaderMap) -> Response {
-    let mut response = Body::from_stream(sse_stream(body)).into_response();
+    let mut response = event_stream_response(sse_stream(body));
+    response.headers_mut().extend(extra);
+    response
+}
+
+/// An SSE response writing `stream`'s chunks (frames and heartbeats), with the headers
+/// both SDKs expect.
+pub(crate) fn event_stream_response<S>(stream: S) -> Response
+where
+    S: Stream<Item = Result<Bytes, std::io::Error>> + Send + 'static,
+{
+    let mut response = Body::from_stream(stream).into_response();
     let headers = response.headers_mut();
     headers.insert(
         header::CONTENT_TYPE,
@@ -166,7 +180,6 @@ pub(crate) fn sse_response(body: SseBody, extra: HeaderMap) -> Response {
     );
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
-    headers.extend(extra);
     response
 }
 

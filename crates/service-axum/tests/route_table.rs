@@ -47,6 +47,14 @@ fn disable_runs_leaves_out_the_run_and_delivery_routes() {
         })
         .collect();
     assert!(runs.is_empty(), "run routes still served: {runs:?}");
+    let protocol: Vec<_> = routes
+        .iter()
+        .filter(|route| route.path.ends_with("/commands") || route.path.ends_with("/stream/events"))
+        .collect();
+    assert!(
+        protocol.is_empty(),
+        "protocol v2 routes still served: {protocol:?}"
+    );
     assert!(
         routes
             .iter()

@@ -21,6 +21,7 @@ mod items;
 mod join;
 mod lifecycle;
 pub mod limits;
+pub mod protocol;
 mod recovery;
 mod run_options;
 mod runs;

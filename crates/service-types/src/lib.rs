@@ -12,6 +12,7 @@ mod delivery;
 mod error;
 mod item;
 mod json_text;
+mod protocol;
 mod requests;
 mod run;
 mod schema;
@@ -25,6 +26,11 @@ pub use delivery::{Delivery, DeliveryStatus};
 pub use error::RunError;
 pub use item::{Item, SearchItem};
 pub use json_text::JsonText;
+pub use protocol::{
+    AgentTreeParams, EventParams, EventStreamRequest, EventType, InputRespondParams, InputResponse,
+    ProtocolCommand, ProtocolErrorCode, ProtocolEvent, ProtocolResponse, ResponseMeta,
+    RunStartParams, UnsubscribeParams,
+};
 pub use requests::{
     AssistantCreate, AssistantPatch, AssistantSearch, AssistantSortBy, AssistantVersionsQuery,
     BulkCancel, BulkCancelStatus, CronCreate, CronPatch, CronSearch, CronSortBy, HistoryBefore,

@@ -4,6 +4,7 @@ pub(crate) mod assistants;
 pub(crate) mod crons;
 pub(crate) mod deliveries;
 pub(crate) mod meta;
+pub(crate) mod protocol;
 pub(crate) mod runs;
 pub(crate) mod store;
 pub(crate) mod threads;

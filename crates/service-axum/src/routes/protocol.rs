@@ -1,0 +1,471 @@
+//! Protocol v2 routes (the Python SDK's `client.threads.stream()`): commands on a
+//! thread, and the thread's events over SSE or a WebSocket that also takes commands.
+//! Served with the run routes, and left out with them.
+
+use std::collections::VecDeque;
+
+use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade, close_code};
+use axum::extract::{Request, State};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use futures::StreamExt;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+use service_engine::auth::{Action, Resource, Scope};
+use service_engine::protocol::{EventFilter, Lagged, ProtocolFailure, ThreadEvents};
+use service_engine::{Engine, EngineError};
+use service_store::text::{nul_path, nul_refused};
+use service_types::{
+    AgentTreeParams, EventStreamRequest, InputRespondParams, ProtocolCommand, ProtocolErrorCode,
+    ProtocolEvent, ProtocolResponse, RunStartParams, UnsubscribeParams,
+};
+use uuid::Uuid;
+
+use crate::auth::{Asker, Scoped};
+use crate::error::{ApiError, ApiResult};
+use crate::extract::{BodyLimit, Path, read_body, uuid};
+use crate::json::Json;
+use crate::routes::Table;
+use crate::sse::{HEARTBEAT, HEARTBEAT_COMMENT, encode, event_stream_response};
+
+/// Events a WebSocket keeps to replay to a subscription made after they passed.
+const REPLAY_BUFFER: usize = 10_000;
+
+pub(crate) fn routes() -> Table {
+    const T: Resource = Resource::Threads;
+    Table::new()
+        .post(
+            "/threads/{thread_id}/commands",
+            (T, Action::CreateRun),
+            command,
+        )
+        .post(
+            "/threads/{thread_id}/stream/events",
+            (T, Action::Read),
+            events,
+        )
+        .get(
+            "/threads/{thread_id}/stream/events",
+            (T, Action::Read),
+            websocket,
+        )
+}
+
+fn bad_request(message: impl Into<String>) -> ApiError {
+    ApiError(EngineError::bad_request(message))
+}
+
+/// A request body as JSON (an empty one as `{}`); not JSON is a 400.
+async fn json_body(request: Request) -> ApiResult<Value> {
+    let limit = BodyLimit::of(request.extensions());
+    let (parts, body) = request.into_parts();
+    let bytes = read_body(&parts.headers, body, limit).await?;
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Ok(json!({}));
+    }
+    serde_json::from_slice(&bytes).map_err(|_| bad_request("Invalid JSON body"))
+}
+
+/// The caller as a command sees it: the scope of the route, and the way to ask for
+/// more (a run's assistant must be readable; a WebSocket's run needs creating runs).
+struct Caller {
+    scope: Scope,
+    asker: Asker,
+    /// Commands that create runs need this scope first asked for (on a WebSocket).
+    ask_to_create: bool,
+}
+
+/// `POST /threads/{id}/commands`: one command, answered with a success or error
+/// envelope (HTTP 200); a malformed envelope is a 400 with an error envelope.
+async fn command(
+    State(engine): State<Engine>,
+    Scoped(scope): Scoped,
+    asker: Asker,
+    Path(id): Path<String>,
+    request: Request,
+) -> ApiResult<Response> {
+    let thread_id = uuid("thread", &id)?;
+    let body = json_body(request).await?;
+    let command = match ProtocolCommand::from_value(body) {
+        Ok(command) => command,
+        Err(answer) => {
+            let answer = Json(answer.with_detail());
+            return Ok((axum::http::StatusCode::BAD_REQUEST, answer).into_response());
+        }
+    };
+    let caller = Caller {
+        scope,
+        asker,
+        ask_to_create: false,
+    };
+    let answer = match command.method.as_str() {
+        "subscription.subscribe" | "subscription.unsubscribe" | "subscription.reconnect" => {
+            ProtocolResponse::error(
+                Some(command.id),
+                ProtocolErrorCode::NotSupported,
+                format!(
+                    "{} is served on the WebSocket at /threads/{{thread_id}}/stream/events",
+                    command.method
+                ),
+            )
+        }
+        _ => dispatch(&engine, &caller, thread_id, &command).await,
+    };
+    Ok(Json(answer).into_response())
+}
+
+/// The commands both transports serve.
+async fn dispatch(
+    engine: &Engine,
+    caller: &Caller,
+    thread_id: Uuid,
+    command: &ProtocolCommand,
+) -> ProtocolResponse {
+    let id = command.id;
+    let outcome = match command.method.as_str() {
+        "run.start" => run_start(engine, caller, thread_id, command).await,
+        "input.respond" => input_respond(engine, caller, thread_id, command).await,
+        "agent.getTree" => agent_tree(engine, caller, thread_id, command).await,
+        method => Err(ProtocolFailure::new(
+            ProtocolErrorCode::UnknownCommand,
+            format!("Unknown protocol command: {method}"),
+        )),
+    };
+    match outcome {
+        Ok(result) => ProtocolResponse::success(id, result),
+        Err(failure) => ProtocolResponse::error(Some(id), failure.code, failure.message),
+    }
+}
+
+fn params<T: DeserializeOwned>(command: &ProtocolCommand) -> Result<T, ProtocolFailure> {
+    if let Some(path) = nul_path(&command.params) {
+        let field = if path.is_empty() {
+            "params".into()
+        } else {
+            format!("params.{path}")
+        };
+        return Err(ProtocolFailure::new(
+            ProtocolErrorCode::InvalidArgument,
+            nul_refused(&field),
+        ));
+    }
+    serde_json::from_value(command.params.clone()).map_err(|error| {
+        ProtocolFailure::new(
+            ProtocolErrorCode::InvalidArgument,
+            format!("Invalid {} params: {error}", command.method),
+        )
+    })
+}
+
+fn failure(error: ApiError) -> ProtocolFailure {
+    ProtocolFailure::from(error.0)
+}
+
+impl Caller {
+    /// The scope a run is created within.
+    async fn creating(&self, thread_id: Uuid) -> Result<Scope, ProtocolFailure> {
+        if !self.ask_to_create {
+            return Ok(self.scope.clone());
+        }
+        let path = json!({ "thread_id": thread_id.to_string() });
+        self.asker
+            .scope_for(Resource::Threads, Action::CreateRun, path)
+            .await
+            .map_err(failure)
+    }
+}
+
+async fn run_start(
+    engine: &Engine,
+    caller: &Caller,
+    thread_id: Uuid,
+    command: &ProtocolCommand,
+) -> Result<Value, ProtocolFailure> {
+    let params: RunStartParams = params(command)?;
+    if params.assistant_id.is_empty() {
+        return Err(ProtocolFailure::new(
+            ProtocolErrorCode::InvalidArgument,
+            "run.start requires an assistant_id.",
+        ));
+    }
+    let scope = caller.creating(thread_id).await?;
+    caller
+        .asker
+        .assistant_readable(engine, &params.assistant_id)
+        .await
+        .map_err(failure)?;
+    let run = engine.start_thread_run(thread_id, params, &scope).await?;
+    Ok(json!({ "run_id": run.run_id }))
+}
+
+async fn input_respond(
+    engine: &Engine,
+    caller: &Caller,
+    thread_id: Uuid,
+    command: &ProtocolCommand,
+) -> Result<Value, ProtocolFailure> {
+    let params: InputRespondParams = params(command)?;
+    let scope = caller.creating(thread_id).await?;
+    engine.respond_on_thread(thread_id, params, &scope).await?;
+    Ok(json!({}))
+}
+
+async fn agent_tree(
+    engine: &Engine,
+    caller: &Caller,
+    thread_id: Uuid,
+    command: &ProtocolCommand,
+) -> Result<Value, ProtocolFailure> {
+    let params: AgentTreeParams = params(command)?;
+    let run_id = match params.run_id.as_deref() {
+        Some(text) => Some(Uuid::parse_str(text).map_err(|_| {
+            ProtocolFailure::new(
+                ProtocolErrorCode::InvalidArgument,
+                format!("Invalid run_id: {text}"),
+            )
+        })?),
+        None => None,
+    };
+    engine.agent_tree(thread_id, run_id, &caller.scope).await
+}
+
+/// The filter of a stream request, or the 400 saying what is wrong with it.
+fn stream_filter(body: Value) -> ApiResult<(EventFilter, u64)> {
+    let request: EventStreamRequest = serde_json::from_value(body)
+        .map_err(|error| bad_request(format!("Invalid event stream request: {error}")))?;
+    let filter = EventFilter::new(&request).map_err(bad_request)?;
+    Ok((filter, request.since.unwrap_or(0)))
+}
+
+fn event_json(event: &ProtocolEvent) -> Vec<u8> {
+    // Events are built from JSON values: they always serialize.
+    serde_json::to_vec(event).unwrap_or_default()
+}
+
+/// `POST /threads/{id}/stream/events`: the thread's events on the requested channels,
+/// those after `since`, then live ones; never ends while the thread lives.
+async fn events(
+    State(engine): State<Engine>,
+    Scoped(scope): Scoped,
+    Path(id): Path<String>,
+    request: Request,
+) -> ApiResult<Response> {
+    let thread_id = uuid("thread", &id)?;
+    let (filter, since) = stream_filter(json_body(request).await?)?;
+    engine.thread_within(thread_id, &scope).await?;
+    let events = engine.thread_events(thread_id).await?;
+    let body = futures::stream::unfold(Some(events), move |events| {
+        let filter = filter.clone();
+        async move {
+            let mut events = events?;
+            loop {
+                tokio::select! {
+                    next = events.next() => match next? {
+                        Ok(event) if event.seq > since && filter.matches(&event) => {
+                            let frame = encode(&event.method, &event_json(&event), Some(event.seq.to_string()));
+                            return Some((Ok(frame), Some(events)));
+                        }
+                        Ok(_) => {}
+                        // Aborted, not ended: the client reconnects with `since`.
+                        Err(Lagged) => {
+                            let error = std::io::Error::other("subscriber fell behind the stream bus");
+                            return Some((Err(error), None));
+                        }
+                    },
+                    () = tokio::time::sleep(HEARTBEAT) => {
+                        return Some((Ok(Bytes::from_static(HEARTBEAT_COMMENT)), Some(events)));
+                    }
+                }
+            }
+        }
+    });
+    Ok(event_stream_response(body))
+}
+
+/// `GET /threads/{id}/stream/events` upgraded to a WebSocket: commands in, answers
+/// and the events of its subscriptions out.
+async fn websocket(
+    State(engine): State<Engine>,
+    Scoped(scope): Scoped,
+    asker: Asker,
+    Path(id): Path<String>,
+    upgrade: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
+) -> ApiResult<Response> {
+    let thread_id = uuid("thread", &id)?;
+    let upgrade = upgrade.map_err(|rejection| {
+        bad_request(format!(
+            "This route is a WebSocket ({}); POST it for server-sent events",
+            rejection.body_text()
+        ))
+    })?;
+    engine.thread_within(thread_id, &scope).await?;
+    let events = engine.thread_events(thread_id).await?;
+    let caller = Caller {
+        scope,
+        asker,
+        ask_to_create: true,
+    };
+    let session = Session {
+        engine,
+        caller,
+        thread_id,
+        subscriptions: Vec::new(),
+        seen: VecDeque::new(),
+    };
+    Ok(upgrade.on_upgrade(move |socket| session.run(socket, events)))
+}
+
+/// One WebSocket's state.
+struct Session {
+    engine: Engine,
+    caller: Caller,
+    thread_id: Uuid,
+    /// Subscription ids and what each takes.
+    subscriptions: Vec<(String, EventFilter)>,
+    /// The latest events, for subscriptions made after they passed.
+    seen: VecDeque<ProtocolEvent>,
+}
+
+impl Session {
+    async fn run(mut self, mut socket: WebSocket, mut events: ThreadEvents) {
+        loop {
+            tokio::select! {
+                message = socket.recv() => {
+                    let text = match message {
+                        Some(Ok(Message::Text(text))) => text.to_string(),
+                        Some(Ok(Message::Binary(bytes))) => String::from_utf8_lossy(&bytes).into_owned(),
+                        Some(Ok(Message::Ping(_) | Message::Pong(_))) => continue,
+                        Some(Ok(Message::Close(_)) | Err(_)) | None => return,
+                    };
+                    for frame in self.answer(&text).await {
+                        if socket.send(Message::text(frame)).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+                next = events.next() => {
+                    let event = match next {
+                        Some(Ok(event)) => event,
+                        Some(Err(Lagged)) => {
+                            let error = ProtocolResponse::error(
+                                None,
+                                ProtocolErrorCode::UnknownError,
+                                "The connection fell behind the thread's stream; reconnect with since.",
+                            );
+                            let _ = socket.send(Message::text(json_text(&error))).await;
+                            let _ = socket.send(close(close_code::ERROR, "fell behind")).await;
+                            return;
+                        }
+                        None => {
+                            let _ = socket.send(close(close_code::AWAY, "thread stream ended")).await;
+                            return;
+                        }
+                    };
+                    let wanted = self.subscriptions.iter().any(|(_, filter)| filter.matches(&event));
+                    if wanted && socket.send(Message::text(json_text(&event))).await.is_err() {
+                        return;
+                    }
+                    if self.seen.len() == REPLAY_BUFFER {
+                        self.seen.pop_front();
+                    }
+                    self.seen.push_back(event);
+                }
+            }
+        }
+    }
+
+    /// The frames answering one text frame: the answer, then a new subscription's
+    /// replayed events.
+    async fn answer(&mut self, text: &str) -> Vec<String> {
+        let value = match serde_json::from_str::<Value>(text) {
+            Ok(value) => value,
+            Err(_) => {
+                let error = ProtocolResponse::error(
+                    None,
+                    ProtocolErrorCode::InvalidArgument,
+                    "Protocol commands must be valid JSON.",
+                );
+                return vec![json_text(&error)];
+            }
+        };
+        let command = match ProtocolCommand::from_value(value) {
+            Ok(command) => command,
+            Err(error) => return vec![json_text(&error)],
+        };
+        match command.method.as_str() {
+            "subscription.subscribe" => self.subscribe(&command),
+            "subscription.unsubscribe" => vec![json_text(&self.unsubscribe(&command))],
+            _ => {
+                let answer = dispatch(&self.engine, &self.caller, self.thread_id, &command).await;
+                vec![json_text(&answer)]
+            }
+        }
+    }
+
+    fn subscribe(&mut self, command: &ProtocolCommand) -> Vec<String> {
+        let request: EventStreamRequest = match params(command) {
+            Ok(request) => request,
+            Err(failure) => {
+                let error =
+                    ProtocolResponse::error(Some(command.id), failure.code, failure.message);
+                return vec![json_text(&error)];
+            }
+        };
+        let filter = match EventFilter::new(&request) {
+            Ok(filter) => filter,
+            Err(message) => {
+                let error = ProtocolResponse::error(
+                    Some(command.id),
+                    ProtocolErrorCode::InvalidArgument,
+                    message,
+                );
+                return vec![json_text(&error)];
+            }
+        };
+        let since = request.since.unwrap_or(0);
+        let replayed: Vec<String> = self
+            .seen
+            .iter()
+            .filter(|event| event.seq > since && filter.matches(event))
+            .map(json_text)
+            .collect();
+        let subscription_id = Uuid::new_v4().to_string();
+        self.subscriptions.push((subscription_id.clone(), filter));
+        let result = json!({"subscription_id": subscription_id, "replayed_events": replayed.len()});
+        let mut frames = vec![json_text(&ProtocolResponse::success(command.id, result))];
+        frames.extend(replayed);
+        frames
+    }
+
+    fn unsubscribe(&mut self, command: &ProtocolCommand) -> ProtocolResponse {
+        let params: UnsubscribeParams = match params(command) {
+            Ok(params) => params,
+            Err(failure) => {
+                return ProtocolResponse::error(Some(command.id), failure.code, failure.message);
+            }
+        };
+        let before = self.subscriptions.len();
+        self.subscriptions
+            .retain(|(id, _)| *id != params.subscription_id);
+        if self.subscriptions.len() == before {
+            return ProtocolResponse::error(
+                Some(command.id),
+                ProtocolErrorCode::NoSuchSubscription,
+                format!("Unknown subscription: {}", params.subscription_id),
+            );
+        }
+        ProtocolResponse::success(command.id, json!({}))
+    }
+}
+
+fn json_text(value: &impl serde::Serialize) -> String {
+    // Envelopes and events are built from JSON values: they always serialize.
+    serde_json::to_string(value).unwrap_or_default()
+}
+
+fn close(code: u16, reason: &'static str) -> Message {
+    Message::Close(Some(CloseFrame {
+        code,
+        reason: reason.into(),
+    }))
+}
