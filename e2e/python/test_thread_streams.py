@@ -8,7 +8,7 @@ import uuid
 import pytest
 import websockets
 
-from conftest import BASE_URL, eventually
+from conftest import BASE_URL, eventually, rust_examples_only
 
 HI = {"messages": [{"type": "human", "content": "hi"}]}
 BOUND = 20.0
@@ -69,6 +69,7 @@ async def test_an_interrupt_is_answered_with_run_respond(client, transport):
         assert thread.interrupts == []
 
 
+@rust_examples_only
 async def test_a_subgraphs_events_carry_its_namespace(client, transport):
     async with client.threads.stream(assistant_id="nested", transport=transport) as thread:
         await thread.run.start(input={"topic": "cats"})
