@@ -132,18 +132,6 @@ class Calls:
         send({"call": call_id, "id": request, "op": op, **args})
         return await future
 
-    def call_sync(self, request: int | None, op: str, **args: Any) -> Any:
-        """The same from a worker thread (a sync node using the store)."""
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
-        if running is self.loop:
-            raise RuntimeError(
-                f"{op} was called synchronously on the event loop; use the async method"
-            )
-        return asyncio.run_coroutine_threadsafe(self.call(request, op, **args), self.loop).result()
-
     def answer(self, message: dict) -> None:
         future = self.waiting.pop(message["reply"], None)
         if future is None or future.done():
@@ -152,6 +140,19 @@ class Calls:
             future.set_exception(RuntimeError(message["err"]))
         else:
             future.set_result(message.get("ok"))
+
+
+def from_thread(coro: Any) -> Any:
+    """Runs `coro` on the worker's event loop from a thread (a sync node using the
+    store, or LangGraph's sync API) and waits for it."""
+    try:
+        running = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    if running is CALLS.loop:
+        coro.close()
+        raise RuntimeError("a sync store or checkpointer method was called on the event loop; use the async one")
+    return asyncio.run_coroutine_threadsafe(coro, CALLS.loop).result()
 
 
 CALLS: Calls
@@ -301,33 +302,23 @@ def _saver_class():
         async def adelete_thread(self, thread_id: str) -> None:
             await CALLS.call(REQUEST.get(), "cp.delete_thread", thread_id=thread_id)
 
-        # Sync access (a sync graph API used from a worker thread) goes through the loop.
-        def _sync(self, coro):
-            try:
-                running = asyncio.get_running_loop()
-            except RuntimeError:
-                running = None
-            if running is CALLS.loop:
-                raise RuntimeError("use the async checkpointer methods on the event loop")
-            return asyncio.run_coroutine_threadsafe(coro, CALLS.loop).result()
-
         def get_tuple(self, config: dict) -> CheckpointTuple | None:
-            return self._sync(self.aget_tuple(config))
+            return from_thread(self.aget_tuple(config))
 
         def list(self, config, *, filter=None, before=None, limit=None) -> Iterator[CheckpointTuple]:
             async def collect():
                 return [t async for t in self.alist(config, filter=filter, before=before, limit=limit)]
 
-            yield from self._sync(collect())
+            yield from from_thread(collect())
 
         def put(self, config, checkpoint, metadata, new_versions):
-            return self._sync(self.aput(config, checkpoint, metadata, new_versions))
+            return from_thread(self.aput(config, checkpoint, metadata, new_versions))
 
         def put_writes(self, config, writes, task_id, task_path=""):
-            return self._sync(self.aput_writes(config, writes, task_id, task_path))
+            return from_thread(self.aput_writes(config, writes, task_id, task_path))
 
         def delete_thread(self, thread_id: str) -> None:
-            return self._sync(self.adelete_thread(thread_id))
+            return from_thread(self.adelete_thread(thread_id))
 
     return ServerSaver
 
@@ -402,13 +393,7 @@ def _store_class():
             return [await self._one(op) for op in ops]
 
         def batch(self, ops):
-            try:
-                running = asyncio.get_running_loop()
-            except RuntimeError:
-                running = None
-            if running is CALLS.loop:
-                raise RuntimeError("use the async store methods (aput, aget, asearch) on the event loop")
-            return asyncio.run_coroutine_threadsafe(self.abatch(list(ops)), CALLS.loop).result()
+            return from_thread(self.abatch(list(ops)))
 
     return ServerStore
 
