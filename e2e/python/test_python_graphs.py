@@ -12,13 +12,14 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 from pathlib import Path
 
 import pytest
 from langgraph_sdk import get_client
 from langgraph_sdk.schema import Command
 
-from conftest import GRAPHS, collect, eventually, own_server
+from conftest import GRAPHS, SERVER_MODE, collect, eventually, own_server
 
 pytestmark = pytest.mark.skipif(
     GRAPHS != "rust", reason="starts a server of its own: runs once, in the built-in graphs' pass"
@@ -27,12 +28,28 @@ pytestmark = pytest.mark.skipif(
 GRAPHS_DIR = Path(__file__).resolve().parent.parent / "python-graphs"
 
 
+def own_database() -> dict[str, str]:
+    """In start mode, a database of its own: instances sharing one execute each
+    other's runs, and the suite's main server has none of these graphs."""
+    url = os.environ.get("DATABASE_URL")
+    if SERVER_MODE != "start" or not url:
+        return {}
+    server_url, _, name = url.rpartition("/")
+    own = f"{name}_python_graphs"
+    subprocess.run(
+        ["psql", f"{server_url}/postgres", "-qc", f'DROP DATABASE IF EXISTS "{own}" WITH (FORCE)', "-c", f'CREATE DATABASE "{own}"'],
+        check=True,
+    )
+    return {"DATABASE_URL": f"{server_url}/{own}"}
+
+
 @pytest.fixture(scope="module")
 def server():
     config = json.loads((GRAPHS_DIR / "langgraph.json").read_text())
     files = {"agent.py": (GRAPHS_DIR / "agent.py").read_bytes()}
     # Two workers: a killed one must not take the other's runs down.
-    with own_server(config, env={"SERVICE_PYTHON_WORKERS": "2"}, files=files) as url:
+    env = {"SERVICE_PYTHON_WORKERS": "2", **own_database()}
+    with own_server(config, env=env, files=files) as url:
         yield url
 
 

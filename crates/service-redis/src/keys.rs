@@ -116,6 +116,7 @@ return 0
 pub(crate) struct Keys {
     prefix: String,
     channel: String,
+    cancels: String,
 }
 
 impl Keys {
@@ -123,6 +124,7 @@ impl Keys {
         Self {
             prefix: prefix.to_owned(),
             channel: format!("{prefix}:frames"),
+            cancels: format!("{prefix}:cancels"),
         }
     }
 
@@ -151,6 +153,11 @@ impl Keys {
     /// The channel announcing appended frames (the payload is the stream's key).
     pub(crate) fn channel(&self) -> &str {
         &self.channel
+    }
+
+    /// The channel announcing recorded cancels (the payload is the run id).
+    pub(crate) fn cancels(&self) -> &str {
+        &self.cancels
     }
 }
 

@@ -16,11 +16,13 @@
 //! - Closing a topic appends a marker (subscribers end at it) and shortens its expiry
 //!   to `retention`. Redis holds frames and nothing else: runs settle in the store.
 
+mod cancels;
 mod cursor;
 mod keys;
 mod listener;
 mod retry;
 
+pub use cancels::RedisCancels;
 pub use retry::RedisRetryQueue;
 
 use std::collections::{HashMap, VecDeque};
@@ -132,6 +134,8 @@ pub(crate) struct Shared {
     pub(crate) closed_all: AtomicBool,
     /// Woken by `close_all`.
     pub(crate) closing: Notify,
+    /// Cancels announced on the cancels channel, by any instance.
+    pub(crate) cancels: tokio::sync::broadcast::Sender<Uuid>,
 }
 
 /// Frames of a topic this instance appended lately, kept for its subscribers here.
@@ -416,6 +420,7 @@ impl RedisBus {
             locals: Mutex::new(HashMap::new()),
             closed_all: AtomicBool::new(false),
             closing: Notify::new(),
+            cancels: tokio::sync::broadcast::channel(1024).0,
         });
         let listener = tokio::spawn(listener::listen(client, Arc::downgrade(&shared)));
         Ok(Arc::new(Self { shared, listener }))

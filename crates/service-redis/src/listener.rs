@@ -1,5 +1,6 @@
 //! One pub/sub connection per instance: frames appended by other instances are
-//! announced on the bus's channel, and their subscribers here woken.
+//! announced on the bus's channel, and their subscribers here woken; recorded cancels
+//! are announced on the cancels channel, and handed to the engine here.
 
 use std::sync::Weak;
 use std::time::Duration;
@@ -12,12 +13,15 @@ use crate::Shared;
 /// meanwhile, and are all woken once it is back).
 pub(crate) async fn listen(client: redis::Client, shared: Weak<Shared>) {
     loop {
-        let channel = match shared.upgrade() {
-            Some(shared) => shared.keys.channel().to_owned(),
+        let (channel, cancels) = match shared.upgrade() {
+            Some(shared) => (
+                shared.keys.channel().to_owned(),
+                shared.keys.cancels().to_owned(),
+            ),
             None => return,
         };
         match client.get_async_pubsub().await {
-            Ok(mut pubsub) => match pubsub.subscribe(&channel).await {
+            Ok(mut pubsub) => match pubsub.subscribe(&[&channel, &cancels]).await {
                 Ok(()) => {
                     if let Some(shared) = shared.upgrade() {
                         shared.wake_all();
@@ -30,6 +34,13 @@ pub(crate) async fn listen(client: redis::Client, shared: Weak<Shared>) {
                         let Ok(payload) = message.get_payload::<String>() else {
                             continue;
                         };
+                        if message.get_channel_name() == cancels {
+                            if let Ok(run_id) = payload.parse() {
+                                // Nobody listening yet is fine: nothing runs here.
+                                let _ = shared.cancels.send(run_id);
+                            }
+                            continue;
+                        }
                         if let Some((origin, key)) = payload.split_once(' ')
                             && origin != shared.origin
                         {

@@ -103,7 +103,15 @@ pub(crate) async fn serve(
                 clock,
                 config: engine_config,
             };
-            Engine::with_coordinator(parts, backend.coordinator)
+            // With Redis, cancels travel over its pub/sub; the rest stays on PostgreSQL.
+            let coordinator: Arc<dyn service_engine::coordination::Coordinator> = match &redis {
+                Some(bus) => Arc::new(service_redis::RedisCancels::new(
+                    backend.coordinator,
+                    Arc::clone(bus),
+                )),
+                None => backend.coordinator,
+            };
+            Engine::with_coordinator(parts, coordinator)
         }
         None => {
             let store = memory_store(
