@@ -171,6 +171,7 @@ fn summary(deliveries: &[Delivery]) -> Vec<String> {
                 )
             }
             Delivery::Lagged => "Lagged".to_owned(),
+            Delivery::Unavailable => "Unavailable".to_owned(),
         })
         .collect()
 }

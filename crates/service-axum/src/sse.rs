@@ -22,6 +22,10 @@ pub(crate) const HEARTBEAT: Duration = Duration::from_secs(5);
 /// The heartbeat comment.
 pub(crate) const HEARTBEAT_COMMENT: &[u8] = b": heartbeat\r\n\r\n";
 
+/// The last frame of a stream whose bus went away: an error without an id, so the
+/// client's `Last-Event-ID` stays that of the last frame it got.
+const UNAVAILABLE_FRAME: &[u8] = b"event: error\r\ndata: {\"error\":\"StreamUnavailable\",\"name\":\"StreamUnavailable\",\"message\":\"The run's stream cannot be read now (the stream bus is unavailable); the run goes on. Reconnect with Last-Event-ID to resume.\"}\r\n\r\n";
+
 /// Which frames a join passes on: empty means every frame; otherwise a frame passes
 /// when its name is listed, when its mode (the part before the first `|`) is listed,
 /// or when a messages mode is listed and the name starts with `messages`.
@@ -146,6 +150,10 @@ pub(crate) fn sse_stream(
                         state.subscription = None;
                         let error = std::io::Error::other("subscriber fell behind the stream bus");
                         return Some((Err(error), state));
+                    }
+                    Some(Delivery::Unavailable) => {
+                        state.subscription = None;
+                        return Some((Ok(Bytes::from_static(UNAVAILABLE_FRAME)), state));
                     }
                     None => return None,
                 },

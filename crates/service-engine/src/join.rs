@@ -144,7 +144,7 @@ impl Engine {
                             outcome = serde_json::from_slice(&frame.data).ok();
                         }
                     }
-                    Delivery::Lagged => continue 'subscribe,
+                    Delivery::Lagged | Delivery::Unavailable => continue 'subscribe,
                 }
             }
             if let Some(outcome) = outcome {

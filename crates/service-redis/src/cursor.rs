@@ -128,10 +128,11 @@ impl Cursor {
                     Ok(false) if told && !self.topic_exists().await => return None,
                     Ok(false) => {}
                     Err(error) => {
-                        // The client is told to reconnect (with Last-Event-ID), not left waiting.
+                        // The client is told (an error frame) rather than left waiting; it
+                        // may reconnect with Last-Event-ID once Redis is back.
                         tracing::error!(%error, topic = ?self.topic, "reading a stream from Redis failed");
                         self.ended = true;
-                        return Some(Delivery::Lagged);
+                        return Some(Delivery::Unavailable);
                     }
                 }
             }

@@ -31,6 +31,7 @@ fn data(delivery: &Delivery) -> String {
     match delivery {
         Delivery::Frame(frame) => String::from_utf8_lossy(&frame.data).into_owned(),
         Delivery::Lagged => "LAGGED".into(),
+        Delivery::Unavailable => "UNAVAILABLE".into(),
     }
 }
 

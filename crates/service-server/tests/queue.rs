@@ -357,7 +357,7 @@ impl Drop for OwnRedis {
 /// stream ends, so the SDK reconnects), and the run itself settles in the store, where
 /// a wait reads its result.
 #[tokio::test(flavor = "multi_thread")]
-async fn a_stream_ends_when_redis_goes_away_and_the_run_still_settles() {
+async fn a_stream_ends_with_an_error_frame_when_redis_goes_away_and_the_run_still_settles() {
     let mut redis = OwnRedis::start();
     let instance = support::spawn(&["dev", "--port", "0", "--queue", &redis.url], &[]);
     let thread = new_thread(&instance);
@@ -365,7 +365,8 @@ async fn a_stream_ends_when_redis_goes_away_and_the_run_still_settles() {
         &instance,
         "POST",
         &format!("/threads/{thread}/runs"),
-        Some(json!({"assistant_id": "slow", "input": {"delay_ms": 1500}})),
+        // Long enough that the stream reads Redis (every second) before the run ends.
+        Some(json!({"assistant_id": "slow", "input": {"delay_ms": 5000}})),
     );
     let run_id = run["run_id"].as_str().unwrap().to_owned();
     let run_path = format!("/threads/{thread}/runs/{run_id}");
@@ -379,7 +380,15 @@ async fn a_stream_ends_when_redis_goes_away_and_the_run_still_settles() {
     let streamed = tokio::task::spawn_blocking(move || reading.join())
         .await
         .unwrap();
-    assert!(streamed.is_ok(), "the stream ended instead of hanging");
+    let body = streamed.expect("the stream ended instead of hanging");
+    // It ends with an error frame saying why, without an id (Last-Event-ID stays the
+    // last frame's, to resume from once Redis is back).
+    let last = body.trim_end().rsplit("event: ").next().unwrap_or_default();
+    assert!(
+        last.starts_with("error\r\ndata: {\"error\":\"StreamUnavailable\""),
+        "{body}"
+    );
+    assert!(!last.contains("id: "), "{last}");
     let started = std::time::Instant::now();
     loop {
         let status = request(&instance, "GET", &run_path, None)["status"].clone();

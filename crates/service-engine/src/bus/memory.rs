@@ -286,6 +286,7 @@ mod tests {
             .map(|delivery| match delivery {
                 Delivery::Frame(frame) => String::from_utf8_lossy(&frame.data).into_owned(),
                 Delivery::Lagged => "LAGGED".to_owned(),
+                Delivery::Unavailable => "UNAVAILABLE".to_owned(),
             })
             .collect()
     }

@@ -105,6 +105,10 @@ pub enum Delivery {
     /// The subscriber fell behind the bus bound and was dropped; the connection must be
     /// aborted so the client reconnects with `Last-Event-ID`.
     Lagged,
+    /// The bus cannot be read any more (a durable bus lost its backend): the client
+    /// is told so with an `error` frame and may reconnect with `Last-Event-ID` once
+    /// the bus is back; the run itself goes on and settles in the store.
+    Unavailable,
 }
 
 /// A subscription: replayed frames, then live ones, ending when the topic closes.

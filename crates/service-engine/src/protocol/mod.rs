@@ -106,7 +106,7 @@ impl Engine {
                             let facts = engine.run_facts(thread_id, &frame).await;
                             pending.extend(translator.accept(&frame, &facts));
                         }
-                        Delivery::Lagged => {
+                        Delivery::Lagged | Delivery::Unavailable => {
                             return Some((Err(Lagged), (None, translator, pending, engine)));
                         }
                     }
