@@ -51,21 +51,15 @@ return append(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], tonumber(ARGV[3]), AR
     ))
 });
 
-/// Appends frames of runs, in order, each also to its thread's stream when the
-/// thread's topic is open. KEYS: per frame six, the run's stream, meta and watch, the
-/// thread's. ARGV: max length, expiry in ms, channel, origin, then per frame its event
-/// and data. Answers each run entry's `{id, n}`.
-pub(crate) static APPEND_RUNS: LazyLock<Script> = LazyLock::new(|| {
+/// Appends a run's frame, and the same to its thread's stream when the thread's topic
+/// is open. KEYS: the run's stream, meta and watch, the thread's. ARGV: as [`APPEND`]
+/// without the marker flag. Answers the run entry's `{id, n}`.
+pub(crate) static APPEND_RUN: LazyLock<Script> = LazyLock::new(|| {
     Script::new(&format!(
         "{APPEND_FUNCTION}
-local maxlen, ttl, channel, origin = tonumber(ARGV[1]), ARGV[2], ARGV[3], ARGV[4]
-local appended = {{}}
-for i = 0, #KEYS / 6 - 1 do
-  local k, a = i * 6, 4 + i * 2
-  appended[i + 1] = append(KEYS[k + 1], KEYS[k + 2], KEYS[k + 3], ARGV[a + 1], ARGV[a + 2], maxlen, ttl, '0', channel, origin)
-  if redis.call('EXISTS', KEYS[k + 5]) == 1 then
-    append(KEYS[k + 4], KEYS[k + 5], KEYS[k + 6], ARGV[a + 1], ARGV[a + 2], maxlen, ttl, '0', channel, origin)
-  end
+local appended = append(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], '0', ARGV[5], ARGV[6])
+if redis.call('EXISTS', KEYS[5]) == 1 then
+  append(KEYS[4], KEYS[5], KEYS[6], ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], '0', ARGV[5], ARGV[6])
 end
 return appended"
     ))

@@ -2,13 +2,12 @@
 //! reaches them through any instance and replays them after `Last-Event-ID` from any
 //! instance.
 //!
-//! - A frame is appended by a script call that numbers it within its topic (`n`,
+//! - A frame is appended by one script call that numbers it within its topic (`n`,
 //!   kept in the entry: a subscriber that finds a number missing knows frames were
 //!   trimmed before it read them, and is told it lagged instead of getting a silent
 //!   gap), appends it (Redis gives the id, `<ms>-<seq>`), renews the topic's expiry
 //!   now and then, and announces it on one pub/sub channel when another instance
-//!   follows the topic. Run frames published while a call is in flight go together in
-//!   the next one ([`appends`]): under load, one call carries frames of many runs.
+//!   follows the topic.
 //! - A subscriber takes the frames its own instance appends from memory, and reads
 //!   its stream with `XRANGE` from its own position, at most `batch` frames at a time
 //!   (a slow client holds no more than that in this process; the rest waits in Redis),
@@ -17,7 +16,6 @@
 //! - Closing a topic appends a marker (subscribers end at it) and shortens its expiry
 //!   to `retention`. Redis holds frames and nothing else: runs settle in the store.
 
-mod appends;
 mod cancels;
 mod cursor;
 mod keys;
@@ -106,7 +104,6 @@ pub enum RedisBusError {
 pub struct RedisBus {
     shared: Arc<Shared>,
     listener: tokio::task::JoinHandle<()>,
-    writer: tokio::task::JoinHandle<()>,
 }
 
 impl fmt::Debug for RedisBus {
@@ -120,7 +117,6 @@ impl fmt::Debug for RedisBus {
 impl Drop for RedisBus {
     fn drop(&mut self) {
         self.listener.abort();
-        self.writer.abort();
     }
 }
 
@@ -140,8 +136,6 @@ pub(crate) struct Shared {
     pub(crate) closing: Notify,
     /// Cancels announced on the cancels channel, by any instance.
     pub(crate) cancels: tokio::sync::broadcast::Sender<Uuid>,
-    /// Run frames waiting for the next batched append ([`appends`]).
-    appends: tokio::sync::mpsc::UnboundedSender<appends::Append>,
 }
 
 /// Frames of a topic this instance appended lately, kept for its subscribers here.
@@ -353,6 +347,43 @@ impl Shared {
         self.wake(&stream, frame);
         Ok(id)
     }
+
+    /// [`StreamBus::publish_run`] in one script call.
+    async fn append_run(
+        &self,
+        run: Uuid,
+        thread: Uuid,
+        event: &str,
+        data: Bytes,
+    ) -> redis::RedisResult<EventId> {
+        let (run, thread) = (Topic::Run(run), Topic::Thread(thread));
+        let (run_stream, thread_stream) = (self.keys.stream(run), self.keys.stream(thread));
+        let (id, n): (String, u64) = keys::APPEND_RUN
+            .key(&run_stream)
+            .key(self.keys.meta(run))
+            .key(self.keys.watch(run))
+            .key(&thread_stream)
+            .key(self.keys.meta(thread))
+            .key(self.keys.watch(thread))
+            .arg(event)
+            .arg(data.as_ref())
+            .arg(self.options.max_len)
+            .arg(self.options.idle_ttl.as_millis() as u64)
+            .arg(self.keys.channel())
+            .arg(&self.origin)
+            .invoke_async(&mut self.connection.clone())
+            .await?;
+        let id = parsed(id)?;
+        let frame = Frame {
+            id,
+            event: event.to_owned(),
+            data,
+        };
+        self.wake(&run_stream, Some((n, frame)));
+        // The thread entry's number is not known here: its subscribers read it back.
+        self.wake(&thread_stream, None);
+        Ok(id)
+    }
 }
 
 impl RedisBus {
@@ -381,7 +412,6 @@ impl RedisBus {
             .query_async(&mut connection)
             .await
             .map_err(unreachable)?;
-        let (appends, queued) = tokio::sync::mpsc::unbounded_channel();
         let shared = Arc::new(Shared {
             keys: Keys::new(&options.prefix),
             origin: Uuid::new_v4().simple().to_string(),
@@ -391,15 +421,9 @@ impl RedisBus {
             closed_all: AtomicBool::new(false),
             closing: Notify::new(),
             cancels: tokio::sync::broadcast::channel(1024).0,
-            appends,
         });
         let listener = tokio::spawn(listener::listen(client, Arc::downgrade(&shared)));
-        let writer = tokio::spawn(appends::write(Arc::downgrade(&shared), queued));
-        Ok(Arc::new(Self {
-            shared,
-            listener,
-            writer,
-        }))
+        Ok(Arc::new(Self { shared, listener }))
     }
 
     async fn query<T: redis::FromRedisValue>(&self, command: &redis::Cmd) -> redis::RedisResult<T> {
@@ -463,27 +487,7 @@ impl StreamBus for RedisBus {
     }
 
     async fn publish_run(&self, run: Uuid, thread: Uuid, event: &str, data: Bytes) -> EventId {
-        let (done, appended) = tokio::sync::oneshot::channel();
-        let queued = self.shared.appends.send(appends::Append {
-            run,
-            thread,
-            event: event.to_owned(),
-            data,
-            done,
-        });
-        let appended = match queued {
-            Ok(()) => appended.await.unwrap_or_else(|_| {
-                Err(redis::RedisError::from((
-                    redis::ErrorKind::Client,
-                    "the bus stopped before the frame was appended",
-                )))
-            }),
-            Err(_) => Err(redis::RedisError::from((
-                redis::ErrorKind::Client,
-                "the bus stopped",
-            ))),
-        };
-        match appended {
+        match self.shared.append_run(run, thread, event, data).await {
             Ok(id) => id,
             Err(error) => {
                 tracing::error!(%error, %run, event, "publishing a frame to Redis failed");
