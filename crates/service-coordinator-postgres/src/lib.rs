@@ -23,7 +23,6 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use deadpool_postgres::{Object, Pool};
-use futures::StreamExt;
 use futures::stream::BoxStream;
 use service_engine::coordination::{CoordinationTuning, Coordinator, ThreadClaim};
 use service_engine::{EngineError, EngineResult, ErrorKind};
@@ -217,18 +216,7 @@ impl Coordinator for PgCoordinator {
     }
 
     fn announced_cancels(&self) -> BoxStream<'static, Uuid> {
-        futures::stream::unfold(self.cancels.subscribe(), |mut receiver| async move {
-            loop {
-                match receiver.recv().await {
-                    Ok(run_id) => return Some((run_id, receiver)),
-                    Err(broadcast::error::RecvError::Lagged(skipped)) => {
-                        tracing::warn!(skipped, "announced cancels were skipped");
-                    }
-                    Err(broadcast::error::RecvError::Closed) => return None,
-                }
-            }
-        })
-        .boxed()
+        service_engine::coordination::announced(self.cancels.subscribe())
     }
 
     async fn claim_thread(&self, thread_id: Uuid) -> EngineResult<Box<dyn ThreadClaim>> {

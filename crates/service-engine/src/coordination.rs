@@ -62,6 +62,24 @@ impl Default for CoordinationTuning {
     }
 }
 
+/// The run ids `receiver` hears, as [`Coordinator::announced_cancels`] yields them: a
+/// receiver that fell behind logs what it skipped (those cancels wait for the check
+/// interval) and goes on.
+pub fn announced(receiver: tokio::sync::broadcast::Receiver<Uuid>) -> BoxStream<'static, Uuid> {
+    futures::stream::unfold(receiver, |mut receiver| async move {
+        loop {
+            match receiver.recv().await {
+                Ok(run_id) => return Some((run_id, receiver)),
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(skipped)) => {
+                    tracing::warn!(skipped, "announced cancels were skipped");
+                }
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
+            }
+        }
+    })
+    .boxed()
+}
+
 /// How instances coordinate.
 #[async_trait]
 pub trait Coordinator: Send + Sync {

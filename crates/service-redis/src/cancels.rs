@@ -11,7 +11,6 @@ use futures::StreamExt;
 use futures::stream::BoxStream;
 use service_engine::EngineResult;
 use service_engine::coordination::{CoordinationTuning, Coordinator, ThreadClaim};
-use tokio::sync::broadcast;
 use uuid::Uuid;
 
 use crate::RedisBus;
@@ -75,20 +74,7 @@ impl Coordinator for RedisCancels {
     }
 
     fn announced_cancels(&self) -> BoxStream<'static, Uuid> {
-        let heard = futures::stream::unfold(
-            self.bus.shared.cancels.subscribe(),
-            |mut receiver| async move {
-                loop {
-                    match receiver.recv().await {
-                        Ok(run_id) => return Some((run_id, receiver)),
-                        Err(broadcast::error::RecvError::Lagged(skipped)) => {
-                            tracing::warn!(skipped, "announced cancels were skipped");
-                        }
-                        Err(broadcast::error::RecvError::Closed) => return None,
-                    }
-                }
-            },
-        );
+        let heard = service_engine::coordination::announced(self.bus.shared.cancels.subscribe());
         futures::stream::select(heard, self.inner.announced_cancels()).boxed()
     }
 
