@@ -6,14 +6,14 @@ per line (docs/python-graphs.md, "The worker protocol"). Whatever the user's gra
 print goes to stderr, which the server logs.
 
 Messages from the server:
-  {"id": n, "op": "stream" | "state" | "history" | "update" | "bulk" | "graph" |
-   "subgraphs", ...}                      a request; answered by frames with the same id
+  {"id": n, "op": <one of OPS>, ...}      a request; answered by frames with the same id
   {"id": n, "op": "cancel"}               cancels request n
   {"reply": m, "ok": value} | {"reply": m, "err": text}   the answer to call m
 Messages to the server:
   {"hello": {...}}                        first line: versions, then the graphs' load
   {"id": n, "chunk": [mode, namespace, data]}   a stream frame of request n
-  {"id": n, "ok": value} | {"id": n, "err": RunError}   the end of request n
+  {"id": n, "ok": value} | {"id": n, "err": RunError} | {"id": n, "cancelled": true}
+                                          the end of request n
   {"call": m, "id": n, "op": "cp.*" | "store.*", ...}   checkpointer and store calls,
                                           made for request n
 """
@@ -36,6 +36,7 @@ import traceback
 import uuid
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterator, Sequence
+from contextvars import ContextVar
 from typing import Any
 
 PROTOCOL = 1
@@ -157,8 +158,6 @@ def from_thread(coro: Any) -> Any:
 
 CALLS: Calls
 # The request a piece of code runs for (so a call names the run whose store it uses).
-from contextvars import ContextVar  # noqa: E402
-
 REQUEST: ContextVar[int | None] = ContextVar("service_request", default=None)
 
 
@@ -547,10 +546,10 @@ def snapshot(state: Any) -> dict:
     }
 
 
-async def stream(request: dict) -> Any:
-    graph = await GRAPHS[request["graph_id"]].compiled(_config(request))
+async def _run(request: dict) -> tuple[Any, dict, dict]:
+    """The graph, config and keyword arguments of a run request."""
     config = _config(request)
-    modes = request.get("modes") or ["values"]
+    graph = await GRAPHS[request["graph_id"]].compiled(config)
     if not _coordinates(config):
         graph = graph.copy(update={"checkpointer": None})
     # The assistant's context, `{}` when it has none (a context schema's defaults apply).
@@ -558,6 +557,12 @@ async def stream(request: dict) -> Any:
     for key in ("interrupt_before", "interrupt_after"):
         if request.get(key) is not None:
             kwargs[key] = request[key]
+    return graph, config, kwargs
+
+
+async def stream(request: dict) -> Any:
+    graph, config, kwargs = await _run(request)
+    modes = request.get("modes") or ["values"]
     async for ns, mode, data in graph.astream(
         _input(request.get("input")), config, stream_mode=modes, subgraphs=True, **kwargs
     ):
@@ -570,12 +575,7 @@ async def stream(request: dict) -> Any:
 
 
 async def events(request: dict) -> Any:
-    graph = await GRAPHS[request["graph_id"]].compiled(_config(request))
-    config = _config(request)
-    if not _coordinates(config):
-        graph = graph.copy(update={"checkpointer": None})
-    # The assistant's context, `{}` when it has none (a context schema's defaults apply).
-    kwargs: dict = {"context": request.get("context") or {}}
+    graph, config, kwargs = await _run(request)
     async for event in graph.astream_events(_input(request.get("input")), config, version="v2", **kwargs):
         send({"id": request["id"], "chunk": ["events", [], event]})
     return None
