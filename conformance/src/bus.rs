@@ -389,6 +389,67 @@ pub async fn close_ends_subscribers_after_what_was_published(harness: &dyn BusHa
     assert_delivers(&live, &[], "live after close");
 }
 
+/// A run's frames published together arrive as if published one by one: in order,
+/// between the frames published before and after them, on the run's topic and on its
+/// thread's when that one is open; an unopened thread's topic gets none.
+pub async fn a_runs_frames_published_together_arrive_in_order(harness: &dyn BusHarness) {
+    let bus = harness.bus(BOUNDS).await;
+    let (run, thread) = (Uuid::new_v4(), Uuid::new_v4());
+    bus.open(Topic::Run(run)).await;
+    bus.open(Topic::Thread(thread)).await;
+    let together: Vec<(String, Bytes)> = (0..5)
+        .map(|n| {
+            let event = if n % 2 == 0 { "values" } else { "updates" };
+            (event.to_owned(), Bytes::from(format!(r#"{{"n":{n}}}"#)))
+        })
+        .collect();
+    let first = ("metadata".to_owned(), Bytes::from_static(b"{}"));
+    let last = ("custom".to_owned(), Bytes::from_static(b"\"end\""));
+    bus.publish_run(run, thread, &first.0, first.1.clone())
+        .await;
+    bus.publish_run_frames(run, thread, together.clone()).await;
+    bus.publish_run(run, thread, &last.0, last.1.clone()).await;
+    let mut expected = vec![first];
+    expected.extend(together.iter().cloned());
+    expected.push(last);
+    for topic in [Topic::Run(run), Topic::Thread(thread)] {
+        bus.close(topic).await;
+        let got = to_end(subscribe(&*bus, topic, Replay::All).await).await;
+        let ids: Vec<EventId> = got
+            .iter()
+            .filter_map(|delivery| match delivery {
+                Delivery::Frame(frame) => Some(frame.id),
+                _ => None,
+            })
+            .collect();
+        assert!(
+            ids.windows(2).all(|pair| pair[0] < pair[1]),
+            "{topic:?}: {ids:?}"
+        );
+        let got: Vec<(String, Bytes)> = got
+            .into_iter()
+            .map(|delivery| match delivery {
+                Delivery::Frame(frame) => (frame.event, frame.data),
+                other => panic!("{topic:?}: {other:?}"),
+            })
+            .collect();
+        assert_eq!(got, expected, "{topic:?}");
+    }
+    let (alone, unopened) = (Uuid::new_v4(), Uuid::new_v4());
+    bus.open(Topic::Run(alone)).await;
+    bus.publish_run_frames(alone, unopened, together.clone())
+        .await;
+    assert!(
+        bus.subscribe(Topic::Thread(unopened), Replay::All)
+            .await
+            .is_none(),
+        "an unopened thread's topic gets nothing"
+    );
+    bus.close(Topic::Run(alone)).await;
+    let got = to_end(subscribe(&*bus, Topic::Run(alone), Replay::All).await).await;
+    assert_eq!(got.len(), together.len());
+}
+
 /// A topic never opened nor published to is unknown: no subscription, not open. `open`
 /// or a first `publish` makes it known.
 pub async fn unknown_topics_have_no_subscription_until_opened(harness: &dyn BusHarness) {
@@ -787,6 +848,7 @@ macro_rules! bus_tests {
                 close_all_ends_every_subscription,
                 concurrent_publishers_on_different_topics_lose_nothing,
                 concurrent_publishers_on_one_topic_get_distinct_ordered_ids,
+                a_runs_frames_published_together_arrive_in_order,
             ]);
         }
     };

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use serde_json::Value;
 use service_graph::{AgentGraph, Chunk, FinalState, GraphError, RunContext, RunInput};
 use service_types::{Run, RunError, StreamMode};
@@ -15,6 +15,9 @@ use crate::Engine;
 use crate::coordination::ThreadClaim;
 use crate::frames::MessageAccumulator;
 use crate::run_options::RunOptions;
+
+/// The most frames of ready chunks published in one bus call.
+const READY_FRAMES: usize = 64;
 
 /// How driving the graph ended.
 #[derive(Debug)]
@@ -146,16 +149,37 @@ impl Engine {
         let mut reply = None;
         let captures_reply = options.stream_mode.contains(&StreamMode::Custom);
         let consume = async {
-            while let Some(item) = chunks.next().await {
-                let chunk = item.map_err(|error| ending_of(error, &cancel))?;
+            // The frames of the chunks the graph has ready at once go to the bus in one
+            // call, made when it has no more ready (or enough piled up).
+            let mut ready = Vec::new();
+            let outcome = loop {
+                let next = match chunks.next().now_or_never() {
+                    Some(next) if ready.len() < READY_FRAMES => next,
+                    polled => {
+                        self.publish_frames(run, std::mem::take(&mut ready)).await;
+                        match polled {
+                            Some(next) => next,
+                            None => chunks.next().await,
+                        }
+                    }
+                };
+                let Some(item) = next else {
+                    break Ok(());
+                };
+                let chunk = match item {
+                    Ok(chunk) => chunk,
+                    Err(error) => break Err(ending_of(error, &cancel)),
+                };
                 if captures_reply && let Some(declared) = reply_declaration(&chunk) {
                     reply = Some(declared);
                 }
-                self.publish_chunk(run, options, &chunk, &mut messages)
-                    .await
-                    .map_err(|error| Ending::Failed(error.to_run_error()))?;
-            }
-            Ok(())
+                if let Err(error) = Engine::chunk_frames(options, &chunk, &mut messages, &mut ready)
+                {
+                    break Err(Ending::Failed(error.to_run_error()));
+                }
+            };
+            self.publish_frames(run, ready).await;
+            outcome
         };
         let deadline = sleep_or_forever(self.config().run_timeout);
         let ending = tokio::select! {

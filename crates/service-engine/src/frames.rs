@@ -41,13 +41,13 @@ fn encode(event: &str, data: &impl Serialize) -> Result<Bytes, FrameError> {
 }
 
 impl Engine {
-    /// Publishes one chunk of a run as the frames its requested modes ask for.
-    pub(crate) async fn publish_chunk(
-        &self,
-        run: &Run,
+    /// Adds the frames one chunk of a run makes, as its requested modes ask, to
+    /// `frames` (published by [`Engine::publish_frames`]).
+    pub(crate) fn chunk_frames(
         options: &RunOptions,
         chunk: &Chunk,
         messages: &mut MessageAccumulator,
+        frames: &mut Vec<(String, Bytes)>,
     ) -> Result<(), FrameError> {
         let namespace = chunk.namespace();
         if !namespace.is_empty() && !options.subgraphs {
@@ -60,15 +60,18 @@ impl Engine {
         } else {
             format!("|{}", namespace.join("|"))
         };
+        let mut add = |event: String, data: &Value| -> Result<(), FrameError> {
+            let bytes = encode(&event, data)?;
+            frames.push((event, bytes));
+            Ok(())
+        };
         if mode == "messages" {
             if requested(StreamMode::MessagesTuple) {
-                self.publish_run_frame(run, &format!("messages{suffix}"), &chunk.data())
-                    .await?;
+                add(format!("messages{suffix}"), &chunk.data())?;
             }
             if requested(StreamMode::Messages) {
                 for (event, data) in messages.accept(&chunk.data()) {
-                    self.publish_run_frame(run, &format!("{event}{suffix}"), &data)
-                        .await?;
+                    add(format!("{event}{suffix}"), &data)?;
                 }
             }
             return Ok(());
@@ -86,11 +89,29 @@ impl Engine {
         };
         match chunk.encoded_json() {
             Some(json) => {
-                self.publish_run_bytes(run, &event, Bytes::from(json.to_owned()))
-                    .await;
+                frames.push((event, Bytes::from(json.to_owned())));
                 Ok(())
             }
-            None => self.publish_run_frame(run, &event, &chunk.data()).await,
+            None => add(event, &chunk.data()),
+        }
+    }
+
+    /// Publishes a run's frames in order: one bus call for all of them.
+    pub(crate) async fn publish_frames(&self, run: &Run, frames: Vec<(String, Bytes)>) {
+        let mut frames = frames;
+        match frames.len() {
+            0 => {}
+            1 => {
+                if let Some((event, data)) = frames.pop() {
+                    self.publish_run_bytes(run, &event, data).await;
+                }
+            }
+            _ => {
+                self.inner
+                    .bus
+                    .publish_run_frames(run.run_id, run.thread_id, frames)
+                    .await;
+            }
         }
     }
 

@@ -65,6 +65,26 @@ return appended"
     ))
 });
 
+/// Appends frames of one run, in order, each also to its thread's stream when the
+/// thread's topic is open. KEYS: as [`APPEND_RUN`]. ARGV: max length, expiry in ms,
+/// channel, origin, then per frame its event and data. Answers each run entry's
+/// `{id, n}`.
+pub(crate) static APPEND_RUN_FRAMES: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(&format!(
+        "{APPEND_FUNCTION}
+local maxlen, ttl, channel, origin = tonumber(ARGV[1]), ARGV[2], ARGV[3], ARGV[4]
+local followed = redis.call('EXISTS', KEYS[5]) == 1
+local appended = {{}}
+for a = 5, #ARGV, 2 do
+  appended[#appended + 1] = append(KEYS[1], KEYS[2], KEYS[3], ARGV[a], ARGV[a + 1], maxlen, ttl, '0', channel, origin)
+  if followed then
+    append(KEYS[4], KEYS[5], KEYS[6], ARGV[a], ARGV[a + 1], maxlen, ttl, '0', channel, origin)
+  end
+end
+return appended"
+    ))
+});
+
 /// Where a subscription starts: the topic's frame count, whether it is closed, and its
 /// newest entry's id (empty when it has none); nil for an unknown topic. KEYS: the
 /// meta hash, the stream.

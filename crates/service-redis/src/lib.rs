@@ -386,6 +386,45 @@ impl Shared {
     }
 }
 
+impl Shared {
+    /// [`StreamBus::publish_run_frames`] in one script call.
+    async fn append_run_frames(
+        &self,
+        run: Uuid,
+        thread: Uuid,
+        frames: Vec<(String, Bytes)>,
+    ) -> redis::RedisResult<()> {
+        let (run, thread) = (Topic::Run(run), Topic::Thread(thread));
+        let (run_stream, thread_stream) = (self.keys.stream(run), self.keys.stream(thread));
+        let mut call = keys::APPEND_RUN_FRAMES.prepare_invoke();
+        call.key(&run_stream)
+            .key(self.keys.meta(run))
+            .key(self.keys.watch(run))
+            .key(&thread_stream)
+            .key(self.keys.meta(thread))
+            .key(self.keys.watch(thread))
+            .arg(self.options.max_len)
+            .arg(self.options.idle_ttl.as_millis() as u64)
+            .arg(self.keys.channel())
+            .arg(&self.origin);
+        for (event, data) in &frames {
+            call.arg(event).arg(data.as_ref());
+        }
+        let appended: Vec<(String, u64)> = call.invoke_async(&mut self.connection.clone()).await?;
+        for ((event, data), (id, n)) in frames.into_iter().zip(appended) {
+            let frame = Frame {
+                id: parsed(id)?,
+                event,
+                data,
+            };
+            self.wake(&run_stream, Some((n, frame)));
+        }
+        // The thread entries' numbers are not known here: its subscribers read them back.
+        self.wake(&thread_stream, None);
+        Ok(())
+    }
+}
+
 impl RedisBus {
     /// Connects (failing when Redis does not answer) and starts listening for other
     /// instances' announcements.
@@ -496,6 +535,13 @@ impl StreamBus for RedisBus {
                     seq: 0,
                 }
             }
+        }
+    }
+
+    async fn publish_run_frames(&self, run: Uuid, thread: Uuid, frames: Vec<(String, Bytes)>) {
+        let count = frames.len();
+        if let Err(error) = self.shared.append_run_frames(run, thread, frames).await {
+            tracing::error!(%error, %run, count, "publishing frames to Redis failed");
         }
     }
 

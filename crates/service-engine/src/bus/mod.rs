@@ -135,6 +135,15 @@ pub trait StreamBus: Send + Sync + fmt::Debug {
         id
     }
 
+    /// Appends several frames of a run, in order, as [`StreamBus::publish_run`] does
+    /// each: the frames of the chunks a graph had ready at once. A bus reaching its
+    /// backend over the network appends them in one round trip.
+    async fn publish_run_frames(&self, run: Uuid, thread: Uuid, frames: Vec<(String, Bytes)>) {
+        for (event, data) in frames {
+            self.publish_run(run, thread, &event, data).await;
+        }
+    }
+
     /// Marks the topic finished: subscribers drain what is buffered and end; the
     /// frames stay replayable within the retention bound.
     async fn close(&self, topic: Topic);
