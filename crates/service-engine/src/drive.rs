@@ -16,8 +16,11 @@ use crate::coordination::ThreadClaim;
 use crate::frames::MessageAccumulator;
 use crate::run_options::RunOptions;
 
-/// The most frames of ready chunks published in one bus call.
-const READY_FRAMES: usize = 64;
+/// The most frames of ready chunks published in one bus call. Larger batches raise a
+/// networked bus's throughput further but hold back other runs' first frames behind
+/// them (S4 through Redis at c=16, 2026-11-24: 6 gave 56–59k frames/s with a first
+/// frame in 4.4–4.6 ms p50; 16 gave 74–81k in 7–8 ms; docs/performance.md §9).
+const READY_FRAMES: usize = 6;
 
 /// How driving the graph ended.
 #[derive(Debug)]

@@ -125,6 +125,9 @@ pub(crate) struct Shared {
     pub(crate) options: RedisBusOptions,
     pub(crate) keys: Keys,
     pub(crate) connection: ConnectionManager,
+    /// A second connection for runs' batches of frames, so a single frame (a run's
+    /// first, a marker) and the subscribers' reads are not queued behind them.
+    batches: ConnectionManager,
     /// This bus's name in announcements, so it skips its own (it wakes its
     /// subscribers itself, with the frame in hand).
     pub(crate) origin: String,
@@ -410,7 +413,7 @@ impl Shared {
         for (event, data) in &frames {
             call.arg(event).arg(data.as_ref());
         }
-        let appended: Vec<(String, u64)> = call.invoke_async(&mut self.connection.clone()).await?;
+        let appended: Vec<(String, u64)> = call.invoke_async(&mut self.batches.clone()).await?;
         for ((event, data), (id, n)) in frames.into_iter().zip(appended) {
             let frame = Frame {
                 id: parsed(id)?,
@@ -444,6 +447,10 @@ impl RedisBus {
             .set_connection_timeout(Some(Duration::from_secs(5)))
             .set_number_of_retries(2);
         let mut connection = client
+            .get_connection_manager_with_config(config.clone())
+            .await
+            .map_err(unreachable)?;
+        let batches = client
             .get_connection_manager_with_config(config)
             .await
             .map_err(unreachable)?;
@@ -456,6 +463,7 @@ impl RedisBus {
             origin: Uuid::new_v4().simple().to_string(),
             options,
             connection,
+            batches,
             locals: Mutex::new(HashMap::new()),
             closed_all: AtomicBool::new(false),
             closing: Notify::new(),
