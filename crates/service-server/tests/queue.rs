@@ -404,3 +404,47 @@ async fn a_stream_ends_with_an_error_frame_when_redis_goes_away_and_the_run_stil
     let waited = call(&instance, "GET", &format!("{run_path}/join"), &[], None);
     assert_eq!(waited.body["done"], json!(true), "{}", waited.body);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cancel_through_one_instance_stops_a_run_streaming_from_the_other() {
+    let database = Database::create("queue_cancel").await;
+    let (a, b) = instances(&database);
+    let a = std::sync::Arc::new(a);
+    let thread = new_thread(&a);
+    // Streamed from A, so A executes it; a minute long unless cancelled.
+    let streaming = {
+        let a = std::sync::Arc::clone(&a);
+        let path = format!("/threads/{thread}/runs/stream");
+        tokio::task::spawn_blocking(move || {
+            call(
+                &a,
+                "POST",
+                &path,
+                &[],
+                Some(json!({"assistant_id": "slow", "input": {"delay_ms": 60000}})),
+            )
+        })
+    };
+    let run_id = loop {
+        let runs = request(&b, "GET", &format!("/threads/{thread}/runs"), None);
+        match runs.as_array().and_then(|runs| runs.first()) {
+            Some(run) if run["status"] == json!("running") => {
+                break run["run_id"].as_str().unwrap().to_owned();
+            }
+            _ => tokio::time::sleep(std::time::Duration::from_millis(20)).await,
+        }
+    };
+    let cancelled = call(
+        &b,
+        "POST",
+        &format!("/threads/{thread}/runs/{run_id}/cancel"),
+        &[],
+        None,
+    );
+    assert!(cancelled.status < 300, "{}", cancelled.status);
+    let streamed = streaming.await.unwrap();
+    assert_eq!(streamed.status, 200, "A's stream of the run ended");
+    let run = request(&a, "GET", &format!("/threads/{thread}/runs/{run_id}"), None);
+    assert_eq!(run["status"], json!("cancelled"), "{run}");
+    database.drop().await;
+}
