@@ -13,8 +13,10 @@ import json
 import os
 import signal
 import subprocess
+import time
 from pathlib import Path
 
+import httpx
 import pytest
 from langgraph_sdk import get_client
 from langgraph_sdk.schema import Command
@@ -28,14 +30,14 @@ pytestmark = pytest.mark.skipif(
 GRAPHS_DIR = Path(__file__).resolve().parent.parent / "python-graphs"
 
 
-def own_database() -> dict[str, str]:
+def own_database(suffix: str = "python_graphs") -> dict[str, str]:
     """In start mode, a database of its own: instances sharing one execute each
     other's runs, and the suite's main server has none of these graphs."""
     url = os.environ.get("DATABASE_URL")
     if SERVER_MODE != "start" or not url:
         return {}
     server_url, _, name = url.rpartition("/")
-    own = f"{name}_python_graphs"
+    own = f"{name}_{suffix}"
     subprocess.run(
         ["psql", f"{server_url}/postgres", "-qc", f'DROP DATABASE IF EXISTS "{own}" WITH (FORCE)', "-c", f'CREATE DATABASE "{own}"'],
         check=True,
@@ -202,3 +204,32 @@ async def test_a_worker_killed_mid_run_fails_that_run_only_and_the_server_keeps_
     )
     assert result["woke"] is True
     assert len(workers_of(server.pid)) == 2
+
+
+def test_the_workers_stop_when_the_server_is_killed():
+    """Killed with SIGKILL (no chance to stop them), the server leaves no workers
+    behind: each exits once its stdin closes, even with a run in flight."""
+    config = json.loads((GRAPHS_DIR / "langgraph.json").read_text())
+    files = {"agent.py": (GRAPHS_DIR / "agent.py").read_bytes()}
+    env = {"SERVICE_PYTHON_WORKERS": "2", **own_database("python_graphs_killed")}
+    with own_server(config, env=env, files=files) as url:
+        workers = workers_of(url.pid)
+        assert len(workers) == 2, workers
+        run = httpx.post(f"{url}/runs", json={"assistant_id": "sleepy", "input": {"seconds": 60}}).json()
+        deadline = time.monotonic() + 20
+        run_path = f"{url}/threads/{run['thread_id']}/runs/{run['run_id']}"
+        while httpx.get(run_path).json().get("status") != "running":
+            assert time.monotonic() < deadline, "the run did not start"
+            time.sleep(0.05)
+        os.kill(url.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 20
+        while any(Path(f"/proc/{pid}").exists() and not _zombie(pid) for pid in workers):
+            assert time.monotonic() < deadline, f"workers still running: {workers}"
+            time.sleep(0.05)
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return (Path(f"/proc/{pid}") / "stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
