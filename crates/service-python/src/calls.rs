@@ -10,35 +10,17 @@ use service_graph::{
 };
 use service_types::{JsonText, Metadata};
 
-#[derive(Deserialize)]
-struct Coordinates {
-    thread_id: String,
-    #[serde(default)]
-    checkpoint_ns: String,
-    #[serde(default)]
-    checkpoint_id: Option<String>,
-}
-
-impl Coordinates {
-    fn config(self) -> CheckpointConfig {
-        CheckpointConfig {
-            thread_id: self.thread_id,
-            checkpoint_ns: self.checkpoint_ns,
-            checkpoint_id: self.checkpoint_id,
-        }
-    }
-}
-
-#[derive(Deserialize)]
-struct Key {
-    namespace: Vec<String>,
-    #[serde(default)]
-    key: String,
-}
-
-fn arguments<T: for<'de> Deserialize<'de>>(message: &Map<String, Value>) -> Result<T, GraphError> {
-    T::deserialize(Value::Object(message.clone()))
-        .map_err(|error| GraphError::InvalidInput(format!("malformed bridge call: {error}")))
+/// The checkpoint a call names: `thread_id`, `checkpoint_ns` and the id under `id`.
+fn coordinates(message: &Map<String, Value>, id: &str) -> Result<CheckpointConfig, GraphError> {
+    Ok(CheckpointConfig {
+        thread_id: text(message, "thread_id")?.to_owned(),
+        checkpoint_ns: message
+            .get("checkpoint_ns")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned(),
+        checkpoint_id: message.get(id).and_then(Value::as_str).map(str::to_owned),
+    })
 }
 
 fn text<'a>(message: &'a Map<String, Value>, key: &str) -> Result<&'a str, GraphError> {
@@ -48,11 +30,11 @@ fn text<'a>(message: &'a Map<String, Value>, key: &str) -> Result<&'a str, Graph
         .ok_or_else(|| GraphError::InvalidInput(format!("malformed bridge call: no {key}")))
 }
 
-fn object(value: Option<&Value>) -> Metadata {
-    value
-        .and_then(Value::as_object)
-        .cloned()
-        .unwrap_or_default()
+fn object(value: Option<Value>) -> Metadata {
+    match value {
+        Some(Value::Object(map)) => map,
+        _ => Metadata::new(),
+    }
 }
 
 fn answer(value: impl serde::Serialize) -> Result<Value, GraphError> {
@@ -63,23 +45,24 @@ fn answer(value: impl serde::Serialize) -> Result<Value, GraphError> {
 pub(crate) async fn serve(
     checkpointer: Option<Arc<dyn Checkpointer>>,
     store: Option<Arc<dyn LongTermStore>>,
-    message: Map<String, Value>,
+    mut message: Map<String, Value>,
 ) -> Result<Value, GraphError> {
-    let op = text(&message, "op")?;
+    let op = text(&message, "op")?.to_owned();
     if let Some(op) = op.strip_prefix("store.") {
         let store = store
             .ok_or_else(|| GraphError::store("the long-term store is only reachable from a run"))?;
-        return store_call(store.as_ref(), op, &message).await;
+        return store_call(store.as_ref(), op, message).await;
     }
     let saver = checkpointer
         .ok_or_else(|| GraphError::checkpointer("the server's checkpointer is not attached yet"))?;
-    match op {
-        "cp.get" => {
-            let at: Coordinates = arguments(&message)?;
-            answer(saver.get_tuple(&at.config()).await?)
-        }
+    match op.as_str() {
+        "cp.get" => answer(
+            saver
+                .get_tuple(&coordinates(&message, "checkpoint_id")?)
+                .await?,
+        ),
         "cp.list" => {
-            let at: Coordinates = arguments(&message)?;
+            let at = coordinates(&message, "checkpoint_id")?;
             let options = CheckpointListOptions {
                 filter: message.get("filter").and_then(Value::as_object).cloned(),
                 before: message
@@ -91,41 +74,27 @@ pub(crate) async fn serve(
                     .and_then(Value::as_u64)
                     .and_then(|limit| usize::try_from(limit).ok()),
             };
-            answer(saver.list(&at.config(), options).await?)
+            answer(saver.list(&at, options).await?)
         }
         "cp.put" => {
-            let parent = CheckpointConfig {
-                thread_id: text(&message, "thread_id")?.to_owned(),
-                checkpoint_ns: message
-                    .get("checkpoint_ns")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_owned(),
-                checkpoint_id: message
-                    .get("parent_id")
-                    .and_then(Value::as_str)
-                    .map(str::to_owned),
-            };
-            let body = message.get("checkpoint").cloned().unwrap_or(Value::Null);
-            let stored = saver
-                .put_named(
-                    &parent,
-                    text(&message, "checkpoint_id")?,
-                    JsonText::new(&body),
-                    object(message.get("metadata")),
-                )
-                .await?;
-            answer(stored)
+            let parent = coordinates(&message, "parent_id")?;
+            let id = text(&message, "checkpoint_id")?.to_owned();
+            let body = message.remove("checkpoint").unwrap_or(Value::Null);
+            let metadata = object(message.remove("metadata"));
+            answer(
+                saver
+                    .put_named(&parent, &id, JsonText::new(&body), metadata)
+                    .await?,
+            )
         }
         "cp.put_writes" => {
-            let at: Coordinates = arguments(&message)?;
+            let at = coordinates(&message, "checkpoint_id")?;
             let task_id = text(&message, "task_id")?.to_owned();
-            let writes: Vec<(String, Value)> =
-                serde_json::from_value(message.get("writes").cloned().unwrap_or(Value::Null))
-                    .map_err(|error| {
-                        GraphError::InvalidInput(format!("malformed writes: {error}"))
-                    })?;
-            saver.put_writes(&at.config(), &task_id, writes).await?;
+            let writes: Vec<(String, Value)> = serde_json::from_value(
+                message.remove("writes").unwrap_or(Value::Null),
+            )
+            .map_err(|error| GraphError::InvalidInput(format!("malformed writes: {error}")))?;
+            saver.put_writes(&at, &task_id, writes).await?;
             Ok(Value::Null)
         }
         "cp.delete_thread" => {
@@ -141,19 +110,25 @@ pub(crate) async fn serve(
 async fn store_call(
     store: &dyn LongTermStore,
     op: &str,
-    message: &Map<String, Value>,
+    mut message: Map<String, Value>,
 ) -> Result<Value, GraphError> {
-    let key: Key = arguments(message)?;
+    let namespace = Vec::<String>::deserialize(message.get("namespace").unwrap_or(&Value::Null))
+        .map_err(|error| GraphError::InvalidInput(format!("malformed namespace: {error}")))?;
+    let key = message
+        .get("key")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
     match op {
-        "get" => answer(store.get(&key.namespace, &key.key).await?),
+        "get" => answer(store.get(&namespace, &key).await?),
         "put" => {
             store
-                .put(&key.namespace, &key.key, object(message.get("value")))
+                .put(&namespace, &key, object(message.remove("value")))
                 .await?;
             Ok(Value::Null)
         }
         "delete" => {
-            store.delete(&key.namespace, &key.key).await?;
+            store.delete(&namespace, &key).await?;
             Ok(Value::Null)
         }
         "search" => {
@@ -162,7 +137,7 @@ async fn store_call(
                 .and_then(Value::as_u64)
                 .and_then(|limit| usize::try_from(limit).ok())
                 .unwrap_or(10);
-            answer(store.search(&key.namespace, limit).await?)
+            answer(store.search(&namespace, limit).await?)
         }
         other => Err(GraphError::InvalidInput(format!(
             "unknown bridge call store.{other}"

@@ -208,10 +208,13 @@ impl Pool {
         store: Option<Arc<dyn LongTermStore>>,
     ) -> Result<Request, GraphError> {
         let worker = self
-            .workers()
-            .into_iter()
+            .workers
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .iter()
             .filter(|worker| worker.alive.load(Ordering::Relaxed))
             .min_by_key(|worker| worker.in_flight.load(Ordering::Relaxed))
+            .cloned()
             .ok_or_else(|| {
                 GraphError::Other(Box::new(RunError::new(
                     "WorkerUnavailable",
