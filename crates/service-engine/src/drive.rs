@@ -151,10 +151,10 @@ impl Engine {
         let mut messages = MessageAccumulator::default();
         let mut reply = None;
         let captures_reply = options.stream_mode.contains(&StreamMode::Custom);
+        // The frames of the chunks the graph has ready at once go to the bus in one
+        // call, made when it has no more ready (or enough piled up).
+        let mut ready = Vec::new();
         let consume = async {
-            // The frames of the chunks the graph has ready at once go to the bus in one
-            // call, made when it has no more ready (or enough piled up).
-            let mut ready = Vec::new();
             let outcome = loop {
                 let next = match chunks.next().now_or_never() {
                     Some(next) if ready.len() < READY_FRAMES => next,
@@ -181,7 +181,7 @@ impl Engine {
                     break Err(Ending::Failed(error.to_run_error()));
                 }
             };
-            self.publish_frames(run, ready).await;
+            self.publish_frames(run, std::mem::take(&mut ready)).await;
             outcome
         };
         let deadline = sleep_or_forever(self.config().run_timeout);
@@ -201,6 +201,8 @@ impl Engine {
                 Ending::TimedOut
             }
         };
+        // Frames the graph had made before a cancel or timeout cut the loop short.
+        self.publish_frames(run, ready).await;
         ended(ending, reply)
     }
 
