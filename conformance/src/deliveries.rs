@@ -2,11 +2,13 @@
 //! A driver without a deliveries repository declares so, and these rules are reported
 //! as ignored (see `conformance_tests!`); undeclared, they fail on such a store.
 
+use serde_json::json;
+use service_store::containment::Enforced;
 use service_store::{AttemptOutcome, DeliveriesRepo, DeliveryQuery, DeliveryRecord, ErrorKind};
 use service_types::{DeliveryStatus, RunStatus, Timestamp};
 use uuid::Uuid;
 
-use crate::harness::{Factory, Harness, assert_kind};
+use crate::harness::{Factory, Harness, assert_kind, obj};
 use crate::runs::with_webhook;
 
 /// Why a delivery rule fails on a store without deliveries.
@@ -315,6 +317,40 @@ pub async fn delivery_rows_survive_thread_and_run_delete(factory: Factory) {
         .await
         .expect("list");
     assert_eq!(listed.len(), 1);
+}
+
+/// A delivery keeps its run's metadata, and a listing with an ownership filter
+/// returns only the rows whose run's metadata it admits (deliveries outlive their
+/// thread, whose id a later owner may take).
+pub async fn delivery_rows_keep_their_owner_and_list_within_it(factory: Factory) {
+    let h = Harness::new(&factory).await;
+    let row = settled_delivery(&h).await;
+    assert_eq!(row.run_metadata, obj(json!({"owner": "a", "tag": 1})));
+    let kept = repo(&h).get(row.delivery.delivery_id).await.expect("get");
+    assert_eq!(
+        kept.map(|kept| kept.run_metadata),
+        Some(row.run_metadata.clone())
+    );
+    let within = |owners: Vec<serde_json::Value>| DeliveryQuery {
+        enforced: Some(Enforced(owners.into_iter().map(obj).collect())),
+        ..Default::default()
+    };
+    let run_id = row.delivery.run_id;
+    let owned = repo(&h)
+        .list(run_id, &within(vec![json!({"owner": "a"})]))
+        .await
+        .expect("list");
+    assert_eq!(owned, vec![row.delivery.clone()]);
+    let others = repo(&h)
+        .list(run_id, &within(vec![json!({"owner": "b"})]))
+        .await
+        .expect("list");
+    assert!(others.is_empty(), "another owner's filter lists nothing");
+    let none = repo(&h)
+        .list(run_id, &within(Vec::new()))
+        .await
+        .expect("list");
+    assert!(none.is_empty(), "no alternative admits nothing");
 }
 
 /// A driver that declares it has no deliveries repository really has none (else the

@@ -222,6 +222,7 @@ macro_rules! __conformance_tests {
                 delivery_list_by_run_filters_status_and_pages,
                 delivery_claim_due_is_exclusive_and_recovers_stalled,
                 delivery_rows_survive_thread_and_run_delete,
+                delivery_rows_keep_their_owner_and_list_within_it,
             ]
         }
 

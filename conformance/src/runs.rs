@@ -21,6 +21,7 @@ pub fn with_webhook(status: RunStatus) -> Settlement {
             url: "https://example.test/hook".into(),
             payload: obj(json!({"run_id": "r", "values": {"n": 1}})),
             payload_truncated: false,
+            run_metadata: obj(json!({"owner": "a", "tag": 1})),
         }),
         ..settlement(status)
     }

@@ -15,8 +15,10 @@ use axum::http::{HeaderValue, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value};
-use service_engine::auth::{Action, AuthRequest, Authorizer, Decision, Principal, Resource, Scope};
-use service_engine::{Engine, EngineError, ErrorKind};
+use service_engine::auth::{
+    Action, AuthRequest, Authorizer, Caller, Principal, Resource, Scope, decide,
+};
+use service_engine::{EngineError, ErrorKind};
 
 use crate::error::ApiError;
 use crate::extract::{BodyLimit, QueryParams, read_body};
@@ -87,10 +89,9 @@ impl fmt::Debug for Auth {
     }
 }
 
-/// The caller of a request that passed authentication (anonymous without an
-/// authenticator).
+/// The principal of a request that passed authentication.
 #[derive(Clone, Debug)]
-pub(crate) struct Caller(pub(crate) Arc<Principal>);
+pub(crate) struct Authenticated(pub(crate) Arc<Principal>);
 
 /// What the authentication layer needs: the authenticator and the public paths.
 #[derive(Clone)]
@@ -112,7 +113,7 @@ pub(crate) async fn authenticate(
     let (mut parts, body) = request.into_parts();
     match gate.authenticator.authenticate(&parts).await {
         Ok(principal) => {
-            parts.extensions.insert(Caller(principal));
+            parts.extensions.insert(Authenticated(principal));
             next.run(Request::from_parts(parts, body)).await
         }
         Err(refusal) => refusal.into_response(),
@@ -155,49 +156,20 @@ pub(crate) async fn guard(State(guard): State<Guard>, request: Request, next: Ne
     } else {
         (body, Value::Null)
     };
-    let principal = match parts.extensions.get::<Caller>() {
-        Some(caller) => caller.0.clone(),
-        None => Arc::new(Principal::new(ANONYMOUS)),
-    };
+    let principal = principal_of(&parts);
     let question = AuthRequest {
         resource: guard.resource,
         action: guard.action,
         value: &value,
     };
     let decision = authorizer.authorize(&principal, question).await;
-    match scope_of(&principal, question, decision) {
+    match decide(&principal, question, decision) {
         Ok(scope) => {
             parts.extensions.insert(scope);
             next.run(Request::from_parts(parts, body)).await
         }
-        Err(error) => error.into_response(),
+        Err(error) => ApiError(error).into_response(),
     }
-}
-
-/// The scope a decision grants: a denial is a 403; a namespace for anything but the
-/// store, or a metadata filter for the store, is the authorizer's mistake and fails
-/// closed (500, logged) rather than be read as "everything".
-fn scope_of(
-    principal: &Principal,
-    question: AuthRequest<'_>,
-    decision: Decision,
-) -> Result<Scope, ApiError> {
-    let is_store = question.resource == Resource::Store;
-    match Scope::from_decision(decision) {
-        Err(message) => {
-            tracing::info!(identity = %principal.identity, request = %question, "denied");
-            Err(ApiError(EngineError::new(ErrorKind::Forbidden, message)))
-        }
-        Ok(Scope::Namespace(_)) if !is_store => Err(misanswered(question)),
-        Ok(Scope::Owned(_)) if is_store => Err(misanswered(question)),
-        Ok(scope) => Ok(scope),
-    }
-}
-
-fn misanswered(question: AuthRequest<'_>) -> ApiError {
-    ApiError(EngineError::internal(std::io::Error::other(format!(
-        "the authorizer answered {question} with a scope that resource cannot take"
-    ))))
 }
 
 /// The request as the authorizer sees it: path parameters, query parameters (a
@@ -223,94 +195,33 @@ async fn request_value(parts: &mut Parts, bytes: &[u8]) -> Value {
     serde_json::json!({"path": path, "query": query, "body": body})
 }
 
-/// The scope the route's guard left; a route without a guard fails closed (500)
-/// instead of running unchecked.
+/// The caller of a route, as the engine takes it: the principal, the scope the
+/// route's guard left, and the authorizer for the engine's further questions. A route
+/// without a guard fails closed (500) instead of running unchecked.
 #[derive(Clone, Debug)]
-pub(crate) struct Scoped(pub(crate) Scope);
+pub(crate) struct CallerOf(pub(crate) Caller);
 
-impl<S: Send + Sync> FromRequestParts<S> for Scoped {
+impl<S: Send + Sync> FromRequestParts<S> for CallerOf {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
-        parts
-            .extensions
-            .get::<Scope>()
-            .cloned()
-            .map(Self)
-            .ok_or_else(|| {
-                ApiError(EngineError::internal(std::io::Error::other(
-                    "a route without an authorization guard was called",
-                )))
-            })
+        let scope = parts.extensions.get::<Scope>().cloned().ok_or_else(|| {
+            ApiError(EngineError::internal(std::io::Error::other(
+                "a route without an authorization guard was called",
+            )))
+        })?;
+        Ok(Self(Caller::new(
+            principal_of(parts),
+            parts.extensions.get::<Arc<dyn Authorizer>>().cloned(),
+            scope,
+        )))
     }
 }
 
-/// Asks the authorizer a further question from inside a route: a run's or cron's
-/// assistant must be readable by the caller, whatever the route's own resource.
-#[derive(Clone)]
-pub(crate) struct Asker {
-    authorizer: Option<Arc<dyn Authorizer>>,
-    principal: Arc<Principal>,
-}
-
-impl<S: Send + Sync> FromRequestParts<S> for Asker {
-    type Rejection = std::convert::Infallible;
-
-    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
-        Ok(Self {
-            authorizer: parts.extensions.get::<Arc<dyn Authorizer>>().cloned(),
-            principal: match parts.extensions.get::<Caller>() {
-                Some(caller) => caller.0.clone(),
-                None => Arc::new(Principal::new(ANONYMOUS)),
-            },
-        })
-    }
-}
-
-impl Asker {
-    /// The scope the caller has for `action` on `resource` with these path
-    /// parameters, as that route's guard would ask: a command on a WebSocket (a read
-    /// route) that starts a run is authorized as a run creation.
-    pub(crate) async fn scope_for(
-        &self,
-        resource: Resource,
-        action: Action,
-        path: Value,
-    ) -> Result<Scope, ApiError> {
-        let Some(authorizer) = &self.authorizer else {
-            return Ok(Scope::All);
-        };
-        let value = serde_json::json!({"path": path, "query": {}, "body": null});
-        let question = AuthRequest {
-            resource,
-            action,
-            value: &value,
-        };
-        let decision = authorizer.authorize(&self.principal, question).await;
-        scope_of(&self.principal, question, decision)
-    }
-
-    /// Not found unless the caller may read the assistant `assistant_id` names.
-    pub(crate) async fn assistant_readable(
-        &self,
-        engine: &Engine,
-        assistant_id: &str,
-    ) -> Result<(), ApiError> {
-        let Some(authorizer) = &self.authorizer else {
-            return Ok(());
-        };
-        let value = serde_json::json!({
-            "path": {"assistant_id": assistant_id},
-            "query": {},
-            "body": null,
-        });
-        let question = AuthRequest {
-            resource: Resource::Assistants,
-            action: Action::Read,
-            value: &value,
-        };
-        let decision = authorizer.authorize(&self.principal, question).await;
-        let scope = scope_of(&self.principal, question, decision)?;
-        Ok(engine.assistant_within(assistant_id, &scope).await?)
+/// The authenticated principal (anonymous without an authenticator).
+fn principal_of(parts: &Parts) -> Arc<Principal> {
+    match parts.extensions.get::<Authenticated>() {
+        Some(authenticated) => authenticated.0.clone(),
+        None => Arc::new(Principal::new(ANONYMOUS)),
     }
 }

@@ -9,16 +9,19 @@
 //! protocol v2 events) acts on nothing and is passed through unrecorded. The same key
 //! with a different request is refused with 422.
 
+use std::sync::Arc;
+
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use service_engine::auth::Authorizer;
 use service_engine::{Engine, EngineError};
 use service_store::{Begin, StoredResponse};
 use sha2::{Digest, Sha256};
 
-use crate::auth::Caller;
+use crate::auth::Authenticated;
 use crate::error::ApiError;
 use crate::extract::{BodyLimit, read_body};
 
@@ -43,7 +46,7 @@ pub(crate) async fn idempotency(
     }
     // A key is the caller's own: another principal's same key neither replays nor
     // conflicts with it. The identity's length keeps `a:b` + `c` apart from `a` + `b:c`.
-    let key = match request.extensions().get::<Caller>() {
+    let key = match request.extensions().get::<Authenticated>() {
         Some(caller) => format!("{}:{}:{key}", caller.0.identity.len(), caller.0.identity),
         None => key,
     };
@@ -68,7 +71,7 @@ pub(crate) async fn idempotency(
         .into_response(),
         Ok(Begin::Completed(recorded)) => {
             let prefix = mount_prefix(&parts);
-            replay(recorded, &prefix, parts.headers, next).await
+            replay(recorded, &prefix, parts, next).await
         }
         Ok(Begin::Acquired) => {
             let request = Request::from_parts(parts, Body::from(bytes));
@@ -182,7 +185,7 @@ fn mount_prefix(parts: &axum::http::request::Parts) -> String {
 async fn replay(
     recorded: StoredResponse,
     prefix: &str,
-    request_headers: HeaderMap,
+    retried: axum::http::request::Parts,
     next: Next,
 ) -> Response {
     let rejoin = recorded.headers.iter().any(|(name, _)| name == REJOIN);
@@ -195,8 +198,20 @@ async fn replay(
         // Re-join the run the first request created, from its first frame.
         let inner = location.strip_prefix(prefix).unwrap_or(&location);
         let mut request = Request::get(inner).body(Body::empty()).unwrap_or_default();
+        // The join is the retried request's own: its caller and authorizer (set by
+        // the layers outside this one) go with it, so the join's guard scopes it.
+        let extensions = request.extensions_mut();
+        if let Some(caller) = retried.extensions.get::<Authenticated>() {
+            extensions.insert(caller.clone());
+        }
+        if let Some(authorizer) = retried.extensions.get::<Arc<dyn Authorizer>>() {
+            extensions.insert(Arc::clone(authorizer));
+        }
+        if let Some(limit) = retried.extensions.get::<BodyLimit>() {
+            extensions.insert(*limit);
+        }
         for name in [header::AUTHORIZATION, HeaderName::from_static("x-api-key")] {
-            if let Some(value) = request_headers.get(&name) {
+            if let Some(value) = retried.headers.get(&name) {
                 request.headers_mut().insert(name, value.clone());
             }
         }

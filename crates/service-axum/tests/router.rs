@@ -478,6 +478,7 @@ async fn broken_app(expose_stacks: bool) -> Router {
     })
     .expect("a registry");
     engine
+        .system()
         .ensure_system_assistants()
         .await
         .expect("system assistants");

@@ -19,6 +19,36 @@ use crate::{Engine, EngineError, EngineResult};
 /// How many assistants runs remember at most (the whole memory is dropped when full).
 const REMEMBERED_ASSISTANTS: usize = 1024;
 
+/// The metadata entry marking a graph's system assistant, which every tenant may read
+/// and run (`created_by: system`, as the reference server marks it). Only the server
+/// writes it: a client's create or patch carrying it is refused.
+pub(crate) const SYSTEM_MARK: (&str, &str) = ("created_by", "system");
+
+/// True for a graph's system assistant.
+fn is_system(assistant: &Assistant) -> bool {
+    assistant.assistant_id == Assistant::system_id(&assistant.graph_id)
+        && assistant
+            .metadata
+            .get(SYSTEM_MARK.0)
+            .and_then(Value::as_str)
+            == Some(SYSTEM_MARK.1)
+}
+
+/// Refuses client metadata that carries the system mark.
+pub(crate) fn refuse_system_mark(metadata: Option<&Metadata>) -> EngineResult<()> {
+    let marked = metadata
+        .and_then(|metadata| metadata.get(SYSTEM_MARK.0))
+        .and_then(Value::as_str)
+        == Some(SYSTEM_MARK.1);
+    if marked {
+        return Err(EngineError::unprocessable(format!(
+            "metadata.{} = \"{}\" marks the server's own assistants; choose another value",
+            SYSTEM_MARK.0, SYSTEM_MARK.1
+        )));
+    }
+    Ok(())
+}
+
 /// One page of an assistant search.
 #[derive(Clone, Debug)]
 pub struct AssistantSearchPage {
@@ -31,13 +61,29 @@ pub struct AssistantSearchPage {
 }
 
 impl Engine {
-    /// Creates (once) the system assistant of every registered graph.
-    pub async fn ensure_system_assistants(&self) -> EngineResult<()> {
+    /// Creates (once) the system assistant of every registered graph. An assistant a
+    /// client made at a graph's system id before the graph was registered (it cannot
+    /// carry the mark) is replaced, so a graph added later cannot be squatted.
+    pub(crate) async fn ensure_system_assistants(&self) -> EngineResult<()> {
         for graph_id in self.graph_ids() {
+            let assistant_id = Assistant::system_id(&graph_id);
+            let assistants = self.store().assistants();
+            if let Some(existing) = assistants.get(assistant_id).await? {
+                if is_system(&existing) {
+                    continue;
+                }
+                tracing::warn!(
+                    %assistant_id,
+                    graph_id,
+                    "an assistant held the graph's system id; it is replaced by the system assistant"
+                );
+                assistants.delete(assistant_id).await?;
+                self.forget_assistant(assistant_id);
+            }
             let mut metadata = Metadata::new();
-            metadata.insert("created_by".into(), "system".into());
+            metadata.insert(SYSTEM_MARK.0.into(), SYSTEM_MARK.1.into());
             let new = NewAssistant {
-                assistant_id: Assistant::system_id(&graph_id),
+                assistant_id,
                 graph_id: graph_id.clone(),
                 config: Config::default(),
                 context: Metadata::new(),
@@ -45,17 +91,14 @@ impl Engine {
                 name: graph_id,
                 description: None,
             };
-            self.store()
-                .assistants()
-                .create(new, IfExists::DoNothing)
-                .await?;
+            assistants.create(new, IfExists::DoNothing).await?;
         }
         Ok(())
     }
 
     /// Reads an assistant by UUID or by registered graph id (its system assistant).
     /// `None` when there is no such assistant.
-    pub async fn find_assistant(&self, id: &str) -> EngineResult<Option<Assistant>> {
+    pub(crate) async fn find_assistant(&self, id: &str) -> EngineResult<Option<Assistant>> {
         let assistant_id = match Uuid::parse_str(id) {
             Ok(uuid) => uuid,
             Err(_) if self.graph_ids().iter().any(|graph| graph == id) => Assistant::system_id(id),
@@ -69,7 +112,7 @@ impl Engine {
     }
 
     /// Reads an assistant, 404 `Not Found` when absent.
-    pub async fn get_assistant(&self, id: &str) -> EngineResult<Assistant> {
+    pub(crate) async fn get_assistant(&self, id: &str) -> EngineResult<Assistant> {
         self.find_assistant(id)
             .await?
             .ok_or_else(|| EngineError::not_found("Not Found"))
@@ -133,7 +176,7 @@ impl Engine {
     }
 
     /// Creates an assistant (version 1).
-    pub async fn create_assistant(&self, body: AssistantCreate) -> EngineResult<Assistant> {
+    pub(crate) async fn create_assistant(&self, body: AssistantCreate) -> EngineResult<Assistant> {
         let graph_id = body
             .graph_id
             .ok_or_else(|| EngineError::unprocessable("\"graph_id\" is a required property"))?;
@@ -158,7 +201,7 @@ impl Engine {
     }
 
     /// Applies a patch, minting version max+1.
-    pub async fn update_assistant(
+    pub(crate) async fn update_assistant(
         &self,
         id: &str,
         body: service_types::AssistantPatch,
@@ -195,7 +238,7 @@ impl Engine {
 
     /// Deletes an assistant within `scope` and its versions; with `delete_threads`,
     /// also the threads within the scope whose metadata names it.
-    pub async fn delete_assistant(
+    pub(crate) async fn delete_assistant(
         &self,
         id: &str,
         delete_threads: bool,
@@ -219,7 +262,7 @@ impl Engine {
     }
 
     /// Searches assistants within `enforced`.
-    pub async fn search_assistants(
+    pub(crate) async fn search_assistants(
         &self,
         body: AssistantSearch,
         enforced: Option<Enforced>,
@@ -253,7 +296,7 @@ impl Engine {
     }
 
     /// Counts assistants within `enforced`.
-    pub async fn count_assistants(
+    pub(crate) async fn count_assistants(
         &self,
         body: AssistantSearch,
         enforced: Option<Enforced>,
@@ -271,7 +314,7 @@ impl Engine {
     }
 
     /// Versions of an assistant, newest first.
-    pub async fn assistant_versions(
+    pub(crate) async fn assistant_versions(
         &self,
         id: &str,
         body: AssistantVersionsQuery,
@@ -293,7 +336,7 @@ impl Engine {
     }
 
     /// Activates an existing version.
-    pub async fn set_latest_assistant_version(
+    pub(crate) async fn set_latest_assistant_version(
         &self,
         id: &str,
         version: i64,
@@ -311,14 +354,14 @@ impl Engine {
     }
 
     /// The graph drawing of an assistant's graph.
-    pub async fn assistant_graph(&self, id: &str, xray: u32) -> EngineResult<Value> {
+    pub(crate) async fn assistant_graph(&self, id: &str, xray: u32) -> EngineResult<Value> {
         let assistant = self.get_assistant(id).await?;
         let graph = self.load_graph(&assistant.graph_id).await?;
         Ok(graph.get_graph(xray).await?)
     }
 
     /// Subgraph schemas of an assistant's graph, keyed by namespace.
-    pub async fn assistant_subgraphs(
+    pub(crate) async fn assistant_subgraphs(
         &self,
         id: &str,
         namespace: Option<String>,
@@ -337,7 +380,7 @@ impl Engine {
     }
 
     /// JSON schemas of an assistant's graph.
-    pub async fn assistant_schemas(&self, id: &str) -> EngineResult<GraphSchema> {
+    pub(crate) async fn assistant_schemas(&self, id: &str) -> EngineResult<GraphSchema> {
         let assistant = self.get_assistant(id).await?;
         let mut schema = self
             .inner

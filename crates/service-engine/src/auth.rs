@@ -4,11 +4,14 @@
 //! is the HTTP adapter's; this is what the adapter and the engine agree on.
 
 use std::fmt;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use serde_json::Value;
 use service_store::containment::Enforced;
 use service_types::Metadata;
+
+use crate::{EngineError, EngineResult, ErrorKind};
 
 /// The authenticated caller.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -203,6 +206,120 @@ impl Scope {
         if matches!(self, Self::Owned(_)) {
             self.stamp(metadata.get_or_insert_with(Metadata::new));
         }
+    }
+}
+
+/// The scope `decision` grants for `request`: a denial is a 403; a namespace for
+/// anything but the store, or a metadata filter for the store, is the authorizer's
+/// mistake and fails closed (500, logged) rather than be read as "everything".
+pub fn decide(
+    principal: &Principal,
+    request: AuthRequest<'_>,
+    decision: Decision,
+) -> EngineResult<Scope> {
+    let is_store = request.resource == Resource::Store;
+    match Scope::from_decision(decision) {
+        Err(message) => {
+            tracing::info!(identity = %principal.identity, %request, "denied");
+            Err(EngineError::new(ErrorKind::Forbidden, message))
+        }
+        Ok(Scope::Namespace(_)) if !is_store => Err(misanswered(request)),
+        Ok(Scope::Owned(_)) if is_store => Err(misanswered(request)),
+        Ok(scope) => Ok(scope),
+    }
+}
+
+fn misanswered(request: AuthRequest<'_>) -> EngineError {
+    EngineError::internal(std::io::Error::other(format!(
+        "the authorizer answered {request} with a scope that resource cannot take"
+    )))
+}
+
+/// Who calls the engine: the principal, the scope its request was granted, and the
+/// authorizer, which the engine asks again when a request touches a second resource
+/// (a run's assistant, a cron's). Every verb on tenant data is reached through one
+/// ([`Engine::as_caller`](crate::Engine::as_caller)).
+#[derive(Clone)]
+pub struct Caller {
+    principal: Arc<Principal>,
+    authorizer: Option<Arc<dyn Authorizer>>,
+    scope: Scope,
+}
+
+impl fmt::Debug for Caller {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Caller")
+            .field("identity", &self.principal.identity)
+            .field("scope", &self.scope)
+            .field("authorizer", &self.authorizer.is_some())
+            .finish()
+    }
+}
+
+impl Caller {
+    /// A caller granted `scope` by `authorizer` (none: nothing further is asked).
+    pub fn new(
+        principal: Arc<Principal>,
+        authorizer: Option<Arc<dyn Authorizer>>,
+        scope: Scope,
+    ) -> Self {
+        Self {
+            principal,
+            authorizer,
+            scope,
+        }
+    }
+
+    /// A caller that may touch everything: the server's own work (crons firing,
+    /// sweepers, recovery) and embedders without authorization.
+    pub fn system() -> Self {
+        Self::new(Arc::new(Principal::new("system")), None, Scope::All)
+    }
+
+    /// Who is calling.
+    pub fn principal(&self) -> &Principal {
+        &self.principal
+    }
+
+    /// What the request was granted.
+    pub fn scope(&self) -> &Scope {
+        &self.scope
+    }
+
+    /// The scope the caller has for `action` on `resource` with these path parameters,
+    /// as that resource's route would ask: everything without an authorizer.
+    pub async fn ask(
+        &self,
+        resource: Resource,
+        action: Action,
+        path: Value,
+    ) -> EngineResult<Scope> {
+        let Some(authorizer) = &self.authorizer else {
+            return Ok(Scope::All);
+        };
+        let value = serde_json::json!({"path": path, "query": {}, "body": null});
+        let request = AuthRequest {
+            resource,
+            action,
+            value: &value,
+        };
+        let decision = authorizer.authorize(&self.principal, request).await;
+        decide(&self.principal, request, decision)
+    }
+
+    /// The same principal granted the scope of another question: a command on a read
+    /// route (a WebSocket) that starts a run acts as a run creation.
+    pub async fn acting_as(
+        &self,
+        resource: Resource,
+        action: Action,
+        path: Value,
+    ) -> EngineResult<Self> {
+        let scope = self.ask(resource, action, path).await?;
+        Ok(Self {
+            scope,
+            ..self.clone()
+        })
     }
 }
 

@@ -1,5 +1,6 @@
 //! Crons: scheduled runs, and the scheduler that fires them.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -9,7 +10,7 @@ use service_store::{CronFilter, CronPatch, CronQuery, NewCron};
 use service_types::{Cron, CronCreate, CronSearch, Metadata, OnCompletion, RunCreate};
 use uuid::Uuid;
 
-use crate::auth::Scope;
+use crate::auth::{Caller, Principal, Scope};
 use crate::limits::{offset, search_limit};
 use crate::{Engine, EngineError, EngineResult, RunTarget};
 
@@ -44,20 +45,24 @@ fn check_schedule(schedule: &str, timezone: Option<&str>) -> EngineResult<()> {
 
 impl Engine {
     /// Creates a cron; `thread_id` makes it fire on that thread (which must be within
-    /// `scope`), else each firing is a stateless run. The cron and its runs are stamped
-    /// with the scope's metadata, and its firings run within the scope.
-    pub async fn create_cron(
+    /// the caller's scope), else each firing is a stateless run. The caller must be
+    /// able to read its assistant. The cron and its runs are stamped with the scope's
+    /// metadata, and its firings run within the scope.
+    pub(crate) async fn create_cron(
         &self,
+        caller: &Caller,
         thread_id: Option<Uuid>,
         mut body: CronCreate,
-        scope: &Scope,
     ) -> EngineResult<Cron> {
+        let scope = caller.scope();
         check_schedule(&body.schedule, body.timezone.as_deref())?;
         crate::limits::check_run_numbers(&body.run)?;
         if let Some(webhook) = &body.run.webhook {
             self.check_webhook(webhook)?;
         }
-        let assistant = self.resolve_run_assistant(&body.run.assistant_id).await?;
+        let assistant = self
+            .runnable_assistant(caller, &body.run.assistant_id)
+            .await?;
         if let Some(thread_id) = thread_id
             && !scope.admits(&self.get_thread(thread_id).await?.metadata)
         {
@@ -106,7 +111,7 @@ impl Engine {
     }
 
     /// Reads a cron.
-    pub async fn get_cron(&self, cron_id: Uuid) -> EngineResult<Cron> {
+    pub(crate) async fn get_cron(&self, cron_id: Uuid) -> EngineResult<Cron> {
         self.store()
             .crons()
             .get(cron_id)
@@ -115,17 +120,26 @@ impl Engine {
     }
 
     /// Updates a cron: schedule fields, enabled, metadata (merged) and payload keys.
-    /// A cron outside `scope` is not found; a patched payload or metadata keeps the
-    /// scope's stamp.
-    pub async fn update_cron(
+    /// A cron outside the caller's scope is not found; a patched payload or metadata
+    /// keeps the scope's stamp; a new assistant must be one the caller may read.
+    pub(crate) async fn update_cron(
         &self,
+        caller: &Caller,
         cron_id: Uuid,
         mut body: service_types::CronPatch,
-        scope: &Scope,
     ) -> EngineResult<Cron> {
+        let scope = caller.scope();
         let current = self.get_cron(cron_id).await?;
         if !scope.admits(&current.metadata) {
             return Err(cron_not_found());
+        }
+        if let Some(named) = body.payload.get("assistant_id") {
+            let Value::String(id) = named else {
+                return Err(EngineError::unprocessable("assistant_id must be a string"));
+            };
+            let assistant = self.runnable_assistant(caller, id).await?;
+            body.payload
+                .insert("assistant_id".into(), json!(assistant.assistant_id));
         }
         if body.metadata.is_some() {
             scope.stamp_option(&mut body.metadata);
@@ -185,7 +199,7 @@ impl Engine {
     }
 
     /// Deletes a cron.
-    pub async fn delete_cron(&self, cron_id: Uuid) -> EngineResult<()> {
+    pub(crate) async fn delete_cron(&self, cron_id: Uuid) -> EngineResult<()> {
         self.store()
             .crons()
             .delete(cron_id)
@@ -216,7 +230,7 @@ impl Engine {
 
     /// Searches crons: one page, with the count of every match for the pagination
     /// headers (as assistant search has); only crons within `enforced`.
-    pub async fn search_crons(
+    pub(crate) async fn search_crons(
         &self,
         body: CronSearch,
         enforced: Option<Enforced>,
@@ -243,7 +257,7 @@ impl Engine {
     }
 
     /// Counts crons within `enforced`.
-    pub async fn count_crons(
+    pub(crate) async fn count_crons(
         &self,
         body: CronSearch,
         enforced: Option<Enforced>,
@@ -270,7 +284,7 @@ impl Engine {
 
     /// Starts one run per due cron occurrence; each occurrence fires once even with
     /// several instances, because the store advances it with a compare-and-set.
-    pub async fn fire_due_crons(&self) {
+    pub(crate) async fn fire_due_crons(&self) {
         loop {
             let due = match self.store().crons().due(self.now(), FIRE_BATCH).await {
                 Ok(due) => due,
@@ -328,7 +342,9 @@ impl Engine {
                 RunTarget::Stateless
             }
         };
-        match self.create_run_within(target, body, &scope).await {
+        // The creator's assistant was checked when the cron was made or last patched.
+        let creator = Caller::new(Arc::new(Principal::new("cron")), None, scope);
+        match self.create_run(&creator, target, body).await {
             Ok(run) => tracing::info!(cron_id = %cron.cron_id, run_id = %run.run_id, "cron fired"),
             Err(error) => {
                 tracing::error!(cron_id = %cron.cron_id, error = %error.chain(), "cron run failed to start")

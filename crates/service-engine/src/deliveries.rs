@@ -7,6 +7,7 @@ use service_store::{DeliveryQuery, WebhookRequest, webhook_status};
 use service_types::{Delivery, Metadata, Run, RunStatus, Timestamp};
 use uuid::Uuid;
 
+use crate::auth::Scope;
 use crate::webhooks::Outgoing;
 use crate::{Engine, EngineError, EngineResult};
 
@@ -72,6 +73,7 @@ impl Engine {
             url: body.url.to_owned(),
             payload,
             payload_truncated,
+            run_metadata: run.metadata.clone(),
         })
     }
 
@@ -112,13 +114,15 @@ impl Engine {
         }
     }
 
-    /// A run's deliveries (`GET /threads/{thread_id}/runs/{run_id}/deliveries`). They
-    /// outlive their run and thread, so the path is checked against the rows.
-    pub async fn list_deliveries(
+    /// A run's deliveries (`GET /threads/{thread_id}/runs/{run_id}/deliveries`) within
+    /// `scope`. They outlive their run and thread, so the path and the owner are
+    /// checked against the rows.
+    pub(crate) async fn list_deliveries(
         &self,
         thread_id: Uuid,
         run_id: Uuid,
         query: &DeliveryQuery,
+        scope: &Scope,
     ) -> EngineResult<Vec<Delivery>> {
         if query
             .limit
@@ -133,23 +137,30 @@ impl Engine {
         let Some(deliveries) = self.store().deliveries() else {
             return Ok(Vec::new());
         };
-        let mut listed = deliveries.list(run_id, query).await?;
+        let query = DeliveryQuery {
+            enforced: scope.enforced(),
+            ..query.clone()
+        };
+        let mut listed = deliveries.list(run_id, &query).await?;
         listed.retain(|delivery| delivery.thread_id == thread_id);
         Ok(listed)
     }
 
     /// Makes a delivery not yet delivered due now and attempts it
     /// (`POST .../deliveries/{delivery_id}/replay`).
-    pub async fn replay_delivery(
+    pub(crate) async fn replay_delivery(
         &self,
         thread_id: Uuid,
         run_id: Uuid,
         delivery_id: Uuid,
+        scope: &Scope,
     ) -> EngineResult<Delivery> {
         let not_found = || EngineError::not_found(format!("Delivery {delivery_id} not found"));
         let deliveries = self.store().deliveries().ok_or_else(not_found)?;
         let belongs = deliveries.get(delivery_id).await?.is_some_and(|record| {
-            record.delivery.run_id == run_id && record.delivery.thread_id == thread_id
+            record.delivery.run_id == run_id
+                && record.delivery.thread_id == thread_id
+                && scope.admits(&record.run_metadata)
         });
         if !belongs {
             return Err(not_found());

@@ -210,6 +210,16 @@ impl From<StoreError> for EngineError {
         if kind == ErrorKind::Internal {
             return EngineError::internal(error);
         }
+        if kind == ErrorKind::Unavailable {
+            // The database's own words (SQLSTATEs, statement text, hosts) are for the
+            // log, which gets them through the source; clients get the class.
+            let mut engine_error = EngineError::new(
+                kind,
+                "The database is temporarily unavailable; try again shortly",
+            );
+            engine_error.code = Some("store_unavailable");
+            return engine_error.with_source(error);
+        }
         // The message goes to the client; its cause (a lost connection behind a 503)
         // to the log.
         let mut engine_error = EngineError::new(kind, error.message);
@@ -231,5 +241,26 @@ impl From<GraphError> for EngineError {
             }
             other => EngineError::internal(other),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_transient_database_error_reaches_clients_as_its_class_and_the_log_in_full() {
+        let cause = std::io::Error::other("57014: canceling statement due to statement timeout");
+        let store =
+            StoreError::transient("database error: 57014: canceling statement").with_source(cause);
+        let error = EngineError::from(store);
+        assert_eq!(error.kind, ErrorKind::Unavailable);
+        assert_eq!(error.code, Some("store_unavailable"));
+        assert!(!error.message.contains("57014"), "{}", error.message);
+        assert!(
+            error
+                .chain()
+                .contains("canceling statement due to statement timeout")
+        );
     }
 }

@@ -27,9 +27,76 @@ pub fn validate_namespace(namespace: &[String]) -> EngineResult<()> {
     Ok(())
 }
 
+/// The first label of every tenant's namespaces. The engine adds it for a caller
+/// whose scope is a namespace; no request and no graph may name it, so a tenant's
+/// items can be neither reached nor planted from outside.
+pub const TENANT_ROOT: &str = "@tenant";
+
+/// Refuses a namespace (or prefix) under the reserved root.
+pub(crate) fn refuse_reserved_root(namespace: &[String]) -> EngineResult<()> {
+    if namespace.first().is_some_and(|label| label == TENANT_ROOT) {
+        return Err(EngineError::unprocessable(format!(
+            "Namespace label '{TENANT_ROOT}' is reserved for the server"
+        )));
+    }
+    Ok(())
+}
+
+/// A tenant's place in the store: the reserved root, then its labels escaped so that
+/// no label can be a wildcard (`*`), hold a period, or equal another tenant's.
+pub(crate) struct Tenant(Vec<String>);
+
+impl Tenant {
+    pub(crate) fn new(labels: &[String]) -> Self {
+        let escaped = labels.iter().map(|label| escape_label(label));
+        Self(
+            std::iter::once(TENANT_ROOT.to_owned())
+                .chain(escaped)
+                .collect(),
+        )
+    }
+
+    /// How many labels the tenant's place adds.
+    pub(crate) fn depth(&self) -> usize {
+        self.0.len()
+    }
+
+    /// `namespace` moved under the tenant's place.
+    pub(crate) fn inside(&self, namespace: Vec<String>) -> Vec<String> {
+        self.0.iter().cloned().chain(namespace).collect()
+    }
+
+    /// A stored namespace as the tenant sees it: without its place.
+    pub(crate) fn outside(&self, mut namespace: Vec<String>) -> Vec<String> {
+        if namespace.starts_with(&self.0) {
+            namespace.drain(..self.0.len());
+        }
+        namespace
+    }
+}
+
+/// Percent-escapes what a label may not hold or mean: `%` (the escape itself), `.`
+/// (the store's separator) and `*` (a wildcard); an empty label becomes `%`, which no
+/// escaped label can be.
+fn escape_label(label: &str) -> String {
+    if label.is_empty() {
+        return "%".to_owned();
+    }
+    let mut escaped = String::with_capacity(label.len());
+    for char in label.chars() {
+        match char {
+            '%' => escaped.push_str("%25"),
+            '.' => escaped.push_str("%2E"),
+            '*' => escaped.push_str("%2A"),
+            other => escaped.push(other),
+        }
+    }
+    escaped
+}
+
 impl Engine {
     /// Stores an item; the configured default ttl applies when none is given.
-    pub async fn put_item(&self, body: StorePut) -> EngineResult<()> {
+    pub(crate) async fn put_item(&self, body: StorePut) -> EngineResult<()> {
         validate_namespace(&body.namespace)?;
         let Value::Object(value) = body.value else {
             return Err(EngineError::unprocessable("value must be an object"));
@@ -47,7 +114,7 @@ impl Engine {
 
     /// Reads an item; `refresh` (default: the configured refresh_on_read) extends a
     /// live item's expiry.
-    pub async fn get_item(
+    pub(crate) async fn get_item(
         &self,
         namespace: &[String],
         key: &str,
@@ -58,12 +125,12 @@ impl Engine {
     }
 
     /// Deletes an item (absent is fine).
-    pub async fn delete_item(&self, namespace: &[String], key: &str) -> EngineResult<()> {
+    pub(crate) async fn delete_item(&self, namespace: &[String], key: &str) -> EngineResult<()> {
         Ok(self.store().items().delete(namespace, key).await?)
     }
 
     /// Filtered search under a namespace prefix.
-    pub async fn search_items(&self, body: StoreSearch) -> EngineResult<Vec<SearchItem>> {
+    pub(crate) async fn search_items(&self, body: StoreSearch) -> EngineResult<Vec<SearchItem>> {
         let filter = match &body.filter {
             Some(filter) => StoreFilter::from_object(filter)?,
             None => StoreFilter::default(),
@@ -80,7 +147,7 @@ impl Engine {
     }
 
     /// Lists namespaces.
-    pub async fn list_namespaces(
+    pub(crate) async fn list_namespaces(
         &self,
         body: StoreListNamespaces,
     ) -> EngineResult<Vec<Vec<String>>> {
@@ -101,7 +168,7 @@ impl Engine {
     }
 
     /// The long-term store handle handed to graph runs.
-    pub fn long_term_store(&self) -> Arc<dyn LongTermStore> {
+    pub(crate) fn long_term_store(&self) -> Arc<dyn LongTermStore> {
         Arc::new(StoreBridge {
             store: self.store().clone(),
             default_ttl: self.config().store_default_ttl_minutes,
@@ -113,6 +180,11 @@ impl Engine {
 struct StoreBridge {
     store: Store,
     default_ttl: Option<f64>,
+}
+
+/// Graphs share the store with clients but never a tenant's part of it.
+fn graph_namespace(namespace: &[String]) -> Result<(), GraphError> {
+    refuse_reserved_root(namespace).map_err(|error| GraphError::InvalidInput(error.message.clone()))
 }
 
 fn graph_error(error: service_store::StoreError) -> GraphError {
@@ -127,6 +199,7 @@ impl LongTermStore for StoreBridge {
         key: &str,
         value: Metadata,
     ) -> Result<(), GraphError> {
+        graph_namespace(namespace)?;
         let item = PutItem {
             namespace: namespace.to_vec(),
             key: key.to_owned(),
@@ -137,6 +210,7 @@ impl LongTermStore for StoreBridge {
     }
 
     async fn get(&self, namespace: &[String], key: &str) -> Result<Option<Item>, GraphError> {
+        graph_namespace(namespace)?;
         self.store
             .items()
             .get(namespace, key, true)
@@ -145,6 +219,7 @@ impl LongTermStore for StoreBridge {
     }
 
     async fn delete(&self, namespace: &[String], key: &str) -> Result<(), GraphError> {
+        graph_namespace(namespace)?;
         self.store
             .items()
             .delete(namespace, key)
@@ -157,6 +232,7 @@ impl LongTermStore for StoreBridge {
         namespace_prefix: &[String],
         limit: usize,
     ) -> Result<Vec<Item>, GraphError> {
+        graph_namespace(namespace_prefix)?;
         let search = ItemSearch {
             namespace_prefix: namespace_prefix.to_vec(),
             limit: Some(limit.min(1000)),
@@ -185,5 +261,25 @@ mod tests {
         );
         assert!(validate_namespace(&["a.b".into()]).is_err());
         assert!(validate_namespace(&[String::new()]).is_err());
+    }
+
+    #[test]
+    fn tenant_labels_are_escaped_so_none_is_a_wildcard_or_another_tenants() {
+        let place = |label: &str| Tenant::new(&[label.to_owned()]).inside(Vec::new());
+        assert_eq!(place("*"), vec![TENANT_ROOT, "%2A"]);
+        assert_eq!(place("a.b"), vec![TENANT_ROOT, "a%2Eb"]);
+        assert_ne!(place("a%2Eb"), place("a.b"));
+        assert_ne!(place(""), place("%"));
+        let tenant = Tenant::new(&["memories".to_owned()]);
+        let stored = tenant.inside(vec!["memories".into()]);
+        assert_eq!(stored, vec![TENANT_ROOT, "memories", "memories"]);
+        assert_eq!(tenant.outside(stored), vec!["memories".to_owned()]);
+    }
+
+    #[test]
+    fn the_reserved_root_is_refused_to_requests_and_graphs() {
+        assert!(refuse_reserved_root(&[TENANT_ROOT.to_owned(), "x".into()]).is_err());
+        assert!(refuse_reserved_root(&["x".to_owned(), TENANT_ROOT.into()]).is_ok());
+        assert!(graph_namespace(&[TENANT_ROOT.to_owned()]).is_err());
     }
 }

@@ -50,19 +50,36 @@ impl std::fmt::Debug for RunStream {
 }
 
 impl Engine {
-    /// Finds a run to join: `thread_id` narrows it to one thread.
-    pub async fn run_to_join(&self, thread_id: Option<Uuid>, run_id: Uuid) -> RunToJoin {
-        match self.get_run(thread_id, run_id).await {
-            Ok(run) => RunToJoin::Run(Box::new(run)),
-            Err(_) if self.inner.bus.is_open(Topic::Run(run_id)).await => RunToJoin::Forgotten,
-            Err(_) => RunToJoin::Unknown,
+    /// Finds a run to join: `thread_id` narrows it to one thread. A run on another
+    /// thread is unknown, decided before the bus is asked; a run whose row is gone is
+    /// joined from the bus only when no live thread is named (a stateless run's
+    /// thread goes with it), since a live thread's runs all have rows.
+    pub(crate) async fn run_to_join(&self, thread_id: Option<Uuid>, run_id: Uuid) -> RunToJoin {
+        match self.store().runs().get(run_id).await {
+            Ok(Some(run)) if thread_id.is_none_or(|thread| run.thread_id == thread) => {
+                RunToJoin::Run(Box::new(run))
+            }
+            Ok(Some(_)) | Err(_) => RunToJoin::Unknown,
+            Ok(None) => {
+                if let Some(thread_id) = thread_id
+                    && !matches!(self.store().threads().get(thread_id).await, Ok(None))
+                {
+                    return RunToJoin::Unknown;
+                }
+                if self.inner.bus.is_open(Topic::Run(run_id)).await {
+                    RunToJoin::Forgotten
+                } else {
+                    RunToJoin::Unknown
+                }
+            }
         }
     }
 
-    /// Joins a run's stream from `replay`; `None` for an unknown run. An active run's
-    /// topic is opened if it is not yet, so a join that comes before the run's first
-    /// frame still sees every frame.
-    pub async fn join_run_stream(
+    /// Joins a run's stream from `replay`; `None` for an unknown run (as
+    /// [`run_to_join`](Self::run_to_join) finds it). An active run's topic is opened
+    /// if it is not yet, so a join that comes before the run's first frame still sees
+    /// every frame.
+    pub(crate) async fn join_run_stream(
         &self,
         thread_id: Option<Uuid>,
         run_id: Uuid,
@@ -70,10 +87,11 @@ impl Engine {
     ) -> Option<RunStream> {
         let topic = Topic::Run(run_id);
         let bus = &self.inner.bus;
-        let run = self.get_run(thread_id, run_id).await.ok();
-        if run.is_none() && !bus.is_open(topic).await {
-            return None;
-        }
+        let run = match self.run_to_join(thread_id, run_id).await {
+            RunToJoin::Run(run) => Some(*run),
+            RunToJoin::Forgotten => None,
+            RunToJoin::Unknown => return None,
+        };
         let active = run.as_ref().is_some_and(|run| !run.status.is_terminal());
         let mut subscription = bus.subscribe(topic, replay).await;
         if subscription.is_none() && active {
@@ -97,7 +115,7 @@ impl Engine {
 
     /// Joins a thread's stream from `replay`: the frames of every run on the thread,
     /// run-done markers and state updates.
-    pub async fn join_thread_stream(
+    pub(crate) async fn join_thread_stream(
         &self,
         thread_id: Uuid,
         replay: Replay,
@@ -111,13 +129,17 @@ impl Engine {
     /// Waits until the run ends and returns its wait/join body: the final values (with
     /// `__interrupt__` when it paused), `{"__error__": RunError}` when it failed, or the
     /// thread's current values when it was cancelled.
-    pub async fn run_result(&self, run_id: Uuid) -> Value {
+    pub(crate) async fn run_result(&self, run_id: Uuid) -> Value {
         self.run_result_from(run_id, None).await
     }
 
     /// [`run_result`](Self::run_result), reading `subscription` (taken at the run's
     /// creation, see [`create_run_watched`](Self::create_run_watched)) first.
-    pub async fn run_result_from(&self, run_id: Uuid, subscription: Option<Subscription>) -> Value {
+    pub(crate) async fn run_result_from(
+        &self,
+        run_id: Uuid,
+        subscription: Option<Subscription>,
+    ) -> Value {
         let topic = Topic::Run(run_id);
         let mut last_seen = None;
         let mut taken = subscription;

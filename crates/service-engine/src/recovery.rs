@@ -34,7 +34,7 @@ impl Engine {
     }
 
     /// Settles, as errors, running runs whose executor is gone. Returns how many.
-    pub async fn recover_orphaned_runs(&self) -> usize {
+    pub(crate) async fn recover_orphaned_runs(&self) -> usize {
         let query = ActiveRunsQuery {
             status: Some(RunStatus::Running),
             limit: Some(self.config().max_page_size),

@@ -14,7 +14,7 @@ use service_types::{
 use uuid::Uuid;
 
 use crate::active::ActiveRun;
-use crate::auth::Scope;
+use crate::auth::{Caller, Scope};
 use crate::bus::{Replay, Subscription, Topic};
 use crate::limits::{check_run_numbers, clamped_limit, offset};
 use crate::run_options::{RunIds, RunOptions};
@@ -38,22 +38,17 @@ fn no_runs_to_cancel() -> EngineError {
 }
 
 impl Engine {
-    /// Creates a run: validates the body, prepares the thread, applies the multitask
+    /// Creates a run for `caller`: validates the body, checks the caller may read the
+    /// run's assistant, prepares the thread (one outside the caller's scope is not
+    /// found; one made for the run is stamped, as is the run), applies the multitask
     /// strategy, inserts the pending row and wakes a worker.
-    pub async fn create_run(&self, target: RunTarget, body: RunCreate) -> EngineResult<Run> {
-        self.create_run_within(target, body, &Scope::All).await
-    }
-
-    /// [`create_run`](Self::create_run) for a caller limited to `scope`: the run and a
-    /// thread made for it are stamped with the scope's metadata, and a thread outside
-    /// the scope is not found.
-    pub async fn create_run_within(
+    pub(crate) async fn create_run(
         &self,
+        caller: &Caller,
         target: RunTarget,
         body: RunCreate,
-        scope: &Scope,
     ) -> EngineResult<Run> {
-        Ok(self.create(target, body, false, scope).await?.0)
+        Ok(self.create(caller, target, body, false).await?.0)
     }
 
     /// Like [`create_run`](Self::create_run), also subscribed to the run's frames from
@@ -61,24 +56,13 @@ impl Engine {
     /// that ends, and drops out of the bus's retention, before it subscribes. Such a
     /// run on a thread made for it may be created claimed, for an idle worker, so the
     /// returned run's status is not the pending one clients are shown on creation.
-    pub async fn create_run_watched(
+    pub(crate) async fn create_run_watched(
         &self,
+        caller: &Caller,
         target: RunTarget,
         body: RunCreate,
     ) -> EngineResult<(Run, Subscription)> {
-        self.create_run_watched_within(target, body, &Scope::All)
-            .await
-    }
-
-    /// [`create_run_watched`](Self::create_run_watched) within `scope`, as
-    /// [`create_run_within`](Self::create_run_within).
-    pub async fn create_run_watched_within(
-        &self,
-        target: RunTarget,
-        body: RunCreate,
-        scope: &Scope,
-    ) -> EngineResult<(Run, Subscription)> {
-        let (run, subscription) = self.create(target, body, true, scope).await?;
+        let (run, subscription) = self.create(caller, target, body, true).await?;
         Ok((
             run,
             subscription.unwrap_or_else(|| futures::stream::empty().boxed()),
@@ -87,17 +71,18 @@ impl Engine {
 
     async fn create(
         &self,
+        caller: &Caller,
         target: RunTarget,
         mut body: RunCreate,
         watch: bool,
-        scope: &Scope,
     ) -> EngineResult<(Run, Option<Subscription>)> {
         validate_run_body(&body, target)?;
+        let scope = caller.scope();
         scope.stamp_option(&mut body.metadata);
         if let Some(webhook) = &body.webhook {
             self.check_webhook(webhook)?;
         }
-        let assistant = self.resolve_run_assistant(&body.assistant_id).await?;
+        let assistant = self.runnable_assistant(caller, &body.assistant_id).await?;
         if let Queued::Run(run, subscription) =
             self.queue(target, &body, &assistant, watch, scope).await?
         {
@@ -106,7 +91,7 @@ impl Engine {
         // Built from a remembered assistant that changed since (on another instance):
         // once more from the stored one.
         self.forget_assistant(assistant.assistant_id);
-        let assistant = self.resolve_run_assistant(&body.assistant_id).await?;
+        let assistant = self.runnable_assistant(caller, &body.assistant_id).await?;
         match self.queue(target, &body, &assistant, watch, scope).await? {
             Queued::Run(run, subscription) => Ok((run, subscription)),
             _ => Err(EngineError::conflict(
@@ -369,14 +354,14 @@ impl Engine {
     }
 
     /// Reads a run of a thread.
-    pub async fn get_run(&self, thread_id: Option<Uuid>, run_id: Uuid) -> EngineResult<Run> {
+    pub(crate) async fn get_run(&self, thread_id: Option<Uuid>, run_id: Uuid) -> EngineResult<Run> {
         let run = self.store().runs().get(run_id).await?;
         run.filter(|run| thread_id.is_none_or(|thread| run.thread_id == thread))
             .ok_or_else(|| EngineError::not_found("Not Found"))
     }
 
     /// A thread's runs, newest first.
-    pub async fn list_runs(
+    pub(crate) async fn list_runs(
         &self,
         thread_id: Uuid,
         limit: Option<i64>,
@@ -393,7 +378,7 @@ impl Engine {
     }
 
     /// Deletes a run; a running one is cancelled first.
-    pub async fn delete_run(&self, thread_id: Uuid, run_id: Uuid) -> EngineResult<()> {
+    pub(crate) async fn delete_run(&self, thread_id: Uuid, run_id: Uuid) -> EngineResult<()> {
         let run = self
             .store()
             .runs()
@@ -410,7 +395,7 @@ impl Engine {
     }
 
     /// Cancels one run of a thread.
-    pub async fn cancel_run(
+    pub(crate) async fn cancel_run(
         &self,
         thread_id: Uuid,
         run_id: Uuid,
@@ -428,7 +413,7 @@ impl Engine {
 
     /// Cancels every run a bulk-cancel body selects within `scope` (by status, or by
     /// id on one thread within it); 404 when none matched.
-    pub async fn cancel_runs(
+    pub(crate) async fn cancel_runs(
         &self,
         body: BulkCancel,
         action: CancelAction,

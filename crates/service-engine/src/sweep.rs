@@ -20,7 +20,7 @@ impl Engine {
 
     /// One sweeper pass: expired threads (in bounded batches, again at once while a
     /// batch is full), expired store items, expired idempotency records.
-    pub async fn sweep_once(&self) {
+    pub(crate) async fn sweep_once(&self) {
         loop {
             let now = self.now();
             let expired = match self.store().threads().expired(now, SWEEP_BATCH).await {

@@ -13,6 +13,7 @@ use service_types::{
 };
 use uuid::Uuid;
 
+use crate::auth::Scope;
 use crate::bus::Topic;
 use crate::limits::{offset, search_limit};
 use crate::{Engine, EngineError, EngineResult};
@@ -42,9 +43,16 @@ impl Engine {
         })
     }
 
-    /// Creates a thread, applying `supersteps` through its graph when given.
-    pub async fn create_thread(&self, body: ThreadCreate) -> EngineResult<Thread> {
+    /// Creates a thread stamped with `scope`, applying `supersteps` through its graph
+    /// when given. An existing thread outside `scope` is a conflict before anything is
+    /// applied to it (`if_exists: do_nothing` would otherwise hand it over).
+    pub(crate) async fn create_thread(
+        &self,
+        mut body: ThreadCreate,
+        scope: &Scope,
+    ) -> EngineResult<Thread> {
         crate::limits::check_ttl_minutes(body.ttl.map(TtlSetting::minutes))?;
+        scope.stamp_option(&mut body.metadata);
         let thread_id = body.thread_id.unwrap_or_else(Uuid::now_v7);
         let new = NewThread {
             thread_id,
@@ -54,6 +62,11 @@ impl Engine {
         };
         let if_exists = body.if_exists.unwrap_or_default();
         let thread = self.store().threads().create(new, if_exists).await?;
+        if !scope.admits(&thread.metadata) {
+            return Err(EngineError::conflict(format!(
+                "Thread {thread_id} already exists"
+            )));
+        }
         let Some(supersteps) = body.supersteps.filter(|steps| !steps.is_empty()) else {
             return Ok(thread);
         };
@@ -109,7 +122,7 @@ impl Engine {
     }
 
     /// Reads a thread.
-    pub async fn get_thread(&self, thread_id: Uuid) -> EngineResult<Thread> {
+    pub(crate) async fn get_thread(&self, thread_id: Uuid) -> EngineResult<Thread> {
         self.store()
             .threads()
             .get(thread_id)
@@ -118,7 +131,11 @@ impl Engine {
     }
 
     /// Merges metadata and changes the ttl.
-    pub async fn patch_thread(&self, thread_id: Uuid, body: ThreadPatch) -> EngineResult<Thread> {
+    pub(crate) async fn patch_thread(
+        &self,
+        thread_id: Uuid,
+        body: ThreadPatch,
+    ) -> EngineResult<Thread> {
         let ttl = match body.ttl {
             None => TtlChange::Keep,
             Some(None) => TtlChange::Clear,
@@ -143,7 +160,7 @@ impl Engine {
 
     /// Deletes a thread with its runs, checkpoints and thread-scoped crons; an in-flight
     /// run is aborted.
-    pub async fn delete_thread(&self, thread_id: Uuid) -> EngineResult<()> {
+    pub(crate) async fn delete_thread(&self, thread_id: Uuid) -> EngineResult<()> {
         if self.store().threads().get(thread_id).await?.is_none() {
             return Err(thread_not_found(thread_id));
         }
@@ -189,7 +206,7 @@ impl Engine {
     }
 
     /// Searches threads. `enforced` is the server-set ownership filter.
-    pub async fn search_threads(
+    pub(crate) async fn search_threads(
         &self,
         body: ThreadSearch,
         enforced: Option<Enforced>,
@@ -219,7 +236,7 @@ impl Engine {
     }
 
     /// Counts threads within `enforced`.
-    pub async fn count_threads(
+    pub(crate) async fn count_threads(
         &self,
         body: ThreadSearch,
         enforced: Option<Enforced>,
@@ -235,7 +252,7 @@ impl Engine {
     }
 
     /// Copies a thread with its checkpoints into a new thread.
-    pub async fn copy_thread(&self, thread_id: Uuid) -> EngineResult<Thread> {
+    pub(crate) async fn copy_thread(&self, thread_id: Uuid) -> EngineResult<Thread> {
         let new_id = Uuid::new_v4();
         let thread = self.store().threads().copy(thread_id, new_id).await?;
         self.inner
@@ -248,7 +265,7 @@ impl Engine {
 
     /// Prunes threads: deletes them, or keeps only their latest checkpoint. Returns how
     /// many existing threads were pruned.
-    pub async fn prune_threads(
+    pub(crate) async fn prune_threads(
         &self,
         ids: Vec<Uuid>,
         strategy: PruneStrategy,
@@ -288,7 +305,7 @@ impl Engine {
     }
 
     /// The thread's state, at a checkpoint when one is given.
-    pub async fn thread_state(
+    pub(crate) async fn thread_state(
         &self,
         thread_id: Uuid,
         checkpoint: Option<Checkpoint>,
@@ -305,7 +322,7 @@ impl Engine {
     }
 
     /// Writes values through the graph's reducers as if `as_node` wrote them.
-    pub async fn update_thread_state(
+    pub(crate) async fn update_thread_state(
         &self,
         thread_id: Uuid,
         body: ThreadStateUpdate,
@@ -340,7 +357,7 @@ impl Engine {
 
     /// Merges metadata into the metadata of the thread's latest checkpoint (JS
     /// `threads.patchState`). A thread without a checkpoint has nothing to patch: 404.
-    pub async fn patch_thread_state(
+    pub(crate) async fn patch_thread_state(
         &self,
         thread_id: Uuid,
         metadata: Metadata,
@@ -363,7 +380,7 @@ impl Engine {
     }
 
     /// Checkpoints of a thread, newest first.
-    pub async fn thread_history(
+    pub(crate) async fn thread_history(
         &self,
         thread_id: Uuid,
         query: HistoryQuery,

@@ -1,16 +1,19 @@
-//! Scope checks by id: a resource outside the caller's [`Scope`] answers as unknown
-//! (404, never 403, so ids of other tenants do not leak). Unrestricted scopes read
-//! nothing. Searches are narrowed in the store's query instead (`Scope::enforced`).
+//! "Not in scope is not found", once per resource: a resource outside the caller's
+//! [`Scope`] answers as unknown (404, never 403, so ids of other tenants do not leak).
+//! Unrestricted scopes read nothing. Searches are narrowed in the store's query
+//! instead (`Scope::enforced`). Only the views (`crate::views`) call these.
 
+use serde_json::json;
+use service_types::Assistant;
 use uuid::Uuid;
 
-use crate::auth::Scope;
+use crate::auth::{Action, Caller, Resource, Scope};
 use crate::threads::thread_not_found;
 use crate::{Engine, EngineError, EngineResult};
 
 impl Engine {
     /// Not found unless the thread exists within `scope`.
-    pub async fn thread_within(&self, thread_id: Uuid, scope: &Scope) -> EngineResult<()> {
+    pub(crate) async fn thread_within(&self, thread_id: Uuid, scope: &Scope) -> EngineResult<()> {
         if *scope == Scope::All {
             return Ok(());
         }
@@ -23,7 +26,7 @@ impl Engine {
     }
 
     /// Not found unless the assistant (a UUID or a graph id) exists within `scope`.
-    pub async fn assistant_within(&self, id: &str, scope: &Scope) -> EngineResult<()> {
+    pub(crate) async fn assistant_within(&self, id: &str, scope: &Scope) -> EngineResult<()> {
         if *scope == Scope::All {
             return Ok(());
         }
@@ -36,7 +39,7 @@ impl Engine {
     }
 
     /// Not found unless the cron exists within `scope`.
-    pub async fn cron_within(&self, cron_id: Uuid, scope: &Scope) -> EngineResult<()> {
+    pub(crate) async fn cron_within(&self, cron_id: Uuid, scope: &Scope) -> EngineResult<()> {
         if *scope == Scope::All {
             return Ok(());
         }
@@ -50,7 +53,7 @@ impl Engine {
 
     /// Not found unless the run exists within `scope` (its own metadata carries the
     /// stamp, so a stateless run is checked after its thread is gone).
-    pub async fn run_within(&self, run_id: Uuid, scope: &Scope) -> EngineResult<()> {
+    pub(crate) async fn run_within(&self, run_id: Uuid, scope: &Scope) -> EngineResult<()> {
         if *scope == Scope::All {
             return Ok(());
         }
@@ -59,6 +62,23 @@ impl Engine {
             Ok(())
         } else {
             Err(EngineError::not_found("Not Found"))
+        }
+    }
+
+    /// The assistant a run (or a cron's runs) would be built from, when `caller` may
+    /// read it: every path that starts a run asks this, whatever its own resource.
+    pub(crate) async fn runnable_assistant(
+        &self,
+        caller: &Caller,
+        id: &str,
+    ) -> EngineResult<Assistant> {
+        let assistant = self.resolve_run_assistant(id).await?;
+        let path = json!({ "assistant_id": id });
+        let scope = caller.ask(Resource::Assistants, Action::Read, path).await?;
+        if scope.admits(&assistant.metadata) {
+            Ok(assistant)
+        } else {
+            Err(EngineError::not_found("Thread or assistant not found."))
         }
     }
 }

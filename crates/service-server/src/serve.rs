@@ -129,9 +129,13 @@ pub(crate) async fn serve(
         }
     }
     .map_err(|error| ConfigError(format!("building the graphs failed: {error}")))?;
-    engine.ensure_system_assistants().await.map_err(|error| {
-        ConfigError(format!("registering the graphs failed: {}", error.chain()))
-    })?;
+    engine
+        .system()
+        .ensure_system_assistants()
+        .await
+        .map_err(|error| {
+            ConfigError(format!("registering the graphs failed: {}", error.chain()))
+        })?;
     engine.start();
 
     let mut app = service_axum::router_with(engine.clone(), config.http);

@@ -192,7 +192,11 @@ async fn engine_on(url: &str, tuning: CoordinationTuning) -> (Engine, Arc<PgCoor
         coordinator.clone(),
     )
     .expect("example graphs");
-    engine.ensure_system_assistants().await.expect("assistants");
+    engine
+        .system()
+        .ensure_system_assistants()
+        .await
+        .expect("assistants");
     (engine, coordinator)
 }
 
@@ -232,7 +236,10 @@ async fn a_run_cancelled_through_another_instance_stops_without_waiting_for_the_
     }
 
     let thread = executing
-        .create_thread(ThreadCreate::default())
+        .system()
+        .view()
+        .threads()
+        .create(ThreadCreate::default())
         .await
         .unwrap()
         .thread_id;
@@ -242,12 +249,18 @@ async fn a_run_cancelled_through_another_instance_stops_without_waiting_for_the_
         ..RunCreate::default()
     };
     let run = executing
-        .create_run(RunTarget::Thread(thread), body)
+        .system()
+        .view()
+        .runs()
+        .create(RunTarget::Thread(thread), body)
         .await
         .unwrap();
     let status = || async {
         executing
-            .get_run(Some(thread), run.run_id)
+            .system()
+            .view()
+            .runs()
+            .get(thread, run.run_id)
             .await
             .unwrap()
             .status
@@ -258,7 +271,10 @@ async fn a_run_cancelled_through_another_instance_stops_without_waiting_for_the_
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     requesting
-        .cancel_run(thread, run.run_id, CancelAction::Interrupt)
+        .system()
+        .view()
+        .runs()
+        .cancel(thread, run.run_id, CancelAction::Interrupt)
         .await
         .unwrap();
     let started = Instant::now();

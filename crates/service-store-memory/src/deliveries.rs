@@ -31,6 +31,10 @@ impl DeliveriesRepo for MemoryCore {
                 query
                     .status
                     .is_none_or(|status| record.delivery.status == status)
+                    && query
+                        .enforced
+                        .as_ref()
+                        .is_none_or(|enforced| enforced.admits(&record.run_metadata))
             })
             .map(|record| record.delivery.clone());
         Ok(paginate(rows, query.offset, Some(limit)))

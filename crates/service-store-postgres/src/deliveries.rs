@@ -17,10 +17,11 @@ use crate::db::{
     Cached, Columns, Db, Sql, at, count, enum_from, enum_text, object, push_where, static_sql, ts,
 };
 use crate::error::store_error;
+use crate::filter::containment_condition;
 
 const COLUMNS: &str = "delivery_id, run_id, thread_id, status, attempt, last_error, \
     next_attempt_at, payload_truncated, replayable, created_at, updated_at, url, payload, \
-    retain_until";
+    retain_until, run_metadata";
 
 fn not_found(delivery_id: Uuid) -> StoreError {
     StoreError::not_found(format!("Delivery {delivery_id} not found"))
@@ -55,6 +56,7 @@ fn record(row: &Row) -> StoreResult<DeliveryRecord> {
         url: row.column("url")?,
         payload: payload.map(|value| object(value, "payload")).transpose()?,
         retain_until: retain.map(ts),
+        run_metadata: object(row.column("run_metadata")?, "run_metadata")?,
     })
 }
 
@@ -67,7 +69,7 @@ pub(crate) async fn insert_delivery(
     tx.execute_cached(
         static_sql!(
             "INSERT INTO webhook_deliveries ({COLUMNS})
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)"
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)"
         ),
         &[
             &d.delivery_id,
@@ -84,6 +86,7 @@ pub(crate) async fn insert_delivery(
             &record.url,
             &record.payload.clone().map(serde_json::Value::Object),
             &record.retain_until.map(at),
+            &serde_json::Value::Object(record.run_metadata.clone()),
         ],
     )
     .await
@@ -193,6 +196,12 @@ impl DeliveriesRepo for Db {
         if let Some(status) = query.status {
             let p = sql.bind(enum_text(&status)?);
             conditions.push(format!("status = {p}"));
+        }
+        if let Some(enforced) = &query.enforced {
+            match containment_condition(&mut sql, "run_metadata", enforced.0.clone()) {
+                Some(condition) => conditions.extend(condition),
+                None => return Ok(Vec::new()),
+            }
         }
         push_where(&mut sql, &conditions);
         let limit_p = sql.bind(count(limit));

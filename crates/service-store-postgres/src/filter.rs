@@ -18,6 +18,15 @@ pub(crate) fn metadata_condition(
     sql: &mut Sql,
     alternatives: Vec<Metadata>,
 ) -> Option<Option<String>> {
+    containment_condition(sql, "metadata", alternatives)
+}
+
+/// [`metadata_condition`] on another JSONB object column.
+pub(crate) fn containment_condition(
+    sql: &mut Sql,
+    column: &str,
+    alternatives: Vec<Metadata>,
+) -> Option<Option<String>> {
     if alternatives.is_empty() {
         return None;
     }
@@ -28,7 +37,7 @@ pub(crate) fn metadata_condition(
         .into_iter()
         .map(|alternative| {
             let p = sql.bind(Value::Object(alternative));
-            format!("metadata @> {p}::jsonb")
+            format!("{column} @> {p}::jsonb")
         })
         .collect();
     Some(Some(format!("({})", tests.join(" OR "))))

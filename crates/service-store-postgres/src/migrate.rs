@@ -117,6 +117,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0009_thread_state_holds.sql",
         sql: include_str!("../../../migrations/0009_thread_state_holds.sql"),
     },
+    Migration {
+        version: 10,
+        name: "0010_delivery_owner.sql",
+        sql: include_str!("../../../migrations/0010_delivery_owner.sql"),
+    },
 ];
 
 /// The ledger table.
@@ -347,7 +352,9 @@ mod tests {
         let flags: Vec<bool> = MIGRATIONS.iter().map(Migration::no_transaction).collect();
         assert_eq!(
             flags,
-            vec![false, false, false, false, true, true, true, false, false]
+            vec![
+                false, false, false, false, true, true, true, false, false, false
+            ]
         );
     }
 

@@ -6,6 +6,7 @@ use serde_json::Value;
 use service_types::{Delivery, DeliveryStatus, Metadata, RunStatus, Timestamp};
 use uuid::Uuid;
 
+use crate::containment::Enforced;
 use crate::runs::{WebhookRequest, webhook_status};
 use crate::{StoreError, StoreResult};
 
@@ -20,6 +21,9 @@ pub struct DeliveryRecord {
     pub payload: Option<Metadata>,
     /// When a dead row's payload is cleared.
     pub retain_until: Option<Timestamp>,
+    /// The metadata of the run that made it: deliveries outlive their thread, so
+    /// ownership is checked against this, not against a thread that may be another's.
+    pub run_metadata: Metadata,
 }
 
 /// How one attempt ended.
@@ -52,6 +56,8 @@ pub struct DeliveryQuery {
     pub limit: Option<usize>,
     /// Rows to skip.
     pub offset: usize,
+    /// Only rows whose run's metadata the server-set ownership filter admits.
+    pub enforced: Option<Enforced>,
 }
 
 impl DeliveryRecord {
@@ -86,6 +92,7 @@ impl DeliveryRecord {
             url: webhook.url,
             payload: Some(payload),
             retain_until: None,
+            run_metadata: webhook.run_metadata,
         }
     }
 

@@ -142,6 +142,8 @@ pub struct WebhookRequest {
     pub payload: Metadata,
     /// True when the body was cut to the payload cap.
     pub payload_truncated: bool,
+    /// The run's metadata (its owner's stamp among it), kept on the delivery row.
+    pub run_metadata: Metadata,
 }
 
 /// How a run ended, as the engine reports it.

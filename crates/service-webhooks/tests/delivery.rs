@@ -38,7 +38,10 @@ async fn a_successful_run_delivers_its_final_state_signed() {
     let thread = new_thread(&engine).await;
     let input = json!({"messages": [{"type": "human", "content": "hi"}]});
     let run = engine
-        .create_run(
+        .system()
+        .view()
+        .runs()
+        .create(
             RunTarget::Thread(thread),
             run_body("echo", input, &receiver.url),
         )
@@ -79,7 +82,10 @@ async fn a_successful_run_delivers_its_final_state_signed() {
     assert!(!delivery.replayable, "the payload is cleared on success");
     assert_eq!(
         engine
-            .replay_delivery(thread, run.run_id, delivery.delivery_id)
+            .system()
+            .view()
+            .deliveries()
+            .replay(thread, run.run_id, delivery.delivery_id)
             .await
             .unwrap_err()
             .kind,
@@ -98,14 +104,20 @@ async fn failed_timed_out_and_interrupted_runs_report_their_status() {
     let engine = memory_engine_with(fast_settings(), config).await;
 
     let failing = engine
-        .create_run(
+        .system()
+        .view()
+        .runs()
+        .create(
             RunTarget::Stateless,
             run_body("fail", json!({}), &receiver.url),
         )
         .await
         .unwrap();
     let slow = engine
-        .create_run(
+        .system()
+        .view()
+        .runs()
+        .create(
             RunTarget::Stateless,
             run_body("slow", json!({"delay_ms": 5_000}), &receiver.url),
         )
@@ -113,7 +125,10 @@ async fn failed_timed_out_and_interrupted_runs_report_their_status() {
         .unwrap();
     let thread = new_thread(&engine).await;
     let approval = engine
-        .create_run(
+        .system()
+        .view()
+        .runs()
+        .create(
             RunTarget::Thread(thread),
             run_body("approval", json!({"topic": "x"}), &receiver.url),
         )
@@ -150,19 +165,31 @@ async fn a_run_cancelled_while_running_delivers_and_one_cancelled_while_pending_
     let engine = memory_engine(fast_settings()).await;
     let thread = new_thread(&engine).await;
     let running = engine
-        .create_run(
+        .system()
+        .view()
+        .runs()
+        .create(
             RunTarget::Thread(thread),
             run_body("slow", json!({"delay_ms": 60_000}), &receiver.url),
         )
         .await
         .unwrap();
     eventually(|| async {
-        let run = engine.get_run(Some(thread), running.run_id).await.ok()?;
+        let run = engine
+            .system()
+            .view()
+            .runs()
+            .get(thread, running.run_id)
+            .await
+            .ok()?;
         (run.status == RunStatus::Running).then_some(())
     })
     .await;
     let queued = engine
-        .create_run(
+        .system()
+        .view()
+        .runs()
+        .create(
             RunTarget::Thread(thread),
             RunCreate {
                 multitask_strategy: Some(service_types::MultitaskStrategy::Enqueue),
@@ -172,11 +199,17 @@ async fn a_run_cancelled_while_running_delivers_and_one_cancelled_while_pending_
         .await
         .unwrap();
     engine
-        .cancel_run(thread, queued.run_id, CancelAction::Interrupt)
+        .system()
+        .view()
+        .runs()
+        .cancel(thread, queued.run_id, CancelAction::Interrupt)
         .await
         .unwrap();
     engine
-        .cancel_run(thread, running.run_id, CancelAction::Interrupt)
+        .system()
+        .view()
+        .runs()
+        .cancel(thread, running.run_id, CancelAction::Interrupt)
         .await
         .unwrap();
     let received = receiver.wait_for(1).await;
@@ -186,7 +219,10 @@ async fn a_run_cancelled_while_running_delivers_and_one_cancelled_while_pending_
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(receiver.received().len(), 1);
     let none = engine
-        .list_deliveries(thread, queued.run_id, &Default::default())
+        .system()
+        .view()
+        .deliveries()
+        .list(thread, queued.run_id, &Default::default())
         .await
         .unwrap();
     assert!(none.is_empty());
@@ -198,7 +234,10 @@ async fn a_failed_attempt_is_retried_with_the_same_delivery_id() {
     receiver.plan([Answer::Status(500), Answer::After(Duration::from_secs(2))]);
     let engine = memory_engine(fast_settings()).await;
     let run = engine
-        .create_run(
+        .system()
+        .view()
+        .runs()
+        .create(
             RunTarget::Stateless,
             run_body("echo", json!({}), &receiver.url),
         )
@@ -252,7 +291,10 @@ async fn a_delivery_dies_after_its_last_attempt_and_a_replay_sends_it_again() {
     let engine = memory_engine(fast_settings()).await;
     let thread = new_thread(&engine).await;
     let run = engine
-        .create_run(
+        .system()
+        .view()
+        .runs()
+        .create(
             RunTarget::Thread(thread),
             run_body("echo", json!({}), &receiver.url),
         )
@@ -269,12 +311,18 @@ async fn a_delivery_dies_after_its_last_attempt_and_a_replay_sends_it_again() {
 
     // Not another run's delivery: 404.
     let other = engine
-        .replay_delivery(thread, Uuid::now_v7(), dead.delivery_id)
+        .system()
+        .view()
+        .deliveries()
+        .replay(thread, Uuid::now_v7(), dead.delivery_id)
         .await
         .unwrap_err();
     assert_eq!(other.kind, ErrorKind::NotFound);
     let replayed = engine
-        .replay_delivery(thread, run.run_id, dead.delivery_id)
+        .system()
+        .view()
+        .deliveries()
+        .replay(thread, run.run_id, dead.delivery_id)
         .await
         .unwrap();
     assert_eq!(replayed.status, DeliveryStatus::Pending);
@@ -294,7 +342,10 @@ async fn an_oversized_body_has_its_values_truncated_inside_the_signed_body() {
     let engine = memory_engine(settings).await;
     let big = "x".repeat(20_000);
     let run = engine
-        .create_run(
+        .system()
+        .view()
+        .runs()
+        .create(
             RunTarget::Stateless,
             run_body(
                 "echo",
@@ -323,7 +374,10 @@ async fn a_host_outside_the_allow_list_is_recorded_dead_and_never_sent() {
     };
     let engine = memory_engine(settings).await;
     let run = engine
-        .create_run(
+        .system()
+        .view()
+        .runs()
+        .create(
             RunTarget::Stateless,
             run_body("echo", json!({}), &receiver.url),
         )
@@ -351,7 +405,10 @@ async fn urls_are_checked_at_creation() {
     let engine = memory_engine(settings).await;
     for bad in ["/relative", "ftp://example.com/x", "http://example.com/x"] {
         let error = engine
-            .create_run(RunTarget::Stateless, run_body("echo", json!({}), bad))
+            .system()
+            .view()
+            .runs()
+            .create(RunTarget::Stateless, run_body("echo", json!({}), bad))
             .await
             .unwrap_err();
         assert_eq!(error.kind, ErrorKind::Unprocessable, "{bad}");
@@ -372,7 +429,13 @@ async fn a_reply_declaration_is_captured_and_replayed_verbatim_on_retries() {
         stream_mode: Some(serde_json::from_value(json!(["values", "custom"])).unwrap()),
         ..run_body("reply", json!({"text": "hi"}), &receiver.url)
     };
-    engine.create_run(RunTarget::Stateless, body).await.unwrap();
+    engine
+        .system()
+        .view()
+        .runs()
+        .create(RunTarget::Stateless, body)
+        .await
+        .unwrap();
     let received = receiver.wait_for(2).await;
     for hook in &received {
         assert_eq!(hook.json()["reply"], json!({"text": "reply to hi"}));
@@ -380,7 +443,10 @@ async fn a_reply_declaration_is_captured_and_replayed_verbatim_on_retries() {
 
     // Without the custom stream mode nothing is captured.
     engine
-        .create_run(
+        .system()
+        .view()
+        .runs()
+        .create(
             RunTarget::Stateless,
             run_body("reply", json!({"text": "hi"}), &receiver.url),
         )
@@ -403,19 +469,21 @@ async fn cron_firings_deliver() {
     let engine =
         engine_with_clock(store, fast_settings(), EngineConfig::default(), dyn_clock).await;
     let cron = engine
-        .create_cron(
+        .system()
+        .view()
+        .crons()
+        .create(
             None,
             service_types::CronCreate {
                 schedule: "*/5 * * * *".into(),
                 run: run_body("echo", json!({}), &receiver.url),
                 ..Default::default()
             },
-            &service_engine::auth::Scope::All,
         )
         .await
         .unwrap();
     clock.set(cron.next_run_date.expect("next occurrence"));
-    engine.fire_due_crons().await;
+    engine.system().fire_due_crons().await;
     let hook = &receiver.wait_for(1).await[0];
     assert_eq!(hook.json()["status"], "success");
     // Signed at the engine's clock, which this test set.
@@ -440,7 +508,10 @@ async fn a_store_without_deliveries_sends_one_unsigned_best_effort_post() {
     });
     let engine = engine_on(store, fast_settings(), EngineConfig::default()).await;
     engine
-        .create_run(
+        .system()
+        .view()
+        .runs()
+        .create(
             RunTarget::Stateless,
             run_body("echo", json!({}), &receiver.url),
         )
@@ -472,7 +543,10 @@ async fn a_dead_delivery_loses_its_payload_after_retention_and_can_no_longer_be_
     let engine = memory_engine(settings).await;
     let thread = new_thread(&engine).await;
     let run = engine
-        .create_run(
+        .system()
+        .view()
+        .runs()
+        .create(
             RunTarget::Thread(thread),
             run_body("echo", json!({}), &receiver.url),
         )
@@ -481,7 +555,10 @@ async fn a_dead_delivery_loses_its_payload_after_retention_and_can_no_longer_be_
     let dead = delivery_in(&engine, &run, DeliveryStatus::Dead).await;
     let purged = eventually(|| async {
         let listed = engine
-            .list_deliveries(thread, run.run_id, &Default::default())
+            .system()
+            .view()
+            .deliveries()
+            .list(thread, run.run_id, &Default::default())
             .await
             .unwrap();
         listed.into_iter().find(|delivery| !delivery.replayable)
@@ -489,7 +566,10 @@ async fn a_dead_delivery_loses_its_payload_after_retention_and_can_no_longer_be_
     .await;
     assert_eq!(purged.delivery_id, dead.delivery_id);
     let error = engine
-        .replay_delivery(thread, run.run_id, dead.delivery_id)
+        .system()
+        .view()
+        .deliveries()
+        .replay(thread, run.run_id, dead.delivery_id)
         .await
         .unwrap_err();
     assert_eq!(error.kind, ErrorKind::Conflict);
@@ -506,7 +586,10 @@ async fn shutdown_does_not_wait_out_a_receiver_that_never_answers() {
     };
     let engine = memory_engine(settings).await;
     engine
-        .create_run(
+        .system()
+        .view()
+        .runs()
+        .create(
             RunTarget::Stateless,
             run_body("echo", json!({}), &receiver.url),
         )

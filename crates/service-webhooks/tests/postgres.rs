@@ -59,7 +59,10 @@ async fn a_run_settles_with_its_delivery_and_is_delivered_signed() {
     let engine = engine_on(store, fast_settings(), EngineConfig::default()).await;
     let thread = new_thread(&engine).await;
     let run = engine
-        .create_run(
+        .system()
+        .view()
+        .runs()
+        .create(
             RunTarget::Thread(thread),
             run_body("approval", json!({"topic": "x"}), &receiver.url),
         )
@@ -126,7 +129,10 @@ async fn two_outboxes_on_one_database_never_send_one_attempt_twice_at_once() {
     let mut created = Vec::new();
     for _ in 0..runs {
         let run = engine
-            .create_run(
+            .system()
+            .view()
+            .runs()
+            .create(
                 RunTarget::Stateless,
                 run_body("echo", json!({}), &receiver.url),
             )

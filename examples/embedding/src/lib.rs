@@ -176,6 +176,7 @@ pub async fn app() -> Router {
     })
     .expect("building the greeter cannot fail");
     engine
+        .system()
         .ensure_system_assistants()
         .await
         .expect("registering an in-memory graph cannot fail");

@@ -4,14 +4,14 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
+use service_engine::Engine;
 use service_engine::auth::{Action, Resource};
-use service_engine::{Engine, EngineError};
 use service_types::{
     AssistantCreate, AssistantPatch, AssistantSearch, AssistantVersionsQuery, SetLatest,
 };
 
-use crate::auth::Scoped;
-use crate::error::{ApiError, ApiResult, unprocessable};
+use crate::auth::CallerOf;
+use crate::error::{ApiResult, unprocessable};
 use crate::extract::{JsonBody, Path, QueryParams};
 use crate::json::Json;
 use crate::project;
@@ -55,28 +55,20 @@ pub(crate) fn routes() -> Table {
 
 async fn create(
     State(engine): State<Engine>,
-    Scoped(scope): Scoped,
-    JsonBody(mut body): JsonBody<AssistantCreate>,
+    CallerOf(caller): CallerOf,
+    JsonBody(body): JsonBody<AssistantCreate>,
 ) -> ApiResult<Response> {
-    scope.stamp_option(&mut body.metadata);
-    let assistant = engine.create_assistant(body).await?;
-    // `if_exists: do_nothing` answers with the existing assistant: not someone else's.
-    if !scope.admits(&assistant.metadata) {
-        return Err(ApiError(EngineError::conflict(format!(
-            "Assistant {} already exists",
-            assistant.assistant_id
-        ))));
-    }
+    let assistant = engine.as_caller(&caller).assistants().create(body).await?;
     Ok(Json(assistant).into_response())
 }
 
 async fn search(
     State(engine): State<Engine>,
-    Scoped(scope): Scoped,
+    CallerOf(caller): CallerOf,
     JsonBody(body): JsonBody<AssistantSearch>,
 ) -> ApiResult<Response> {
     let select = body.select.clone().unwrap_or_default();
-    let page = engine.search_assistants(body, scope.enforced()).await?;
+    let page = engine.as_caller(&caller).assistants().search(body).await?;
     let items = project::select(&page.assistants, &select, &SELECTABLE)?;
     let mut pairs = vec![("x-pagination-total", page.total.to_string())];
     if let Some(next) = page.next_offset {
@@ -87,71 +79,63 @@ async fn search(
 
 async fn count(
     State(engine): State<Engine>,
-    Scoped(scope): Scoped,
+    CallerOf(caller): CallerOf,
     JsonBody(body): JsonBody<AssistantSearch>,
 ) -> ApiResult<Json<u64>> {
-    Ok(Json(engine.count_assistants(body, scope.enforced()).await?))
+    Ok(Json(
+        engine.as_caller(&caller).assistants().count(body).await?,
+    ))
 }
 
 async fn read(
     State(engine): State<Engine>,
-    Scoped(scope): Scoped,
+    CallerOf(caller): CallerOf,
     Path(id): Path<String>,
 ) -> ApiResult<Response> {
-    let assistant = engine.get_assistant(&id).await?;
-    if !scope.admits(&assistant.metadata) {
-        return Err(ApiError(EngineError::not_found("Not Found")));
-    }
+    let assistant = engine.as_caller(&caller).assistants().get(&id).await?;
     Ok(Json(assistant).into_response())
 }
 
 async fn update(
     State(engine): State<Engine>,
-    Scoped(scope): Scoped,
+    CallerOf(caller): CallerOf,
     Path(id): Path<String>,
-    JsonBody(mut body): JsonBody<AssistantPatch>,
+    JsonBody(body): JsonBody<AssistantPatch>,
 ) -> ApiResult<Response> {
-    engine.assistant_within(&id, &scope).await?;
-    if body.metadata.is_some() {
-        scope.stamp_option(&mut body.metadata);
-    }
-    Ok(Json(engine.update_assistant(&id, body).await?).into_response())
+    let assistants = engine.as_caller(&caller).assistants();
+    Ok(Json(assistants.update(&id, body).await?).into_response())
 }
 
 async fn remove(
     State(engine): State<Engine>,
-    Scoped(scope): Scoped,
+    CallerOf(caller): CallerOf,
     Path(id): Path<String>,
     query: QueryParams,
 ) -> ApiResult<StatusCode> {
     let delete_threads = query.bool("delete_threads")?.unwrap_or(false);
-    engine.delete_assistant(&id, delete_threads, &scope).await?;
+    let assistants = engine.as_caller(&caller).assistants();
+    assistants.delete(&id, delete_threads).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
 async fn versions(
     State(engine): State<Engine>,
-    Scoped(scope): Scoped,
+    CallerOf(caller): CallerOf,
     Path(id): Path<String>,
     JsonBody(body): JsonBody<AssistantVersionsQuery>,
 ) -> ApiResult<Response> {
-    engine.assistant_within(&id, &scope).await?;
-    Ok(Json(engine.assistant_versions(&id, body).await?).into_response())
+    let assistants = engine.as_caller(&caller).assistants();
+    Ok(Json(assistants.versions(&id, body).await?).into_response())
 }
 
 async fn set_latest(
     State(engine): State<Engine>,
-    Scoped(scope): Scoped,
+    CallerOf(caller): CallerOf,
     Path(id): Path<String>,
     JsonBody(body): JsonBody<SetLatest>,
 ) -> ApiResult<Response> {
-    engine.assistant_within(&id, &scope).await?;
-    Ok(Json(
-        engine
-            .set_latest_assistant_version(&id, body.version)
-            .await?,
-    )
-    .into_response())
+    let assistants = engine.as_caller(&caller).assistants();
+    Ok(Json(assistants.set_latest(&id, body.version).await?).into_response())
 }
 
 /// `xray`: a boolean or a positive depth.
@@ -171,47 +155,48 @@ fn xray(query: &QueryParams) -> ApiResult<u32> {
 
 async fn graph(
     State(engine): State<Engine>,
-    Scoped(scope): Scoped,
+    CallerOf(caller): CallerOf,
     Path(id): Path<String>,
     query: QueryParams,
 ) -> ApiResult<Json<Value>> {
-    engine.assistant_within(&id, &scope).await?;
     let depth = xray(&query)?;
-    Ok(Json(engine.assistant_graph(&id, depth).await?))
+    Ok(Json(
+        engine
+            .as_caller(&caller)
+            .assistants()
+            .graph(&id, depth)
+            .await?,
+    ))
 }
 
 async fn subgraphs(
     State(engine): State<Engine>,
-    Scoped(scope): Scoped,
+    CallerOf(caller): CallerOf,
     Path(id): Path<String>,
     query: QueryParams,
 ) -> ApiResult<Response> {
-    engine.assistant_within(&id, &scope).await?;
     let recurse = query.bool("recurse")?.unwrap_or(false);
-    Ok(Json(engine.assistant_subgraphs(&id, None, recurse).await?).into_response())
+    let assistants = engine.as_caller(&caller).assistants();
+    Ok(Json(assistants.subgraphs(&id, None, recurse).await?).into_response())
 }
 
 async fn subgraphs_in(
     State(engine): State<Engine>,
-    Scoped(scope): Scoped,
+    CallerOf(caller): CallerOf,
     Path((id, namespace)): Path<(String, String)>,
     query: QueryParams,
 ) -> ApiResult<Response> {
-    engine.assistant_within(&id, &scope).await?;
     let recurse = query.bool("recurse")?.unwrap_or(false);
-    Ok(Json(
-        engine
-            .assistant_subgraphs(&id, Some(namespace), recurse)
-            .await?,
-    )
-    .into_response())
+    let assistants = engine.as_caller(&caller).assistants();
+    let subgraphs = assistants.subgraphs(&id, Some(namespace), recurse);
+    Ok(Json(subgraphs.await?).into_response())
 }
 
 async fn schemas(
     State(engine): State<Engine>,
-    Scoped(scope): Scoped,
+    CallerOf(caller): CallerOf,
     Path(id): Path<String>,
 ) -> ApiResult<Response> {
-    engine.assistant_within(&id, &scope).await?;
-    Ok(Json(engine.assistant_schemas(&id).await?).into_response())
+    let assistants = engine.as_caller(&caller).assistants();
+    Ok(Json(assistants.schemas(&id).await?).into_response())
 }

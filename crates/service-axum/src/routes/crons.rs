@@ -4,11 +4,10 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use service_engine::Engine;
-use service_engine::auth::{Action, Resource, Scope};
+use service_engine::auth::{Action, Resource};
 use service_types::{CronCreate, CronPatch, CronSearch};
-use uuid::Uuid;
 
-use crate::auth::{Asker, Scoped};
+use crate::auth::CallerOf;
 use crate::error::ApiResult;
 use crate::extract::{JsonBody, Path, uuid};
 use crate::json::Json;
@@ -51,73 +50,59 @@ pub(crate) fn routes() -> Table {
         )
 }
 
-async fn create(
-    engine: &Engine,
-    scope: &Scope,
-    asker: &Asker,
-    thread_id: Option<Uuid>,
-    body: CronCreate,
-) -> ApiResult<Response> {
-    asker
-        .assistant_readable(engine, &body.run.assistant_id)
-        .await?;
-    Ok(Json(engine.create_cron(thread_id, body, scope).await?).into_response())
-}
-
 async fn create_stateless(
     State(engine): State<Engine>,
-    Scoped(scope): Scoped,
-    asker: Asker,
+    CallerOf(caller): CallerOf,
     JsonBody(body): JsonBody<CronCreate>,
 ) -> ApiResult<Response> {
-    create(&engine, &scope, &asker, None, body).await
+    let cron = engine.as_caller(&caller).crons().create(None, body).await?;
+    Ok(Json(cron).into_response())
 }
 
 async fn create_on_thread(
     State(engine): State<Engine>,
-    Scoped(scope): Scoped,
-    asker: Asker,
+    CallerOf(caller): CallerOf,
     Path(thread_id): Path<String>,
     JsonBody(body): JsonBody<CronCreate>,
 ) -> ApiResult<Response> {
-    let thread_id = uuid("thread", &thread_id)?;
-    create(&engine, &scope, &asker, Some(thread_id), body).await
+    let thread_id = Some(uuid("thread", &thread_id)?);
+    let cron = engine.as_caller(&caller).crons().create(thread_id, body);
+    Ok(Json(cron.await?).into_response())
 }
 
 async fn read(
     State(engine): State<Engine>,
-    Scoped(scope): Scoped,
+    CallerOf(caller): CallerOf,
     Path(cron_id): Path<String>,
 ) -> ApiResult<Response> {
     let cron_id = uuid("cron", &cron_id)?;
-    engine.cron_within(cron_id, &scope).await?;
-    Ok(Json(engine.get_cron(cron_id).await?).into_response())
+    Ok(Json(engine.as_caller(&caller).crons().get(cron_id).await?).into_response())
 }
 
 async fn update(
     State(engine): State<Engine>,
-    Scoped(scope): Scoped,
+    CallerOf(caller): CallerOf,
     Path(cron_id): Path<String>,
     JsonBody(body): JsonBody<CronPatch>,
 ) -> ApiResult<Response> {
     let cron_id = uuid("cron", &cron_id)?;
-    Ok(Json(engine.update_cron(cron_id, body, &scope).await?).into_response())
+    let cron = engine.as_caller(&caller).crons().update(cron_id, body);
+    Ok(Json(cron.await?).into_response())
 }
 
 async fn remove(
     State(engine): State<Engine>,
-    Scoped(scope): Scoped,
+    CallerOf(caller): CallerOf,
     Path(cron_id): Path<String>,
 ) -> ApiResult<StatusCode> {
     let cron_id = uuid("cron", &cron_id)?;
-    engine.cron_within(cron_id, &scope).await?;
-    engine.delete_cron(cron_id).await?;
+    engine.as_caller(&caller).crons().delete(cron_id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
 async fn search(
     State(engine): State<Engine>,
-    Scoped(scope): Scoped,
+    CallerOf(caller): CallerOf,
     JsonBody(body): JsonBody<CronSearch>,
 ) -> ApiResult<Response> {
     let select: Vec<String> = body
@@ -127,7 +112,7 @@ async fn search(
         .into_iter()
         .filter(|field| field != "now")
         .collect();
-    let page = engine.search_crons(body, scope.enforced()).await?;
+    let page = engine.as_caller(&caller).crons().search(body).await?;
     let items = project::select(&page.crons, &select, &SELECTABLE)?;
     let mut pairs = vec![("x-pagination-total", page.total.to_string())];
     if let Some(next) = page.next_offset {
@@ -138,8 +123,8 @@ async fn search(
 
 async fn count(
     State(engine): State<Engine>,
-    Scoped(scope): Scoped,
+    CallerOf(caller): CallerOf,
     JsonBody(body): JsonBody<CronSearch>,
 ) -> ApiResult<Json<u64>> {
-    Ok(Json(engine.count_crons(body, scope.enforced()).await?))
+    Ok(Json(engine.as_caller(&caller).crons().count(body).await?))
 }

@@ -7,7 +7,7 @@ use service_engine::auth::{Action, Resource};
 use service_store::DeliveryQuery;
 use service_types::DeliveryStatus;
 
-use crate::auth::Scoped;
+use crate::auth::CallerOf;
 use crate::error::{ApiResult, unprocessable};
 use crate::extract::{Path, QueryParams, uuid};
 use crate::json::Json;
@@ -30,12 +30,11 @@ pub(crate) fn routes() -> Table {
 
 async fn list(
     State(engine): State<Engine>,
-    Scoped(scope): Scoped,
+    CallerOf(caller): CallerOf,
     Path((thread_id, run_id)): Path<(String, String)>,
     query: QueryParams,
 ) -> ApiResult<Response> {
     let (thread_id, run_id) = (uuid("thread", &thread_id)?, uuid("run", &run_id)?);
-    engine.thread_within(thread_id, &scope).await?;
     let status = query
         .get("status")
         .map(|status| {
@@ -59,26 +58,21 @@ async fn list(
         status,
         limit: count("limit")?,
         offset: count("offset")?.unwrap_or(0),
+        enforced: None,
     };
-    let deliveries = engine
-        .list_deliveries(thread_id, run_id, &delivery_query)
-        .await?;
+    let deliveries = engine.as_caller(&caller).deliveries();
+    let deliveries = deliveries.list(thread_id, run_id, &delivery_query).await?;
     Ok(Json(deliveries).into_response())
 }
 
 async fn replay(
     State(engine): State<Engine>,
-    Scoped(scope): Scoped,
+    CallerOf(caller): CallerOf,
     Path((thread_id, run_id, delivery_id)): Path<(String, String, String)>,
 ) -> ApiResult<Response> {
     let thread_id = uuid("thread", &thread_id)?;
-    engine.thread_within(thread_id, &scope).await?;
-    let delivery = engine
-        .replay_delivery(
-            thread_id,
-            uuid("run", &run_id)?,
-            uuid("delivery", &delivery_id)?,
-        )
-        .await?;
+    let (run_id, delivery_id) = (uuid("run", &run_id)?, uuid("delivery", &delivery_id)?);
+    let deliveries = engine.as_caller(&caller).deliveries();
+    let delivery = deliveries.replay(thread_id, run_id, delivery_id).await?;
     Ok(Json(delivery).into_response())
 }

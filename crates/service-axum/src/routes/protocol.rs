@@ -11,7 +11,8 @@ use bytes::Bytes;
 use futures::StreamExt;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
-use service_engine::auth::{Action, Resource, Scope};
+use service_engine::Caller;
+use service_engine::auth::{Action, Resource};
 use service_engine::protocol::{EventFilter, Lagged, ProtocolFailure, ThreadEvents};
 use service_engine::{Engine, EngineError};
 use service_store::text::{nul_path, nul_refused};
@@ -21,7 +22,7 @@ use service_types::{
 };
 use uuid::Uuid;
 
-use crate::auth::{Asker, Scoped};
+use crate::auth::CallerOf;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{BodyLimit, Path, read_body, uuid};
 use crate::json::Json;
@@ -66,12 +67,11 @@ async fn json_body(request: Request) -> ApiResult<Value> {
     serde_json::from_slice(&bytes).map_err(|_| bad_request("Invalid JSON body"))
 }
 
-/// The caller as a command sees it: the scope of the route, and the way to ask for
-/// more (a run's assistant must be readable; a WebSocket's run needs creating runs).
-struct Caller {
-    scope: Scope,
-    asker: Asker,
-    /// Commands that create runs need this scope first asked for (on a WebSocket).
+/// The caller as a command sees it: the caller of the route, and whether commands
+/// that create runs must first be authorized as run creations (on a WebSocket, a read
+/// route).
+struct CommandCaller {
+    caller: Caller,
     ask_to_create: bool,
 }
 
@@ -79,8 +79,7 @@ struct Caller {
 /// envelope (HTTP 200); a malformed envelope is a 400 with an error envelope.
 async fn command(
     State(engine): State<Engine>,
-    Scoped(scope): Scoped,
-    asker: Asker,
+    CallerOf(caller): CallerOf,
     Path(id): Path<String>,
     request: Request,
 ) -> ApiResult<Response> {
@@ -93,9 +92,8 @@ async fn command(
             return Ok((axum::http::StatusCode::BAD_REQUEST, answer).into_response());
         }
     };
-    let caller = Caller {
-        scope,
-        asker,
+    let caller = CommandCaller {
+        caller,
         ask_to_create: false,
     };
     let answer = match command.method.as_str() {
@@ -117,7 +115,7 @@ async fn command(
 /// The commands both transports serve.
 async fn dispatch(
     engine: &Engine,
-    caller: &Caller,
+    caller: &CommandCaller,
     thread_id: Uuid,
     command: &ProtocolCommand,
 ) -> ProtocolResponse {
@@ -157,27 +155,23 @@ fn params<T: DeserializeOwned>(command: &ProtocolCommand) -> Result<T, ProtocolF
     })
 }
 
-fn failure(error: ApiError) -> ProtocolFailure {
-    ProtocolFailure::from(error.0)
-}
-
-impl Caller {
-    /// The scope a run is created within.
-    async fn creating(&self, thread_id: Uuid) -> Result<Scope, ProtocolFailure> {
+impl CommandCaller {
+    /// The caller a run is created as.
+    async fn creating(&self, thread_id: Uuid) -> Result<Caller, ProtocolFailure> {
         if !self.ask_to_create {
-            return Ok(self.scope.clone());
+            return Ok(self.caller.clone());
         }
         let path = json!({ "thread_id": thread_id.to_string() });
-        self.asker
-            .scope_for(Resource::Threads, Action::CreateRun, path)
-            .await
-            .map_err(failure)
+        Ok(self
+            .caller
+            .acting_as(Resource::Threads, Action::CreateRun, path)
+            .await?)
     }
 }
 
 async fn run_start(
     engine: &Engine,
-    caller: &Caller,
+    caller: &CommandCaller,
     thread_id: Uuid,
     command: &ProtocolCommand,
 ) -> Result<Value, ProtocolFailure> {
@@ -188,31 +182,28 @@ async fn run_start(
             "run.start requires an assistant_id.",
         ));
     }
-    let scope = caller.creating(thread_id).await?;
-    caller
-        .asker
-        .assistant_readable(engine, &params.assistant_id)
-        .await
-        .map_err(failure)?;
-    let run = engine.start_thread_run(thread_id, params, &scope).await?;
+    let creator = caller.creating(thread_id).await?;
+    let protocol = engine.as_caller(&creator).protocol();
+    let run = protocol.start_run(thread_id, params).await?;
     Ok(json!({ "run_id": run.run_id }))
 }
 
 async fn input_respond(
     engine: &Engine,
-    caller: &Caller,
+    caller: &CommandCaller,
     thread_id: Uuid,
     command: &ProtocolCommand,
 ) -> Result<Value, ProtocolFailure> {
     let params: InputRespondParams = params(command)?;
-    let scope = caller.creating(thread_id).await?;
-    engine.respond_on_thread(thread_id, params, &scope).await?;
+    let creator = caller.creating(thread_id).await?;
+    let protocol = engine.as_caller(&creator).protocol();
+    protocol.respond(thread_id, params).await?;
     Ok(json!({}))
 }
 
 async fn agent_tree(
     engine: &Engine,
-    caller: &Caller,
+    caller: &CommandCaller,
     thread_id: Uuid,
     command: &ProtocolCommand,
 ) -> Result<Value, ProtocolFailure> {
@@ -226,7 +217,8 @@ async fn agent_tree(
         })?),
         None => None,
     };
-    engine.agent_tree(thread_id, run_id, &caller.scope).await
+    let protocol = engine.as_caller(&caller.caller).protocol();
+    protocol.agent_tree(thread_id, run_id).await
 }
 
 /// The filter of a stream request, or the 400 saying what is wrong with it.
@@ -246,14 +238,17 @@ fn event_json(event: &ProtocolEvent) -> Vec<u8> {
 /// those after `since`, then live ones; never ends while the thread lives.
 async fn events(
     State(engine): State<Engine>,
-    Scoped(scope): Scoped,
+    CallerOf(caller): CallerOf,
     Path(id): Path<String>,
     request: Request,
 ) -> ApiResult<Response> {
     let thread_id = uuid("thread", &id)?;
     let (filter, since) = stream_filter(json_body(request).await?)?;
-    engine.thread_within(thread_id, &scope).await?;
-    let events = engine.thread_events(thread_id).await?;
+    let events = engine
+        .as_caller(&caller)
+        .protocol()
+        .events(thread_id)
+        .await?;
     let body = futures::stream::unfold(Some(events), move |events| {
         let filter = filter.clone();
         async move {
@@ -286,8 +281,7 @@ async fn events(
 /// and the events of its subscriptions out.
 async fn websocket(
     State(engine): State<Engine>,
-    Scoped(scope): Scoped,
-    asker: Asker,
+    CallerOf(caller): CallerOf,
     Path(id): Path<String>,
     upgrade: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
 ) -> ApiResult<Response> {
@@ -298,11 +292,13 @@ async fn websocket(
             rejection.body_text()
         ))
     })?;
-    engine.thread_within(thread_id, &scope).await?;
-    let events = engine.thread_events(thread_id).await?;
-    let caller = Caller {
-        scope,
-        asker,
+    let events = engine
+        .as_caller(&caller)
+        .protocol()
+        .events(thread_id)
+        .await?;
+    let caller = CommandCaller {
+        caller,
         ask_to_create: true,
     };
     let session = Session {
@@ -318,7 +314,7 @@ async fn websocket(
 /// One WebSocket's state.
 struct Session {
     engine: Engine,
-    caller: Caller,
+    caller: CommandCaller,
     thread_id: Uuid,
     /// Subscription ids and what each takes.
     subscriptions: Vec<(String, EventFilter)>,

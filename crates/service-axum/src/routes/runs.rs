@@ -6,14 +6,13 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use serde_json::{Value, json};
-use service_engine::auth::Scope;
 use service_engine::auth::{Action, Resource};
 use service_engine::bus::{Replay, Subscription};
-use service_engine::{Engine, RunStream, RunTarget, RunToJoin, run_not_found};
+use service_engine::{Caller, Engine, RunStream, RunTarget, RunToJoin, run_not_found};
 use service_types::{BulkCancel, CancelAction, OnDisconnect, Run, RunCreate, RunStatus};
 use uuid::Uuid;
 
-use crate::auth::{Asker, Scoped};
+use crate::auth::CallerOf;
 use crate::error::{ApiError, ApiResult, unprocessable};
 use crate::extract::{JsonBody, Path, QueryParams, uuid};
 use crate::json::{self, Json};
@@ -98,89 +97,47 @@ fn cancel_action(query: &QueryParams) -> CancelAction {
 }
 
 /// Cancels the run when dropped (the client went away), if the client asked for it.
-fn cancel_on_drop(engine: &Engine, run: &Run, cancel: bool) -> Option<OnDrop> {
+fn cancel_on_drop(engine: &Engine, caller: &Caller, run: &Run, cancel: bool) -> Option<OnDrop> {
     if !cancel {
         return None;
     }
-    let engine = engine.clone();
+    let (engine, caller) = (engine.clone(), caller.clone());
     let (thread_id, run_id) = (run.thread_id, run.run_id);
     Some(OnDrop::new(move || {
         if let Ok(handle) = tokio::runtime::Handle::try_current() {
             handle.spawn(async move {
                 // Finished runs answer "not found": nothing left to cancel.
-                let _ = engine
-                    .cancel_run(thread_id, run_id, CancelAction::Interrupt)
+                let runs = engine.as_caller(&caller).runs();
+                let _ = runs
+                    .cancel(thread_id, run_id, CancelAction::Interrupt)
                     .await;
             });
         }
     }))
 }
 
-/// The caller's view of a run creation: the scope it runs within, and the check that
-/// the run's assistant is readable by the caller.
-struct Creator {
-    scope: Scope,
-    asker: Asker,
-}
-
-impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Creator {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(
-        parts: &mut axum::http::request::Parts,
-        state: &S,
-    ) -> Result<Self, Self::Rejection> {
-        let Scoped(scope) = Scoped::from_request_parts(parts, state).await?;
-        let Ok(asker) = Asker::from_request_parts(parts, state).await;
-        Ok(Self { scope, asker })
-    }
-}
-
-impl Creator {
-    async fn create(&self, engine: &Engine, target: RunTarget, body: RunCreate) -> ApiResult<Run> {
-        self.asker
-            .assistant_readable(engine, &body.assistant_id)
-            .await?;
-        Ok(engine.create_run_within(target, body, &self.scope).await?)
-    }
-
-    async fn create_watched(
-        &self,
-        engine: &Engine,
-        target: RunTarget,
-        body: RunCreate,
-    ) -> ApiResult<(Run, Subscription)> {
-        self.asker
-            .assistant_readable(engine, &body.assistant_id)
-            .await?;
-        Ok(engine
-            .create_run_watched_within(target, body, &self.scope)
-            .await?)
-    }
-}
-
 async fn create(
     engine: &Engine,
-    creator: &Creator,
+    caller: &Caller,
     prefix: &MountPrefix,
     target: RunTarget,
     body: RunCreate,
 ) -> ApiResult<Response> {
-    let run = creator.create(engine, target, body).await?;
+    let run = engine.as_caller(caller).runs().create(target, body).await?;
     let location = run_path(prefix, &run, target == RunTarget::Stateless);
     Ok((headers(&[("content-location", location)]), Json(run)).into_response())
 }
 
 async fn create_on_thread(
     State(engine): State<Engine>,
-    creator: Creator,
+    CallerOf(caller): CallerOf,
     prefix: MountPrefix,
     Path(thread_id): Path<String>,
     JsonBody(body): JsonBody<RunCreate>,
 ) -> ApiResult<Response> {
     create(
         &engine,
-        &creator,
+        &caller,
         &prefix,
         RunTarget::Thread(uuid("thread", &thread_id)?),
         body,
@@ -190,23 +147,24 @@ async fn create_on_thread(
 
 async fn create_stateless(
     State(engine): State<Engine>,
-    creator: Creator,
+    CallerOf(caller): CallerOf,
     prefix: MountPrefix,
     JsonBody(body): JsonBody<RunCreate>,
 ) -> ApiResult<Response> {
-    create(&engine, &creator, &prefix, RunTarget::Stateless, body).await
+    create(&engine, &caller, &prefix, RunTarget::Stateless, body).await
 }
 
 async fn stream(
     engine: &Engine,
-    creator: &Creator,
+    caller: &Caller,
     prefix: &MountPrefix,
     target: RunTarget,
     body: RunCreate,
 ) -> ApiResult<Response> {
     let resumable = body.stream_resumable.unwrap_or(false);
     let cancel = body.on_disconnect == Some(OnDisconnect::Cancel);
-    let (run, subscription) = creator.create_watched(engine, target, body).await?;
+    let runs = engine.as_caller(caller).runs();
+    let (run, subscription) = runs.create_watched(target, body).await?;
     let stateless = target == RunTarget::Stateless;
     let location = run_path(prefix, &run, stateless);
     let extra = headers(&[
@@ -218,21 +176,21 @@ async fn stream(
         subscription: Some(subscription),
         with_ids: resumable,
         filter: ModeFilter::default(),
-        on_drop: cancel_on_drop(engine, &run, cancel),
+        on_drop: cancel_on_drop(engine, caller, &run, cancel),
     };
     Ok(sse_response(body, extra))
 }
 
 async fn stream_on_thread(
     State(engine): State<Engine>,
-    creator: Creator,
+    CallerOf(caller): CallerOf,
     prefix: MountPrefix,
     Path(thread_id): Path<String>,
     JsonBody(body): JsonBody<RunCreate>,
 ) -> ApiResult<Response> {
     stream(
         &engine,
-        &creator,
+        &caller,
         &prefix,
         RunTarget::Thread(uuid("thread", &thread_id)?),
         body,
@@ -242,16 +200,17 @@ async fn stream_on_thread(
 
 async fn stream_stateless(
     State(engine): State<Engine>,
-    creator: Creator,
+    CallerOf(caller): CallerOf,
     prefix: MountPrefix,
     JsonBody(body): JsonBody<RunCreate>,
 ) -> ApiResult<Response> {
-    stream(&engine, &creator, &prefix, RunTarget::Stateless, body).await
+    stream(&engine, &caller, &prefix, RunTarget::Stateless, body).await
 }
 
 /// A streamed JSON body carrying the run's wait/join result.
 async fn result_response(
     engine: &Engine,
+    caller: &Caller,
     prefix: &MountPrefix,
     run: &Run,
     subscription: Option<Subscription>,
@@ -262,10 +221,10 @@ async fn result_response(
         ("location", format!("{path}/join")),
         ("content-location", path),
     ]);
-    let engine = engine.clone();
-    let run_id = run.run_id;
+    let (engine, caller, run) = (engine.clone(), caller.clone(), run.clone());
     let result = async move {
-        let body = engine.run_result_from(run_id, subscription).await;
+        let runs = engine.as_caller(&caller).runs();
+        let body = runs.result(run.run_id, subscription).await;
         Bytes::from(json::to_vec(&body).unwrap_or_else(|_| b"{}".to_vec()))
     };
     waiting_json_response(result, extra, on_drop).await
@@ -273,27 +232,28 @@ async fn result_response(
 
 async fn wait(
     engine: &Engine,
-    creator: &Creator,
+    caller: &Caller,
     prefix: &MountPrefix,
     target: RunTarget,
     body: RunCreate,
 ) -> ApiResult<Response> {
     let cancel = body.on_disconnect == Some(OnDisconnect::Cancel);
-    let (run, subscription) = creator.create_watched(engine, target, body).await?;
-    let on_drop = cancel_on_drop(engine, &run, cancel);
-    Ok(result_response(engine, prefix, &run, Some(subscription), on_drop).await)
+    let runs = engine.as_caller(caller).runs();
+    let (run, subscription) = runs.create_watched(target, body).await?;
+    let on_drop = cancel_on_drop(engine, caller, &run, cancel);
+    Ok(result_response(engine, caller, prefix, &run, Some(subscription), on_drop).await)
 }
 
 async fn wait_on_thread(
     State(engine): State<Engine>,
-    creator: Creator,
+    CallerOf(caller): CallerOf,
     prefix: MountPrefix,
     Path(thread_id): Path<String>,
     JsonBody(body): JsonBody<RunCreate>,
 ) -> ApiResult<Response> {
     wait(
         &engine,
-        &creator,
+        &caller,
         &prefix,
         RunTarget::Thread(uuid("thread", &thread_id)?),
         body,
@@ -303,16 +263,16 @@ async fn wait_on_thread(
 
 async fn wait_stateless(
     State(engine): State<Engine>,
-    creator: Creator,
+    CallerOf(caller): CallerOf,
     prefix: MountPrefix,
     JsonBody(body): JsonBody<RunCreate>,
 ) -> ApiResult<Response> {
-    wait(&engine, &creator, &prefix, RunTarget::Stateless, body).await
+    wait(&engine, &caller, &prefix, RunTarget::Stateless, body).await
 }
 
 async fn batch(
     State(engine): State<Engine>,
-    creator: Creator,
+    CallerOf(caller): CallerOf,
     JsonBody(items): JsonBody<Vec<Value>>,
 ) -> ApiResult<Response> {
     // Every item is checked before any run is created, so a bad item creates nothing.
@@ -326,19 +286,22 @@ async fn batch(
         .collect::<Result<Vec<_>, ApiError>>()?;
     let mut runs = Vec::with_capacity(bodies.len());
     for body in bodies {
-        runs.push(creator.create(&engine, RunTarget::Stateless, body).await?);
+        let created = engine
+            .as_caller(&caller)
+            .runs()
+            .create(RunTarget::Stateless, body);
+        runs.push(created.await?);
     }
     Ok(Json(runs).into_response())
 }
 
 async fn list(
     State(engine): State<Engine>,
-    Scoped(scope): Scoped,
+    CallerOf(caller): CallerOf,
     Path(thread_id): Path<String>,
     query: QueryParams,
 ) -> ApiResult<Response> {
     let thread_id = uuid("thread", &thread_id)?;
-    engine.thread_within(thread_id, &scope).await?;
     let status = query
         .get("status")
         .map(|status| {
@@ -346,99 +309,103 @@ async fn list(
                 .map_err(|_| unprocessable(format!("Invalid run status: '{status}'")))
         })
         .transpose()?;
-    let runs = engine
-        .list_runs(thread_id, query.int("limit")?, query.int("offset")?, status)
-        .await?;
+    let (limit, offset) = (query.int("limit")?, query.int("offset")?);
+    let runs = engine.as_caller(&caller).runs();
+    let runs = runs.list(thread_id, limit, offset, status).await?;
     let items = project::select(&runs, &query.list("select"), &SELECTABLE)?;
     Ok(Json(items).into_response())
 }
 
 async fn read(
     State(engine): State<Engine>,
-    Scoped(scope): Scoped,
+    CallerOf(caller): CallerOf,
     Path((thread_id, run_id)): Path<(String, String)>,
 ) -> ApiResult<Response> {
-    let thread_id = uuid("thread", &thread_id)?;
-    engine.thread_within(thread_id, &scope).await?;
+    let (thread_id, run_id) = (uuid("thread", &thread_id)?, uuid("run", &run_id)?);
     let run = engine
-        .get_run(Some(thread_id), uuid("run", &run_id)?)
+        .as_caller(&caller)
+        .runs()
+        .get(thread_id, run_id)
         .await?;
     Ok(Json(run).into_response())
 }
 
 async fn remove(
     State(engine): State<Engine>,
-    Scoped(scope): Scoped,
+    CallerOf(caller): CallerOf,
     Path((thread_id, run_id)): Path<(String, String)>,
 ) -> ApiResult<StatusCode> {
-    let thread_id = uuid("thread", &thread_id)?;
-    engine.thread_within(thread_id, &scope).await?;
-    engine.delete_run(thread_id, uuid("run", &run_id)?).await?;
+    let (thread_id, run_id) = (uuid("thread", &thread_id)?, uuid("run", &run_id)?);
+    engine
+        .as_caller(&caller)
+        .runs()
+        .delete(thread_id, run_id)
+        .await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
 async fn cancel(
     State(engine): State<Engine>,
-    Scoped(scope): Scoped,
+    CallerOf(caller): CallerOf,
     prefix: MountPrefix,
     Path((thread_id, run_id)): Path<(String, String)>,
     query: QueryParams,
 ) -> ApiResult<Response> {
     let (thread_id, run_id) = (uuid("thread", &thread_id)?, uuid("run", &run_id)?);
-    engine.thread_within(thread_id, &scope).await?;
-    let run = engine
-        .cancel_run(thread_id, run_id, cancel_action(&query))
+    let runs = engine.as_caller(&caller).runs();
+    let run = runs
+        .cancel(thread_id, run_id, cancel_action(&query))
         .await?;
     if query.bool("wait")?.unwrap_or(false) {
-        return Ok(result_response(&engine, &prefix, &run, None, None).await);
+        return Ok(result_response(&engine, &caller, &prefix, &run, None, None).await);
     }
     Ok(StatusCode::ACCEPTED.into_response())
 }
 
 async fn cancel_many(
     State(engine): State<Engine>,
-    Scoped(scope): Scoped,
+    CallerOf(caller): CallerOf,
     query: QueryParams,
     JsonBody(body): JsonBody<BulkCancel>,
 ) -> ApiResult<StatusCode> {
-    engine
-        .cancel_runs(body, cancel_action(&query), &scope)
-        .await?;
+    let runs = engine.as_caller(&caller).runs();
+    runs.cancel_many(body, cancel_action(&query)).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
 async fn join(
     State(engine): State<Engine>,
-    Scoped(scope): Scoped,
+    CallerOf(caller): CallerOf,
     prefix: MountPrefix,
     Path((thread_id, run_id)): Path<(String, String)>,
     query: QueryParams,
 ) -> ApiResult<Response> {
     let (thread_id, run_id) = (uuid("thread", &thread_id)?, uuid("run", &run_id)?);
-    engine.thread_within(thread_id, &scope).await?;
     let cancel = query.bool("cancel_on_disconnect")?.unwrap_or(false);
-    match engine.run_to_join(Some(thread_id), run_id).await {
+    let runs = engine.as_caller(&caller).runs();
+    match runs.join(Some(thread_id), run_id).await? {
         RunToJoin::Run(run) => {
-            let on_drop = cancel_on_drop(&engine, &run, cancel && !run.status.is_terminal());
-            Ok(result_response(&engine, &prefix, &run, None, on_drop).await)
+            let cancel = cancel && !run.status.is_terminal();
+            let on_drop = cancel_on_drop(&engine, &caller, &run, cancel);
+            Ok(result_response(&engine, &caller, &prefix, &run, None, on_drop).await)
         }
-        RunToJoin::Forgotten => Ok(Json(engine.run_result(run_id).await).into_response()),
+        RunToJoin::Forgotten => Ok(Json(runs.forgotten_result(run_id).await?).into_response()),
         RunToJoin::Unknown => Ok(Json(json!({ "__error__": run_not_found() })).into_response()),
     }
 }
 
 async fn join_stream_on_thread(
     State(engine): State<Engine>,
-    Scoped(scope): Scoped,
+    CallerOf(caller): CallerOf,
     prefix: MountPrefix,
     Path((thread_id, run_id)): Path<(String, String)>,
     query: QueryParams,
     request_headers: HeaderMap,
 ) -> ApiResult<Response> {
     let thread_id = uuid("thread", &thread_id)?;
-    engine.thread_within(thread_id, &scope).await?;
     join_stream(
         &engine,
+        &caller,
         &prefix,
         Some(thread_id),
         uuid("run", &run_id)?,
@@ -450,15 +417,15 @@ async fn join_stream_on_thread(
 
 async fn join_stream_stateless(
     State(engine): State<Engine>,
-    Scoped(scope): Scoped,
+    CallerOf(caller): CallerOf,
     prefix: MountPrefix,
     Path(run_id): Path<String>,
     query: QueryParams,
     request_headers: HeaderMap,
 ) -> ApiResult<Response> {
     let run_id = uuid("run", &run_id)?;
-    engine.run_within(run_id, &scope).await?;
-    join_stream(&engine, &prefix, None, run_id, &query, &request_headers).await
+    let headers = &request_headers;
+    join_stream(&engine, &caller, &prefix, None, run_id, &query, headers).await
 }
 
 /// Joins a run's stream: replays after `Last-Event-ID` (`-1` from the start), then
@@ -466,6 +433,7 @@ async fn join_stream_stateless(
 /// frame, as on the reference server.
 async fn join_stream(
     engine: &Engine,
+    caller: &Caller,
     prefix: &MountPrefix,
     thread_id: Option<Uuid>,
     run_id: Uuid,
@@ -481,7 +449,11 @@ async fn join_stream(
         run,
         subscription,
         resumable,
-    }) = engine.join_run_stream(thread_id, run_id, replay).await
+    }) = engine
+        .as_caller(caller)
+        .runs()
+        .join_stream(thread_id, run_id, replay)
+        .await?
     else {
         let frame = encode("error", run_not_found().to_string().as_bytes(), None);
         let body = SseBody {
@@ -510,7 +482,7 @@ async fn join_stream(
         filter: ModeFilter::new(query.list("stream_mode")),
         on_drop: run
             .as_ref()
-            .and_then(|run| cancel_on_drop(engine, run, cancel)),
+            .and_then(|run| cancel_on_drop(engine, caller, run, cancel)),
     };
     Ok(sse_response(body, extra))
 }

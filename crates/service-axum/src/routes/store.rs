@@ -4,11 +4,11 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
-use service_engine::auth::{Action, Resource, Scope};
-use service_engine::{Engine, validate_namespace};
+use service_engine::Engine;
+use service_engine::auth::{Action, Resource};
 use service_types::{StoreDelete, StoreListNamespaces, StorePut, StoreSearch};
 
-use crate::auth::Scoped;
+use crate::auth::CallerOf;
 use crate::error::ApiResult;
 use crate::extract::{JsonBody, QueryParams};
 use crate::json::Json;
@@ -25,45 +25,19 @@ pub(crate) fn routes() -> Table {
         .post("/store/namespaces", (S, Search), namespaces)
 }
 
-/// The namespace prefix a scoped caller's store lives under (empty when unscoped).
-fn tenant(scope: &Scope) -> &[String] {
-    match scope {
-        Scope::Namespace(prefix) => prefix,
-        Scope::All | Scope::Owned(_) => &[],
-    }
-}
-
-/// `namespace` moved under the caller's prefix.
-fn within(prefix: &[String], namespace: &[String]) -> Vec<String> {
-    prefix.iter().chain(namespace).cloned().collect()
-}
-
-/// A stored namespace as the caller sees it: without its prefix.
-fn outside(prefix: &[String], mut namespace: Vec<String>) -> Vec<String> {
-    if namespace.starts_with(prefix) {
-        namespace.drain(..prefix.len());
-    }
-    namespace
-}
-
 async fn put_item(
     State(engine): State<Engine>,
-    Scoped(scope): Scoped,
-    JsonBody(mut body): JsonBody<StorePut>,
+    CallerOf(caller): CallerOf,
+    JsonBody(body): JsonBody<StorePut>,
 ) -> ApiResult<StatusCode> {
-    let prefix = tenant(&scope);
-    if !prefix.is_empty() {
-        validate_namespace(&body.namespace)?;
-        body.namespace = within(prefix, &body.namespace);
-    }
-    engine.put_item(body).await?;
+    engine.as_caller(&caller).items().put(body).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
 /// `GET /store/items?namespace=a.b&key=k`: the item, or `null` (never 404).
 async fn get_item(
     State(engine): State<Engine>,
-    Scoped(scope): Scoped,
+    CallerOf(caller): CallerOf,
     query: QueryParams,
 ) -> ApiResult<Response> {
     let Some(key) = query.get("key") else {
@@ -78,59 +52,35 @@ async fn get_item(
         .map(|text| text.split('.').map(str::to_owned).collect())
         .unwrap_or_default();
     let refresh = query.bool("refresh_ttl")?;
-    let prefix = tenant(&scope);
-    let item = engine
-        .get_item(&within(prefix, &namespace), key, refresh)
-        .await?
-        .map(|mut item| {
-            item.namespace = outside(prefix, item.namespace);
-            item
-        });
+    let store = engine.as_caller(&caller).items();
+    let item = store.get(namespace, key, refresh).await?;
     Ok(Json(item).into_response())
 }
 
 async fn delete_item(
     State(engine): State<Engine>,
-    Scoped(scope): Scoped,
+    CallerOf(caller): CallerOf,
     JsonBody(body): JsonBody<StoreDelete>,
 ) -> ApiResult<StatusCode> {
-    let namespace = within(tenant(&scope), &body.namespace);
-    engine.delete_item(&namespace, &body.key).await?;
+    let store = engine.as_caller(&caller).items();
+    store.delete(body.namespace, &body.key).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
 async fn search(
     State(engine): State<Engine>,
-    Scoped(scope): Scoped,
-    JsonBody(mut body): JsonBody<StoreSearch>,
+    CallerOf(caller): CallerOf,
+    JsonBody(body): JsonBody<StoreSearch>,
 ) -> ApiResult<Response> {
-    let prefix = tenant(&scope);
-    body.namespace_prefix = within(prefix, &body.namespace_prefix);
-    let mut items = engine.search_items(body).await?;
-    for found in &mut items {
-        found.item.namespace = outside(prefix, std::mem::take(&mut found.item.namespace));
-    }
+    let items = engine.as_caller(&caller).items().search(body).await?;
     Ok(Json(json!({ "items": items })).into_response())
 }
 
 async fn namespaces(
     State(engine): State<Engine>,
-    Scoped(scope): Scoped,
-    JsonBody(mut body): JsonBody<StoreListNamespaces>,
+    CallerOf(caller): CallerOf,
+    JsonBody(body): JsonBody<StoreListNamespaces>,
 ) -> ApiResult<Response> {
-    let prefix = tenant(&scope);
-    if !prefix.is_empty() {
-        let own = body.prefix.take().unwrap_or_default();
-        body.prefix = Some(within(prefix, &own));
-        body.max_depth = body
-            .max_depth
-            .map(|depth| depth.saturating_add(prefix.len() as i64));
-    }
-    let namespaces: Vec<Vec<String>> = engine
-        .list_namespaces(body)
-        .await?
-        .into_iter()
-        .map(|namespace| outside(prefix, namespace))
-        .collect();
+    let namespaces = engine.as_caller(&caller).items().namespaces(body).await?;
     Ok(Json(json!({ "namespaces": namespaces })).into_response())
 }

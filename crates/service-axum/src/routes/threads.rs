@@ -4,16 +4,16 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
+use service_engine::Engine;
 use service_engine::auth::{Action, Resource};
 use service_engine::bus::Replay;
-use service_engine::{Engine, EngineError};
 use service_types::{
     Checkpoint, HistoryBefore, HistoryQuery, PruneStrategy, Thread, ThreadCreate, ThreadPatch,
     ThreadPrune, ThreadSearch, ThreadStateAtCheckpoint, ThreadStatePatch, ThreadStateUpdate,
 };
 
-use crate::auth::Scoped;
-use crate::error::{ApiError, ApiResult, unprocessable};
+use crate::auth::CallerOf;
+use crate::error::{ApiResult, unprocessable};
 use crate::extract::{JsonBody, Path, QueryParams, uuid};
 use crate::json::Json;
 use crate::project;
@@ -80,47 +80,37 @@ fn thread_body(mut thread: Thread, include_ttl: bool) -> Response {
 
 async fn create(
     State(engine): State<Engine>,
-    Scoped(scope): Scoped,
-    JsonBody(mut body): JsonBody<ThreadCreate>,
+    CallerOf(caller): CallerOf,
+    JsonBody(body): JsonBody<ThreadCreate>,
 ) -> ApiResult<Response> {
-    scope.stamp_option(&mut body.metadata);
-    let thread = engine.create_thread(body).await?;
-    // `if_exists: do_nothing` answers with the existing thread: not someone else's.
-    if !scope.admits(&thread.metadata) {
-        return Err(ApiError(EngineError::conflict(format!(
-            "Thread {} already exists",
-            thread.thread_id
-        ))));
-    }
+    let thread = engine.as_caller(&caller).threads().create(body).await?;
     Ok(thread_body(thread, false))
 }
 
 async fn read(
     State(engine): State<Engine>,
-    Scoped(scope): Scoped,
+    CallerOf(caller): CallerOf,
     Path(id): Path<String>,
     query: QueryParams,
 ) -> ApiResult<Response> {
-    engine.thread_within(thread_id(&id)?, &scope).await?;
     let include_ttl = query.list("include").iter().any(|field| field == "ttl");
-    Ok(thread_body(
-        engine.get_thread(thread_id(&id)?).await?,
-        include_ttl,
-    ))
+    let thread = engine
+        .as_caller(&caller)
+        .threads()
+        .get(thread_id(&id)?)
+        .await?;
+    Ok(thread_body(thread, include_ttl))
 }
 
 async fn update(
     State(engine): State<Engine>,
-    Scoped(scope): Scoped,
+    CallerOf(caller): CallerOf,
     Path(id): Path<String>,
     request_headers: HeaderMap,
-    JsonBody(mut body): JsonBody<ThreadPatch>,
+    JsonBody(body): JsonBody<ThreadPatch>,
 ) -> ApiResult<Response> {
-    engine.thread_within(thread_id(&id)?, &scope).await?;
-    if body.metadata.is_some() {
-        scope.stamp_option(&mut body.metadata);
-    }
-    let thread = engine.patch_thread(thread_id(&id)?, body).await?;
+    let threads = engine.as_caller(&caller).threads();
+    let thread = threads.update(thread_id(&id)?, body).await?;
     let minimal = request_headers
         .get_all("prefer")
         .iter()
@@ -134,22 +124,22 @@ async fn update(
 
 async fn remove(
     State(engine): State<Engine>,
-    Scoped(scope): Scoped,
+    CallerOf(caller): CallerOf,
     Path(id): Path<String>,
 ) -> ApiResult<StatusCode> {
-    engine.thread_within(thread_id(&id)?, &scope).await?;
-    engine.delete_thread(thread_id(&id)?).await?;
+    let threads = engine.as_caller(&caller).threads();
+    threads.delete(thread_id(&id)?).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
 async fn search(
     State(engine): State<Engine>,
-    Scoped(scope): Scoped,
+    CallerOf(caller): CallerOf,
     JsonBody(body): JsonBody<ThreadSearch>,
 ) -> ApiResult<Response> {
     let select = body.select.clone().unwrap_or_default();
     let extract = body.extract.clone();
-    let page = engine.search_threads(body, scope.enforced()).await?;
+    let page = engine.as_caller(&caller).threads().search(body).await?;
     let threads: Vec<Thread> = page
         .threads
         .into_iter()
@@ -171,129 +161,108 @@ async fn search(
 
 async fn count(
     State(engine): State<Engine>,
-    Scoped(scope): Scoped,
+    CallerOf(caller): CallerOf,
     JsonBody(body): JsonBody<ThreadSearch>,
 ) -> ApiResult<Json<u64>> {
-    Ok(Json(engine.count_threads(body, scope.enforced()).await?))
+    Ok(Json(engine.as_caller(&caller).threads().count(body).await?))
 }
 
 async fn copy(
     State(engine): State<Engine>,
-    Scoped(scope): Scoped,
+    CallerOf(caller): CallerOf,
     Path(id): Path<String>,
 ) -> ApiResult<Response> {
-    engine.thread_within(thread_id(&id)?, &scope).await?;
-    Ok(thread_body(
-        engine.copy_thread(thread_id(&id)?).await?,
-        false,
-    ))
+    let copy = engine.as_caller(&caller).threads().copy(thread_id(&id)?);
+    Ok(thread_body(copy.await?, false))
 }
 
 async fn prune(
     State(engine): State<Engine>,
-    Scoped(scope): Scoped,
+    CallerOf(caller): CallerOf,
     JsonBody(body): JsonBody<ThreadPrune>,
 ) -> ApiResult<Response> {
-    for thread_id in &body.thread_ids {
-        engine.thread_within(*thread_id, &scope).await?;
-    }
     let strategy = body.strategy.unwrap_or(PruneStrategy::Delete);
-    let pruned = engine.prune_threads(body.thread_ids, strategy).await?;
+    let threads = engine.as_caller(&caller).threads();
+    let pruned = threads.prune(body.thread_ids, strategy).await?;
     Ok(Json(json!({ "pruned_count": pruned })).into_response())
 }
 
 async fn state(
     State(engine): State<Engine>,
-    Scoped(scope): Scoped,
+    CallerOf(caller): CallerOf,
     Path(id): Path<String>,
     query: QueryParams,
 ) -> ApiResult<Response> {
-    engine.thread_within(thread_id(&id)?, &scope).await?;
     let subgraphs = query.bool("subgraphs")?.unwrap_or(false);
-    Ok(Json(
-        engine
-            .thread_state(thread_id(&id)?, None, subgraphs)
-            .await?,
-    )
-    .into_response())
+    let threads = engine.as_caller(&caller).threads();
+    Ok(Json(threads.state(thread_id(&id)?, None, subgraphs).await?).into_response())
 }
 
 async fn state_at_checkpoint(
     State(engine): State<Engine>,
-    Scoped(scope): Scoped,
+    CallerOf(caller): CallerOf,
     Path((id, checkpoint_id)): Path<(String, String)>,
     query: QueryParams,
 ) -> ApiResult<Response> {
-    engine.thread_within(thread_id(&id)?, &scope).await?;
     let subgraphs = query.bool("subgraphs")?.unwrap_or(false);
     let checkpoint = Checkpoint {
         checkpoint_id: Some(checkpoint_id),
         ..Checkpoint::default()
     };
-    Ok(Json(
-        engine
-            .thread_state(thread_id(&id)?, Some(checkpoint), subgraphs)
-            .await?,
-    )
-    .into_response())
+    let threads = engine.as_caller(&caller).threads();
+    let state = threads.state(thread_id(&id)?, Some(checkpoint), subgraphs);
+    Ok(Json(state.await?).into_response())
 }
 
 async fn state_at_checkpoint_body(
     State(engine): State<Engine>,
-    Scoped(scope): Scoped,
+    CallerOf(caller): CallerOf,
     Path(id): Path<String>,
     JsonBody(body): JsonBody<ThreadStateAtCheckpoint>,
 ) -> ApiResult<Response> {
-    engine.thread_within(thread_id(&id)?, &scope).await?;
     let subgraphs = body.subgraphs.unwrap_or(false);
-    Ok(Json(
-        engine
-            .thread_state(thread_id(&id)?, Some(body.checkpoint), subgraphs)
-            .await?,
-    )
-    .into_response())
+    let threads = engine.as_caller(&caller).threads();
+    let state = threads.state(thread_id(&id)?, Some(body.checkpoint), subgraphs);
+    Ok(Json(state.await?).into_response())
 }
 
 async fn update_state(
     State(engine): State<Engine>,
-    Scoped(scope): Scoped,
+    CallerOf(caller): CallerOf,
     Path(id): Path<String>,
     JsonBody(body): JsonBody<ThreadStateUpdate>,
 ) -> ApiResult<Response> {
-    engine.thread_within(thread_id(&id)?, &scope).await?;
-    Ok(Json(engine.update_thread_state(thread_id(&id)?, body).await?).into_response())
+    let threads = engine.as_caller(&caller).threads();
+    Ok(Json(threads.update_state(thread_id(&id)?, body).await?).into_response())
 }
 
 async fn patch_state(
     State(engine): State<Engine>,
-    Scoped(scope): Scoped,
+    CallerOf(caller): CallerOf,
     Path(id): Path<String>,
     JsonBody(body): JsonBody<ThreadStatePatch>,
 ) -> ApiResult<StatusCode> {
-    engine.thread_within(thread_id(&id)?, &scope).await?;
-    engine
-        .patch_thread_state(thread_id(&id)?, body.metadata)
-        .await?;
+    let threads = engine.as_caller(&caller).threads();
+    threads.patch_state(thread_id(&id)?, body.metadata).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
 async fn history_post(
     State(engine): State<Engine>,
-    Scoped(scope): Scoped,
+    CallerOf(caller): CallerOf,
     Path(id): Path<String>,
     JsonBody(body): JsonBody<HistoryQuery>,
 ) -> ApiResult<Response> {
-    engine.thread_within(thread_id(&id)?, &scope).await?;
-    Ok(Json(engine.thread_history(thread_id(&id)?, body).await?).into_response())
+    let threads = engine.as_caller(&caller).threads();
+    Ok(Json(threads.history(thread_id(&id)?, body).await?).into_response())
 }
 
 async fn history_get(
     State(engine): State<Engine>,
-    Scoped(scope): Scoped,
+    CallerOf(caller): CallerOf,
     Path(id): Path<String>,
     query: QueryParams,
 ) -> ApiResult<Response> {
-    engine.thread_within(thread_id(&id)?, &scope).await?;
     let body = HistoryQuery {
         limit: query.int("limit")?,
         before: query
@@ -301,7 +270,8 @@ async fn history_get(
             .map(|id| HistoryBefore::Id(id.to_owned())),
         ..HistoryQuery::default()
     };
-    Ok(Json(engine.thread_history(thread_id(&id)?, body).await?).into_response())
+    let threads = engine.as_caller(&caller).threads();
+    Ok(Json(threads.history(thread_id(&id)?, body).await?).into_response())
 }
 
 /// `GET /threads/{id}/stream`: every frame of every run on the thread, run-done
@@ -309,12 +279,11 @@ async fn history_get(
 /// `lifecycle`, `state_update` (query `stream_mode` or `stream_modes`).
 async fn join_stream(
     State(engine): State<Engine>,
-    Scoped(scope): Scoped,
+    CallerOf(caller): CallerOf,
     Path(id): Path<String>,
     query: QueryParams,
     request_headers: HeaderMap,
 ) -> ApiResult<Response> {
-    engine.thread_within(thread_id(&id)?, &scope).await?;
     let thread_id = thread_id(&id)?;
     let mut modes = query.list("stream_mode");
     modes.extend(query.list("stream_modes"));
@@ -339,7 +308,8 @@ async fn join_stream(
         .and_then(|value| value.to_str().ok());
     let replay = Replay::from_last_event_id(last_event_id)
         .ok_or_else(|| unprocessable("Invalid last-event-id"))?;
-    let subscription = engine.join_thread_stream(thread_id, replay).await?;
+    let threads = engine.as_caller(&caller).threads();
+    let subscription = threads.join_stream(thread_id, replay).await?;
     let body = SseBody {
         prelude: Vec::new(),
         subscription,

@@ -26,6 +26,7 @@ pub(crate) async fn app_with(options: RouterOptions) -> Router {
     })
     .expect("example graphs");
     engine
+        .system()
         .ensure_system_assistants()
         .await
         .expect("system assistants");

@@ -19,7 +19,7 @@ use uuid::Uuid;
 
 pub use filter::EventFilter;
 
-use crate::auth::Scope;
+use crate::auth::Caller;
 use crate::bus::{Delivery, Frame, Replay, Topic};
 use crate::run_options::RunOptions;
 use crate::{Engine, EngineError, ErrorKind, RunTarget};
@@ -84,7 +84,7 @@ pub type ThreadEvents = BoxStream<'static, Result<ProtocolEvent, Lagged>>;
 
 impl Engine {
     /// The thread's protocol events, numbered from 1 for this connection.
-    pub async fn thread_events(&self, thread_id: Uuid) -> crate::EngineResult<ThreadEvents> {
+    pub(crate) async fn thread_events(&self, thread_id: Uuid) -> crate::EngineResult<ThreadEvents> {
         let Some(subscription) = self.join_thread_stream(thread_id, Replay::All).await? else {
             return Ok(futures::stream::empty().boxed());
         };
@@ -144,11 +144,11 @@ impl Engine {
     /// `run.start`: a run on the thread (made for it when it does not exist) that
     /// streams what the protocol translates, queued behind the thread's other runs
     /// unless the params ask for another multitask strategy.
-    pub async fn start_thread_run(
+    pub(crate) async fn start_thread_run(
         &self,
         thread_id: Uuid,
         params: RunStartParams,
-        scope: &Scope,
+        caller: &Caller,
     ) -> Result<Run, ProtocolFailure> {
         let mut config = params.config;
         // The fork point travels in the config; the run body names it on its own.
@@ -175,16 +175,17 @@ impl Engine {
             multitask_strategy: Some(params.multitask_strategy.unwrap_or_default()),
             ..protocol_run()
         };
-        self.create_protocol_run(thread_id, body, scope).await
+        self.create_protocol_run(thread_id, body, caller).await
     }
 
     /// `input.respond`: resumes the thread's paused run with the answers, in a new run
-    /// of the assistant that ran last.
-    pub async fn respond_on_thread(
+    /// of the assistant that ran last (as the run row says, not the thread's
+    /// client-writable metadata; and only when the caller may still read it).
+    pub(crate) async fn respond_on_thread(
         &self,
         thread_id: Uuid,
         params: InputRespondParams,
-        scope: &Scope,
+        caller: &Caller,
     ) -> Result<Run, ProtocolFailure> {
         let Some(answers) = params.answers() else {
             return Err(ProtocolFailure::new(
@@ -192,7 +193,6 @@ impl Engine {
                 "input.respond requires an interrupt_id and a response, or responses.",
             ));
         };
-        self.thread_within(thread_id, scope).await?;
         let pending = self.settled_interrupts(thread_id).await?;
         if let Some(unknown) = answers
             .iter()
@@ -206,13 +206,8 @@ impl Engine {
                 ),
             ));
         }
-        let thread = self.get_thread(thread_id).await?;
-        let Some(assistant_id) = thread
-            .metadata
-            .get("assistant_id")
-            .and_then(Value::as_str)
-            .map(str::to_owned)
-        else {
+        let latest = self.list_runs(thread_id, Some(1), None, None).await?;
+        let Some(assistant_id) = latest.first().map(|run| run.assistant_id.to_string()) else {
             return Err(ProtocolFailure::new(
                 ProtocolErrorCode::NoSuchRun,
                 "No interrupted run is bound to this thread.",
@@ -243,7 +238,7 @@ impl Engine {
             multitask_strategy: Some(MultitaskStrategy::Enqueue),
             ..protocol_run()
         };
-        self.create_protocol_run(thread_id, body, scope).await
+        self.create_protocol_run(thread_id, body, caller).await
     }
 
     /// The ids of the thread's pending interrupts, once a run that paused has
@@ -277,13 +272,13 @@ impl Engine {
         &self,
         thread_id: Uuid,
         body: RunCreate,
-        scope: &Scope,
+        caller: &Caller,
     ) -> Result<Run, ProtocolFailure> {
         let topic = Topic::Thread(thread_id);
         let was_open = self.inner.bus.is_open(topic).await;
         self.inner.bus.open(topic).await;
         let created = self
-            .create_run_within(RunTarget::Thread(thread_id), body, scope)
+            .create_run(caller, RunTarget::Thread(thread_id), body)
             .await;
         if created.is_err() && !was_open && self.get_thread(thread_id).await.is_err() {
             self.inner.bus.discard(topic).await;
@@ -292,13 +287,11 @@ impl Engine {
     }
 
     /// `agent.getTree`: the run's graph and the subgraphs it is paused in.
-    pub async fn agent_tree(
+    pub(crate) async fn agent_tree(
         &self,
         thread_id: Uuid,
         run_id: Option<Uuid>,
-        scope: &Scope,
     ) -> Result<Value, ProtocolFailure> {
-        self.thread_within(thread_id, scope).await?;
         let no_run =
             || ProtocolFailure::new(ProtocolErrorCode::NoSuchRun, "No run on this thread.");
         let run = match run_id {

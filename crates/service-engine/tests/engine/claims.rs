@@ -11,7 +11,10 @@ use crate::support::*;
 async fn a_worker_claims_its_next_queued_run_with_its_settle() {
     let (engine, runs) = one_worker_on_runs(ObservedRuns::default()).await;
     let first = engine
-        .create_run(
+        .system()
+        .view()
+        .runs()
+        .create(
             RunTarget::Thread(new_thread(&engine).await),
             run_body("slow", json!({"delay_ms": 300})),
         )
@@ -22,7 +25,10 @@ async fn a_worker_claims_its_next_queued_run_with_its_settle() {
         let input = json!({"messages": [{"type": "human", "content": format!("hi {n}")}]});
         let thread = new_thread(&engine).await;
         let run = engine
-            .create_run(RunTarget::Thread(thread), run_body("echo", input))
+            .system()
+            .view()
+            .runs()
+            .create(RunTarget::Thread(thread), run_body("echo", input))
             .await
             .unwrap();
         queued.push(run);
@@ -66,7 +72,13 @@ async fn a_watched_run_on_a_new_thread_is_created_claimed_for_an_idle_worker() {
     idle_workers(&engine, 1).await;
 
     let (target, body) = echo_on_new_thread("watched");
-    let (run, _frames) = engine.create_run_watched(target, body).await.unwrap();
+    let (run, _frames) = engine
+        .system()
+        .view()
+        .runs()
+        .create_watched(target, body)
+        .await
+        .unwrap();
     assert_eq!(
         result_of(&engine, run.run_id).await["messages"][1]["content"],
         "echo: watched"
@@ -74,28 +86,50 @@ async fn a_watched_run_on_a_new_thread_is_created_claimed_for_an_idle_worker() {
     assert_eq!(claims(), (0, 0), "created claimed");
 
     let (target, body) = echo_on_new_thread("background");
-    let run = engine.create_run(target, body).await.unwrap();
+    let run = engine
+        .system()
+        .view()
+        .runs()
+        .create(target, body)
+        .await
+        .unwrap();
     assert_eq!(run.status, RunStatus::Pending);
     settled(&engine, &run).await;
     assert_eq!(claims(), (1, 0), "queued, then claimed by id");
 
     // The one worker is busy: a watched run waits, pending, for it.
     let slow = engine
-        .create_run(
+        .system()
+        .view()
+        .runs()
+        .create(
             RunTarget::Thread(new_thread(&engine).await),
             run_body("slow", json!({"delay_ms": 300})),
         )
         .await
         .unwrap();
     let slow = eventually(|| async {
-        let run = engine.get_run(None, slow.run_id).await.ok()?;
+        let run = engine.store().runs().get(slow.run_id).await.ok()??;
         (run.status == RunStatus::Running).then_some(run)
     })
     .await;
     let (target, body) = echo_on_new_thread("behind");
-    let (behind, _frames) = engine.create_run_watched(target, body).await.unwrap();
+    let (behind, _frames) = engine
+        .system()
+        .view()
+        .runs()
+        .create_watched(target, body)
+        .await
+        .unwrap();
     assert_eq!(
-        engine.get_run(None, behind.run_id).await.unwrap().status,
+        engine
+            .store()
+            .runs()
+            .get(behind.run_id)
+            .await
+            .unwrap()
+            .unwrap()
+            .status,
         RunStatus::Pending
     );
     settled(&engine, &slow).await;
@@ -116,11 +150,17 @@ async fn a_run_created_claimed_is_cancelled_at_once() {
     let mut body = run_body("slow", json!({"delay_ms": 60_000}));
     body.if_not_exists = Some(IfNotExists::Create);
     let (run, _frames) = engine
-        .create_run_watched(RunTarget::Thread(thread), body)
+        .system()
+        .view()
+        .runs()
+        .create_watched(RunTarget::Thread(thread), body)
         .await
         .unwrap();
     engine
-        .cancel_run(thread, run.run_id, CancelAction::Interrupt)
+        .system()
+        .view()
+        .runs()
+        .cancel(thread, run.run_id, CancelAction::Interrupt)
         .await
         .unwrap();
     // Settles long before the node's 60 s sleep would end.
@@ -149,7 +189,16 @@ async fn a_run_created_claimed_goes_before_runs_queued_meanwhile() {
             thread_id: Some(with_low_bit(0)),
             ..ThreadCreate::default()
         };
-        threads.push(engine.create_thread(body).await.unwrap().thread_id);
+        threads.push(
+            engine
+                .system()
+                .view()
+                .threads()
+                .create(body)
+                .await
+                .unwrap()
+                .thread_id,
+        );
     }
     idle_workers(&engine, 1).await;
 
@@ -160,7 +209,10 @@ async fn a_run_created_claimed_goes_before_runs_queued_meanwhile() {
             let mut body = run_body("echo", json!({"messages": []}));
             body.if_not_exists = Some(IfNotExists::Create);
             engine
-                .create_run_watched(RunTarget::Thread(with_low_bit(1)), body)
+                .system()
+                .view()
+                .runs()
+                .create_watched(RunTarget::Thread(with_low_bit(1)), body)
                 .await
                 .unwrap()
         }
@@ -171,7 +223,10 @@ async fn a_run_created_claimed_goes_before_runs_queued_meanwhile() {
     let mut queued = Vec::new();
     for thread in &threads[1..] {
         let run = engine
-            .create_run(
+            .system()
+            .view()
+            .runs()
+            .create(
                 RunTarget::Thread(*thread),
                 run_body("echo", json!({"messages": []})),
             )
@@ -183,7 +238,10 @@ async fn a_run_created_claimed_goes_before_runs_queued_meanwhile() {
     hold.release();
     let (watched, _frames) = watched.await.unwrap();
     engine
-        .cancel_run(threads[0], slow.run_id, CancelAction::Interrupt)
+        .system()
+        .view()
+        .runs()
+        .cancel(threads[0], slow.run_id, CancelAction::Interrupt)
         .await
         .unwrap();
     for run in &queued {
@@ -224,7 +282,10 @@ async fn a_run_whose_new_thread_another_instance_made_meanwhile_runs_on_that_thr
     );
     body.if_not_exists = Some(IfNotExists::Create);
     let run = engine
-        .create_run(RunTarget::Thread(thread), body)
+        .system()
+        .view()
+        .runs()
+        .create(RunTarget::Thread(thread), body)
         .await
         .unwrap();
     assert_eq!(run.thread_id, thread);
@@ -232,7 +293,7 @@ async fn a_run_whose_new_thread_another_instance_made_meanwhile_runs_on_that_thr
         result_of(&engine, run.run_id).await["messages"][1]["content"],
         "echo: hi"
     );
-    let made = engine.get_thread(thread).await.unwrap();
+    let made = engine.system().view().threads().get(thread).await.unwrap();
     assert_eq!(
         (
             made.metadata["made"].clone(),

@@ -1,7 +1,5 @@
 //! How runs end: cancelled, timed out, failed, rolled back.
 
-use service_engine::auth::Scope;
-
 use crate::support::*;
 
 #[tokio::test]
@@ -10,14 +8,24 @@ async fn cancel_stops_the_graph_mid_node() {
     let thread = new_thread(&engine).await;
     let run = running_slow_run(&engine, thread).await;
     engine
-        .cancel_run(thread, run.run_id, CancelAction::Interrupt)
+        .system()
+        .view()
+        .runs()
+        .cancel(thread, run.run_id, CancelAction::Interrupt)
         .await
         .unwrap();
     // Settles long before the node's 60 s sleep would end.
     let run = settled(&engine, &run).await;
     assert_eq!(run.status, RunStatus::Cancelled);
     assert_ne!(
-        engine.get_thread(thread).await.unwrap().status,
+        engine
+            .system()
+            .view()
+            .threads()
+            .get(thread)
+            .await
+            .unwrap()
+            .status,
         ThreadStatus::Busy
     );
 }
@@ -31,7 +39,10 @@ async fn a_run_longer_than_the_run_timeout_ends_as_timeout() {
     let Harness { engine, .. } = started(config).await;
     let thread = new_thread(&engine).await;
     let run = engine
-        .create_run(
+        .system()
+        .view()
+        .runs()
+        .create(
             RunTarget::Thread(thread),
             run_body("slow", json!({"delay_ms": 60_000})),
         )
@@ -40,7 +51,14 @@ async fn a_run_longer_than_the_run_timeout_ends_as_timeout() {
     let run = settled(&engine, &run).await;
     assert_eq!(run.status, RunStatus::Timeout);
     assert_eq!(
-        engine.get_thread(thread).await.unwrap().status,
+        engine
+            .system()
+            .view()
+            .threads()
+            .get(thread)
+            .await
+            .unwrap()
+            .status,
         ThreadStatus::Error
     );
 }
@@ -50,7 +68,10 @@ async fn a_failed_run_records_its_error_chain_on_the_run_and_the_thread() {
     let Harness { engine, .. } = started(EngineConfig::default()).await;
     let thread = new_thread(&engine).await;
     let run = engine
-        .create_run(
+        .system()
+        .view()
+        .runs()
+        .create(
             RunTarget::Thread(thread),
             run_body("fail", json!({"messages": []})),
         )
@@ -62,7 +83,7 @@ async fn a_failed_run_records_its_error_chain_on_the_run_and_the_thread() {
     let run = settled(&engine, &run).await;
     assert_eq!(run.status, RunStatus::Error);
     assert_eq!(run.error.unwrap().message, "boom");
-    let thread = engine.get_thread(thread).await.unwrap();
+    let thread = engine.system().view().threads().get(thread).await.unwrap();
     assert_eq!(thread.status, ThreadStatus::Error);
     assert_eq!(thread.error.as_deref(), Some("boom"));
     assert_eq!(thread.metadata["error"], "boom");
@@ -172,12 +193,18 @@ async fn a_rolled_back_run_loses_its_checkpoints_before_it_settles() {
     let thread = new_thread(&engine).await;
     let run = running_slow_run(&engine, thread).await;
     engine
-        .cancel_run(thread, run.run_id, CancelAction::Rollback)
+        .system()
+        .view()
+        .runs()
+        .cancel(thread, run.run_id, CancelAction::Rollback)
         .await
         .unwrap();
     eventually(|| async {
         engine
-            .get_run(Some(thread), run.run_id)
+            .system()
+            .view()
+            .runs()
+            .get(thread, run.run_id)
             .await
             .is_err()
             .then_some(())
@@ -193,7 +220,14 @@ async fn a_rolled_back_run_loses_its_checkpoints_before_it_settles() {
         .unwrap();
     assert!(history.is_empty(), "the run's checkpoints are gone");
     assert_ne!(
-        engine.get_thread(thread).await.unwrap().status,
+        engine
+            .system()
+            .view()
+            .threads()
+            .get(thread)
+            .await
+            .unwrap()
+            .status,
         ThreadStatus::Busy
     );
 }
@@ -204,8 +238,14 @@ async fn a_rolled_back_run_loses_its_checkpoints_before_it_settles() {
 async fn a_run_whose_stored_options_do_not_decode_fails_naming_them() {
     let harness = harness(EngineConfig::default());
     let engine = &harness.engine;
-    engine.ensure_system_assistants().await.unwrap();
-    let assistant = engine.get_assistant("echo").await.unwrap();
+    engine.system().ensure_system_assistants().await.unwrap();
+    let assistant = engine
+        .system()
+        .view()
+        .assistants()
+        .get("echo")
+        .await
+        .unwrap();
     let thread = new_thread(engine).await;
     let run_id = Uuid::now_v7();
     engine
@@ -229,7 +269,13 @@ async fn a_run_whose_stored_options_do_not_decode_fails_naming_them() {
         .unwrap();
     // A starting instance searches the queue for what was queued before it.
     engine.start();
-    let run = engine.get_run(Some(thread), run_id).await.unwrap();
+    let run = engine
+        .system()
+        .view()
+        .runs()
+        .get(thread, run_id)
+        .await
+        .unwrap();
     let run = settled(engine, &run).await;
     assert_eq!(run.status, RunStatus::Error);
     let error = run.error.unwrap();
@@ -251,7 +297,10 @@ async fn an_engine_without_webhooks_refuses_runs_that_carry_one() {
         ..run_body("echo", json!({}))
     };
     let error = engine
-        .create_run(RunTarget::Stateless, body.clone())
+        .system()
+        .view()
+        .runs()
+        .create(RunTarget::Stateless, body.clone())
         .await
         .unwrap_err();
     assert_eq!(error.kind, service_engine::ErrorKind::Unprocessable);
@@ -262,7 +311,10 @@ async fn an_engine_without_webhooks_refuses_runs_that_carry_one() {
         ..CronCreate::default()
     };
     let error = engine
-        .create_cron(None, cron, &Scope::All)
+        .system()
+        .view()
+        .crons()
+        .create(None, cron)
         .await
         .unwrap_err();
     assert_eq!(error.kind, service_engine::ErrorKind::Unprocessable);

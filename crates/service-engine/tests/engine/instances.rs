@@ -29,7 +29,7 @@ async fn coordinated(
         coordinator,
     )
     .unwrap();
-    engine.ensure_system_assistants().await.unwrap();
+    engine.system().ensure_system_assistants().await.unwrap();
     (engine, store, clock)
 }
 
@@ -56,7 +56,10 @@ async fn a_run_follows_its_assistant_as_changed_through_another_instance() {
     };
     let (running, editing) = (instance(), instance());
     let assistant = editing
-        .create_assistant(service_types::AssistantCreate {
+        .system()
+        .view()
+        .assistants()
+        .create(service_types::AssistantCreate {
             graph_id: Some("echo".into()),
             metadata: Some(json!({"edition": 1}).as_object().cloned().unwrap()),
             ..Default::default()
@@ -67,7 +70,10 @@ async fn a_run_follows_its_assistant_as_changed_through_another_instance() {
     let queue = || async {
         let thread = new_thread(&running).await;
         running
-            .create_run(RunTarget::Thread(thread), run_body(&id, json!({})))
+            .system()
+            .view()
+            .runs()
+            .create(RunTarget::Thread(thread), run_body(&id, json!({})))
             .await
             .unwrap()
     };
@@ -79,18 +85,36 @@ async fn a_run_follows_its_assistant_as_changed_through_another_instance() {
         metadata: Some(json!({"edition": 2}).as_object().cloned().unwrap()),
         ..Default::default()
     };
-    editing.update_assistant(&id, patch).await.unwrap();
+    editing
+        .system()
+        .view()
+        .assistants()
+        .update(&id, patch)
+        .await
+        .unwrap();
     assert_eq!(queue().await.metadata["edition"], 2);
-    editing.set_latest_assistant_version(&id, 1).await.unwrap();
+    editing
+        .system()
+        .view()
+        .assistants()
+        .set_latest(&id, 1)
+        .await
+        .unwrap();
     assert_eq!(queue().await.metadata["edition"], 1);
 
     editing
-        .delete_assistant(&id, false, &service_engine::auth::Scope::All)
+        .system()
+        .view()
+        .assistants()
+        .delete(&id, false)
         .await
         .unwrap();
     let thread = new_thread(&running).await;
     let gone = running
-        .create_run(RunTarget::Thread(thread), run_body(&id, json!({})))
+        .system()
+        .view()
+        .runs()
+        .create(RunTarget::Thread(thread), run_body(&id, json!({})))
         .await
         .unwrap_err();
     assert_eq!(gone.kind, service_engine::ErrorKind::NotFound);
@@ -218,7 +242,7 @@ async fn two_instances(coordinator: Arc<TestCoordinator>) -> (Engine, Engine) {
         .unwrap()
     };
     let (first, second) = (instance(), instance());
-    first.ensure_system_assistants().await.unwrap();
+    first.system().ensure_system_assistants().await.unwrap();
     (first, second)
 }
 
@@ -238,7 +262,10 @@ async fn only_a_run_outliving_the_claim_delay_takes_its_threads_claim() {
     engine.start();
     let thread = new_thread(&engine).await;
     let quick = engine
-        .create_run(RunTarget::Thread(thread), run_body("echo", json!({})))
+        .system()
+        .view()
+        .runs()
+        .create(RunTarget::Thread(thread), run_body("echo", json!({})))
         .await
         .unwrap();
     assert_eq!(settled(&engine, &quick).await.status, RunStatus::Success);
@@ -248,7 +275,10 @@ async fn only_a_run_outliving_the_claim_delay_takes_its_threads_claim() {
     eventually(|| async { (claims.taken.load(SeqCst) == 1).then_some(()) }).await;
     assert_eq!(claims.released.load(SeqCst), 0, "held while the run runs");
     engine
-        .cancel_run(thread, slow.run_id, CancelAction::Interrupt)
+        .system()
+        .view()
+        .runs()
+        .cancel(thread, slow.run_id, CancelAction::Interrupt)
         .await
         .unwrap();
     settled(&engine, &slow).await;
@@ -273,7 +303,10 @@ async fn a_claim_taken_as_its_run_ends_is_still_released() {
     let thread = new_thread(&engine).await;
     // Ends while its claim is being answered.
     let run = engine
-        .create_run(
+        .system()
+        .view()
+        .runs()
+        .create(
             RunTarget::Thread(thread),
             run_body("slow", json!({"delay_ms": 50})),
         )
@@ -321,7 +354,10 @@ async fn runs_queued_during_an_announcement_are_announced_once_after_it() {
     let queue = || async {
         let thread = new_thread(&engine).await;
         engine
-            .create_run(RunTarget::Thread(thread), run_body("echo", json!({})))
+            .system()
+            .view()
+            .runs()
+            .create(RunTarget::Thread(thread), run_body("echo", json!({})))
             .await
             .unwrap()
     };
@@ -360,7 +396,10 @@ async fn runs_queued_within_the_announcement_spacing_are_announced_once_after_it
     let queue = || async {
         let thread = new_thread(&engine).await;
         engine
-            .create_run(RunTarget::Thread(thread), run_body("echo", json!({})))
+            .system()
+            .view()
+            .runs()
+            .create(RunTarget::Thread(thread), run_body("echo", json!({})))
             .await
             .unwrap()
     };
@@ -383,7 +422,10 @@ async fn a_run_whose_executor_died_is_settled_as_an_error_once_its_claim_is_free
     // Workers are not started: the run is claimed as another instance would, then
     // that instance "dies".
     let run = engine
-        .create_run(RunTarget::Thread(thread), run_body("echo", json!({})))
+        .system()
+        .view()
+        .runs()
+        .create(RunTarget::Thread(thread), run_body("echo", json!({})))
         .await
         .unwrap();
     let claimed = store.runs().claim_next(clock.now()).await.unwrap().unwrap();
@@ -391,18 +433,31 @@ async fn a_run_whose_executor_died_is_settled_as_an_error_once_its_claim_is_free
 
     clock.advance(Duration::from_secs(60));
     assert_eq!(
-        engine.recover_orphaned_runs().await,
+        engine.system().recover_orphaned_runs().await,
         0,
         "its claim is still held"
     );
     coordinator.claims_freed.store(true, SeqCst);
-    assert_eq!(engine.recover_orphaned_runs().await, 1);
+    assert_eq!(engine.system().recover_orphaned_runs().await, 1);
 
-    let run = engine.get_run(Some(thread), run.run_id).await.unwrap();
+    let run = engine
+        .system()
+        .view()
+        .runs()
+        .get(thread, run.run_id)
+        .await
+        .unwrap();
     assert_eq!(run.status, RunStatus::Error);
     assert_eq!(run.error.unwrap().error, "ExecutorLost");
     assert_eq!(
-        engine.get_thread(thread).await.unwrap().status,
+        engine
+            .system()
+            .view()
+            .threads()
+            .get(thread)
+            .await
+            .unwrap()
+            .status,
         ThreadStatus::Error
     );
 }
@@ -423,18 +478,31 @@ async fn a_wait_ends_when_its_run_settles_on_another_instance() {
     let thread = new_thread(&waiting).await;
     let input = json!({"messages": [{"type": "human", "content": "across"}]});
     let (run, subscription) = waiting
-        .create_run_watched(RunTarget::Thread(thread), run_body("echo", input))
+        .system()
+        .view()
+        .runs()
+        .create_watched(RunTarget::Thread(thread), run_body("echo", input))
         .await
         .unwrap();
     // Started after the run exists, so its workers find it on their first look.
     executing.start();
     let result = tokio::time::timeout(
         Duration::from_secs(10),
-        waiting.run_result_from(run.run_id, Some(subscription)),
+        waiting
+            .system()
+            .view()
+            .runs()
+            .result(run.run_id, Some(subscription)),
     )
     .await
     .expect("the wait ends");
-    let settled = executing.get_run(None, run.run_id).await.unwrap();
+    let settled = executing
+        .store()
+        .runs()
+        .get(run.run_id)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(settled.status, RunStatus::Success);
     assert!(
         result["messages"]
@@ -459,7 +527,10 @@ async fn a_cancel_recorded_on_another_instance_stops_the_run_through_its_announc
     let thread = new_thread(&executing).await;
     let run = running_slow_run(&executing, thread).await;
     requesting
-        .cancel_run(thread, run.run_id, CancelAction::Interrupt)
+        .system()
+        .view()
+        .runs()
+        .cancel(thread, run.run_id, CancelAction::Interrupt)
         .await
         .unwrap();
     assert_eq!(settled(&executing, &run).await.status, RunStatus::Cancelled);
@@ -470,9 +541,11 @@ async fn a_cancel_recorded_on_another_instance_stops_the_run_through_its_announc
         run_ids: Some(vec![run.run_id]),
         ..Default::default()
     };
-    let scope = service_engine::auth::Scope::All;
     requesting
-        .cancel_runs(bulk, CancelAction::Interrupt, &scope)
+        .system()
+        .view()
+        .runs()
+        .cancel_many(bulk, CancelAction::Interrupt)
         .await
         .unwrap();
     assert_eq!(settled(&executing, &run).await.status, RunStatus::Cancelled);
@@ -481,13 +554,22 @@ async fn a_cancel_recorded_on_another_instance_stops_the_run_through_its_announc
     let mut interrupting = run_body("echo", json!({}));
     interrupting.multitask_strategy = Some(MultitaskStrategy::Interrupt);
     requesting
-        .create_run(RunTarget::Thread(thread), interrupting)
+        .system()
+        .view()
+        .runs()
+        .create(RunTarget::Thread(thread), interrupting)
         .await
         .unwrap();
     assert_eq!(settled(&executing, &run).await.status, RunStatus::Cancelled);
 
     let thread = new_thread(&executing).await;
     running_slow_run(&executing, thread).await;
-    requesting.delete_thread(thread).await.unwrap();
+    requesting
+        .system()
+        .view()
+        .threads()
+        .delete(thread)
+        .await
+        .unwrap();
     idle_workers(&executing, executing.config().run_concurrency).await;
 }

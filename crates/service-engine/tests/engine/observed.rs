@@ -197,7 +197,7 @@ pub(crate) async fn engine_on_runs(
         config,
     })
     .unwrap();
-    engine.ensure_system_assistants().await.unwrap();
+    engine.system().ensure_system_assistants().await.unwrap();
     engine.start();
     (engine, runs)
 }

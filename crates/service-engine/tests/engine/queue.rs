@@ -9,7 +9,10 @@ async fn a_queued_run_executes_and_its_thread_mirrors_the_result() {
     let thread = new_thread(&engine).await;
     let input = json!({"messages": [{"type": "human", "content": "hi"}]});
     let run = engine
-        .create_run(RunTarget::Thread(thread), run_body("echo", input))
+        .system()
+        .view()
+        .runs()
+        .create(RunTarget::Thread(thread), run_body("echo", input))
         .await
         .unwrap();
     assert_eq!(
@@ -17,7 +20,7 @@ async fn a_queued_run_executes_and_its_thread_mirrors_the_result() {
         "echo: hi"
     );
     assert_eq!(settled(&engine, &run).await.status, RunStatus::Success);
-    let thread = engine.get_thread(thread).await.unwrap();
+    let thread = engine.system().view().threads().get(thread).await.unwrap();
     assert_eq!(thread.status, ThreadStatus::Idle);
     assert_eq!(thread.values.unwrap()["messages"][1]["content"], "echo: hi");
 }
@@ -32,27 +35,56 @@ async fn enqueued_runs_on_one_thread_execute_one_at_a_time_in_order() {
         body.multitask_strategy = Some(MultitaskStrategy::Enqueue);
         runs.push(
             engine
-                .create_run(RunTarget::Thread(thread), body)
+                .system()
+                .view()
+                .runs()
+                .create(RunTarget::Thread(thread), body)
                 .await
                 .unwrap(),
         );
     }
     eventually(|| async {
-        let first = engine.get_run(Some(thread), runs[0].run_id).await.ok()?;
+        let first = engine
+            .system()
+            .view()
+            .runs()
+            .get(thread, runs[0].run_id)
+            .await
+            .ok()?;
         (first.status == RunStatus::Running).then_some(())
     })
     .await;
     // Ten idle workers, yet the second run waits for the thread.
-    let second = engine.get_run(Some(thread), runs[1].run_id).await.unwrap();
+    let second = engine
+        .system()
+        .view()
+        .runs()
+        .get(thread, runs[1].run_id)
+        .await
+        .unwrap();
     assert_eq!(second.status, RunStatus::Pending);
     assert_eq!(
-        engine.get_thread(thread).await.unwrap().status,
+        engine
+            .system()
+            .view()
+            .threads()
+            .get(thread)
+            .await
+            .unwrap()
+            .status,
         ThreadStatus::Busy
     );
     assert_eq!(settled(&engine, &runs[0]).await.status, RunStatus::Success);
     assert_eq!(settled(&engine, &runs[1]).await.status, RunStatus::Success);
     assert_eq!(
-        engine.get_thread(thread).await.unwrap().status,
+        engine
+            .system()
+            .view()
+            .threads()
+            .get(thread)
+            .await
+            .unwrap()
+            .status,
         ThreadStatus::Idle
     );
 }
@@ -62,7 +94,10 @@ async fn reject_refuses_a_second_run_while_the_thread_is_busy() {
     let Harness { engine, .. } = started(EngineConfig::default()).await;
     let thread = new_thread(&engine).await;
     engine
-        .create_run(
+        .system()
+        .view()
+        .runs()
+        .create(
             RunTarget::Thread(thread),
             run_body("slow", json!({"delay_ms": 5000})),
         )
@@ -71,7 +106,10 @@ async fn reject_refuses_a_second_run_while_the_thread_is_busy() {
     let mut second = run_body("echo", json!({}));
     second.multitask_strategy = Some(MultitaskStrategy::Reject);
     let error = engine
-        .create_run(RunTarget::Thread(thread), second)
+        .system()
+        .view()
+        .runs()
+        .create(RunTarget::Thread(thread), second)
         .await
         .unwrap_err();
     assert_eq!(error.kind, service_engine::ErrorKind::Conflict);
@@ -86,13 +124,19 @@ async fn a_delayed_run_starts_when_due_with_no_other_work() {
     let mut body = run_body("echo", json!({"messages": []}));
     body.after_seconds = Some(30.0);
     let run = engine
-        .create_run(RunTarget::Thread(thread), body)
+        .system()
+        .view()
+        .runs()
+        .create(RunTarget::Thread(thread), body)
         .await
         .unwrap();
     // A run due now on another thread runs meanwhile; the delayed one waits.
     let other = new_thread(&engine).await;
     let now = engine
-        .create_run(
+        .system()
+        .view()
+        .runs()
+        .create(
             RunTarget::Thread(other),
             run_body("echo", json!({"messages": []})),
         )
@@ -102,7 +146,10 @@ async fn a_delayed_run_starts_when_due_with_no_other_work() {
     tokio::time::sleep(Duration::from_secs(29)).await;
     assert_eq!(
         engine
-            .get_run(Some(thread), run.run_id)
+            .system()
+            .view()
+            .runs()
+            .get(thread, run.run_id)
             .await
             .unwrap()
             .status,
@@ -124,7 +171,10 @@ async fn a_queued_run_its_claim_by_id_missed_still_starts_when_due() {
     tokio::time::sleep(Duration::from_millis(10)).await;
     let queued_at = clock.now();
     let run = engine
-        .create_run(RunTarget::Thread(thread), run_body("echo", json!({})))
+        .system()
+        .view()
+        .runs()
+        .create(RunTarget::Thread(thread), run_body("echo", json!({})))
         .await
         .unwrap();
     // Before any worker runs (one runtime thread, no await in between).
@@ -132,7 +182,10 @@ async fn a_queued_run_its_claim_by_id_missed_still_starts_when_due() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(
         engine
-            .get_run(Some(thread), run.run_id)
+            .system()
+            .view()
+            .runs()
+            .get(thread, run.run_id)
             .await
             .unwrap()
             .status,

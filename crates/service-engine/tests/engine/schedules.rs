@@ -1,6 +1,9 @@
 //! Crons and time to live.
 
-use service_engine::auth::Scope;
+use std::sync::Arc;
+
+use service_engine::Caller;
+use service_engine::auth::{Principal, Scope};
 use service_store::containment::Enforced;
 use service_types::{OnCompletion, ThreadSearch};
 
@@ -9,7 +12,7 @@ use crate::support::*;
 #[tokio::test]
 async fn a_due_cron_fires_one_run_per_occurrence() {
     let Harness { engine, clock } = harness(EngineConfig::default());
-    engine.ensure_system_assistants().await.unwrap();
+    engine.system().ensure_system_assistants().await.unwrap();
     let thread = new_thread(&engine).await;
     let body = CronCreate {
         schedule: "*/5 * * * *".into(),
@@ -20,25 +23,43 @@ async fn a_due_cron_fires_one_run_per_occurrence() {
         ..CronCreate::default()
     };
     let cron = engine
-        .create_cron(Some(thread), body, &Scope::All)
+        .system()
+        .view()
+        .crons()
+        .create(Some(thread), body)
         .await
         .unwrap();
     let next = cron.next_run_date.expect("next occurrence");
-    engine.fire_due_crons().await;
+    engine.system().fire_due_crons().await;
     assert!(
         engine
-            .list_runs(thread, None, None, None)
+            .system()
+            .view()
+            .runs()
+            .list(thread, None, None, None)
             .await
             .unwrap()
             .is_empty()
     );
 
     clock.set(next);
-    engine.fire_due_crons().await;
-    engine.fire_due_crons().await;
-    let runs = engine.list_runs(thread, None, None, None).await.unwrap();
+    engine.system().fire_due_crons().await;
+    engine.system().fire_due_crons().await;
+    let runs = engine
+        .system()
+        .view()
+        .runs()
+        .list(thread, None, None, None)
+        .await
+        .unwrap();
     assert_eq!(runs.len(), 1, "one occurrence fires exactly one run");
-    let advanced = engine.get_cron(cron.cron_id).await.unwrap();
+    let advanced = engine
+        .system()
+        .view()
+        .crons()
+        .get(cron.cron_id)
+        .await
+        .unwrap();
     assert!(advanced.next_run_date.unwrap() > next);
 }
 
@@ -49,11 +70,18 @@ async fn an_expired_thread_stays_readable_until_the_sweeper_collects_it() {
         ttl: Some(TtlSetting::Minutes(10.0)),
         ..ThreadCreate::default()
     };
-    let thread = engine.create_thread(body).await.unwrap().thread_id;
+    let thread = engine
+        .system()
+        .view()
+        .threads()
+        .create(body)
+        .await
+        .unwrap()
+        .thread_id;
     clock.advance(Duration::from_secs(11 * 60));
-    assert!(engine.get_thread(thread).await.is_ok());
-    engine.sweep_once().await;
-    assert!(engine.get_thread(thread).await.is_err());
+    assert!(engine.system().view().threads().get(thread).await.is_ok());
+    engine.system().sweep_once().await;
+    assert!(engine.system().view().threads().get(thread).await.is_err());
 }
 
 /// A thread `if_not_exists: create` makes for its run gets the default thread ttl, as a
@@ -69,10 +97,21 @@ async fn a_thread_made_for_its_run_gets_the_default_ttl() {
     let mut body = run_body("echo", json!({"messages": []}));
     body.if_not_exists = Some(IfNotExists::Create);
     engine
-        .create_run(RunTarget::Thread(thread), body)
+        .system()
+        .view()
+        .runs()
+        .create(RunTarget::Thread(thread), body)
         .await
         .unwrap();
-    let ttl = engine.get_thread(thread).await.unwrap().ttl.expect("ttl");
+    let ttl = engine
+        .system()
+        .view()
+        .threads()
+        .get(thread)
+        .await
+        .unwrap()
+        .ttl
+        .expect("ttl");
     assert_eq!(
         (ttl.ttl_minutes, ttl.expires_at),
         (10.0, clock.now().plus_minutes(10.0))
@@ -84,24 +123,36 @@ async fn a_thread_made_for_its_run_gets_the_default_ttl() {
 #[tokio::test]
 async fn a_cron_patch_is_held_to_a_run_bodys_bounds() {
     let Harness { engine, .. } = harness(EngineConfig::default());
-    engine.ensure_system_assistants().await.unwrap();
+    engine.system().ensure_system_assistants().await.unwrap();
     let body = CronCreate {
         schedule: "*/5 * * * *".into(),
         run: run_body("echo", json!({"messages": []})),
         ..CronCreate::default()
     };
-    let cron = engine.create_cron(None, body, &Scope::All).await.unwrap();
+    let cron = engine
+        .system()
+        .view()
+        .crons()
+        .create(None, body)
+        .await
+        .unwrap();
     let patch: service_types::CronPatch =
         serde_json::from_value(json!({"after_seconds": 1e30})).unwrap();
     let error = engine
-        .update_cron(cron.cron_id, patch, &Scope::All)
+        .system()
+        .view()
+        .crons()
+        .update(cron.cron_id, patch)
         .await
         .unwrap_err();
     assert!(error.to_string().contains("after_seconds"), "{error}");
     let fine: service_types::CronPatch =
         serde_json::from_value(json!({"after_seconds": 5})).unwrap();
     engine
-        .update_cron(cron.cron_id, fine, &Scope::All)
+        .system()
+        .view()
+        .crons()
+        .update(cron.cron_id, fine)
         .await
         .unwrap();
 }
@@ -112,16 +163,25 @@ async fn a_cron_patch_is_held_to_a_run_bodys_bounds() {
 #[tokio::test]
 async fn a_cron_fires_within_its_creators_scope() {
     let Harness { engine, clock } = harness(EngineConfig::default());
-    engine.ensure_system_assistants().await.unwrap();
+    engine.system().ensure_system_assistants().await.unwrap();
     let owner = json!({"owner": "alice"}).as_object().cloned().unwrap();
-    let scope = Scope::Owned(Enforced::metadata(owner));
+    let alice = Caller::new(
+        Arc::new(Principal::new("alice")),
+        None,
+        Scope::Owned(Enforced::metadata(owner)),
+    );
     let body = CronCreate {
         schedule: "*/5 * * * *".into(),
         on_run_completed: Some(OnCompletion::Keep),
         run: run_body("echo", json!({"messages": []})),
         ..CronCreate::default()
     };
-    let cron = engine.create_cron(None, body, &scope).await.unwrap();
+    let cron = engine
+        .as_caller(&alice)
+        .crons()
+        .create(None, body)
+        .await
+        .unwrap();
     assert_eq!(cron.metadata["owner"], json!("alice"));
     let patch = service_types::CronPatch {
         payload: json!({"metadata": {"owner": "mallory"}, "enforced_metadata": null})
@@ -131,34 +191,51 @@ async fn a_cron_fires_within_its_creators_scope() {
         ..Default::default()
     };
     engine
-        .update_cron(cron.cron_id, patch, &scope)
+        .as_caller(&alice)
+        .crons()
+        .update(cron.cron_id, patch)
         .await
         .unwrap();
     clock.set(cron.next_run_date.expect("next occurrence"));
-    engine.fire_due_crons().await;
+    engine.system().fire_due_crons().await;
     let search = ThreadSearch {
         metadata: json!({"owner": "alice"}).as_object().cloned(),
         ..ThreadSearch::default()
     };
-    let threads = engine.search_threads(search, None).await.unwrap().threads;
+    let threads = engine
+        .system()
+        .view()
+        .threads()
+        .search(search)
+        .await
+        .unwrap()
+        .threads;
     assert_eq!(threads.len(), 1, "the firing's thread is alice's");
     let runs = engine
-        .list_runs(threads[0].thread_id, None, None, None)
+        .system()
+        .view()
+        .runs()
+        .list(threads[0].thread_id, None, None, None)
         .await
         .unwrap();
     assert_eq!(runs.len(), 1);
     assert_eq!(runs[0].metadata["owner"], json!("alice"));
-    let other = Scope::Owned(Enforced::metadata(
-        json!({"owner": "bob"}).as_object().cloned().unwrap(),
-    ));
+    let bob = Caller::new(
+        Arc::new(Principal::new("bob")),
+        None,
+        Scope::Owned(Enforced::metadata(
+            json!({"owner": "bob"}).as_object().cloned().unwrap(),
+        )),
+    );
     let hidden = engine
-        .update_cron(
+        .as_caller(&bob)
+        .crons()
+        .update(
             cron.cron_id,
             service_types::CronPatch {
                 enabled: Some(false),
                 ..Default::default()
             },
-            &other,
         )
         .await;
     assert!(hidden.is_err(), "another principal's patch finds no cron");

@@ -29,7 +29,10 @@ async fn a_state_edit_beside_an_active_run_is_refused_409_and_changes_nothing() 
     let thread = new_thread(&engine).await;
     let running = running_slow_run(&engine, thread).await;
     let refused = engine
-        .update_thread_state(thread, done_update())
+        .system()
+        .view()
+        .threads()
+        .update_state(thread, done_update())
         .await
         .unwrap_err();
     assert_eq!(
@@ -37,7 +40,10 @@ async fn a_state_edit_beside_an_active_run_is_refused_409_and_changes_nothing() 
         (ErrorKind::Conflict, BUSY)
     );
     let refused = engine
-        .patch_thread_state(thread, metadata(json!({"note": "x"})))
+        .system()
+        .view()
+        .threads()
+        .patch_state(thread, metadata(json!({"note": "x"})))
         .await
         .unwrap_err();
     assert_eq!(
@@ -45,11 +51,20 @@ async fn a_state_edit_beside_an_active_run_is_refused_409_and_changes_nothing() 
         (ErrorKind::Conflict, BUSY)
     );
     engine
-        .cancel_run(thread, running.run_id, CancelAction::Interrupt)
+        .system()
+        .view()
+        .runs()
+        .cancel(thread, running.run_id, CancelAction::Interrupt)
         .await
         .unwrap();
     settled(&engine, &running).await;
-    let state = engine.thread_state(thread, None, false).await.unwrap();
+    let state = engine
+        .system()
+        .view()
+        .threads()
+        .state(thread, None, false)
+        .await
+        .unwrap();
     assert_eq!(
         state.values.get("done"),
         None,
@@ -59,11 +74,17 @@ async fn a_state_edit_beside_an_active_run_is_refused_409_and_changes_nothing() 
     let mut delayed = run_body("slow", json!({"delay_ms": 1}));
     delayed.after_seconds = Some(60.0);
     let waiting = engine
-        .create_run(RunTarget::Thread(thread), delayed)
+        .system()
+        .view()
+        .runs()
+        .create(RunTarget::Thread(thread), delayed)
         .await
         .unwrap();
     let refused = engine
-        .update_thread_state(thread, done_update())
+        .system()
+        .view()
+        .threads()
+        .update_state(thread, done_update())
         .await
         .unwrap_err();
     assert_eq!(
@@ -72,14 +93,26 @@ async fn a_state_edit_beside_an_active_run_is_refused_409_and_changes_nothing() 
         "a pending run counts too"
     );
     engine
-        .cancel_run(thread, waiting.run_id, CancelAction::Interrupt)
+        .system()
+        .view()
+        .runs()
+        .cancel(thread, waiting.run_id, CancelAction::Interrupt)
         .await
         .unwrap();
     engine
-        .update_thread_state(thread, done_update())
+        .system()
+        .view()
+        .threads()
+        .update_state(thread, done_update())
         .await
         .expect("no run is active now");
-    let state = engine.thread_state(thread, None, false).await.unwrap();
+    let state = engine
+        .system()
+        .view()
+        .threads()
+        .state(thread, None, false)
+        .await
+        .unwrap();
     assert_eq!(state.values["done"], json!(true));
 }
 
@@ -90,7 +123,10 @@ async fn a_run_after_a_state_edit_starts_and_sees_the_edit() {
     let Harness { engine, .. } = started(EngineConfig::default()).await;
     let thread = new_thread(&engine).await;
     let first = engine
-        .create_run(
+        .system()
+        .view()
+        .runs()
+        .create(
             RunTarget::Thread(thread),
             run_body("echo", json!({"messages": ["a"]})),
         )
@@ -102,9 +138,18 @@ async fn a_run_after_a_state_edit_starts_and_sees_the_edit() {
         as_node: Some("echo".into()),
         ..ThreadStateUpdate::default()
     };
-    engine.update_thread_state(thread, edit).await.unwrap();
+    engine
+        .system()
+        .view()
+        .threads()
+        .update_state(thread, edit)
+        .await
+        .unwrap();
     let next = engine
-        .create_run(
+        .system()
+        .view()
+        .runs()
+        .create(
             RunTarget::Thread(thread),
             run_body("echo", json!({"messages": ["c"]})),
         )
@@ -113,7 +158,10 @@ async fn a_run_after_a_state_edit_starts_and_sees_the_edit() {
     let next = settled(&engine, &next).await;
     assert_eq!(next.status, RunStatus::Success);
     let values = engine
-        .thread_state(thread, None, false)
+        .system()
+        .view()
+        .threads()
+        .state(thread, None, false)
         .await
         .unwrap()
         .values;
@@ -148,9 +196,18 @@ async fn supersteps_at_thread_creation_publish_a_state_update() {
         supersteps,
         ..ThreadCreate::default()
     };
-    engine.create_thread(create(None)).await.unwrap();
+    engine
+        .system()
+        .view()
+        .threads()
+        .create(create(None))
+        .await
+        .unwrap();
     let mut stream = engine
-        .join_thread_stream(thread_id, Replay::Live)
+        .system()
+        .view()
+        .threads()
+        .join_stream(thread_id, Replay::Live)
         .await
         .unwrap()
         .expect("the thread's topic");
@@ -161,7 +218,13 @@ async fn supersteps_at_thread_creation_publish_a_state_update() {
             as_node: "echo".into(),
         }],
     }];
-    engine.create_thread(create(Some(steps))).await.unwrap();
+    engine
+        .system()
+        .view()
+        .threads()
+        .create(create(Some(steps)))
+        .await
+        .unwrap();
     let delivery = tokio::time::timeout(
         Duration::from_secs(5),
         futures::StreamExt::next(&mut stream),

@@ -7,7 +7,10 @@ async fn a_stateless_run_deletes_its_thread_once_settled_yet_its_result_stays_an
     let Harness { engine, .. } = started(EngineConfig::default()).await;
     let input = json!({"messages": [{"type": "human", "content": "once"}]});
     let run = engine
-        .create_run(RunTarget::Stateless, run_body("echo", input))
+        .system()
+        .view()
+        .runs()
+        .create(RunTarget::Stateless, run_body("echo", input))
         .await
         .unwrap();
     let body = result_of(&engine, run.run_id).await;
@@ -16,10 +19,22 @@ async fn a_stateless_run_deletes_its_thread_once_settled_yet_its_result_stays_an
 
     let mut kept = run_body("echo", json!({"messages": []}));
     kept.on_completion = Some(service_types::OnCompletion::Keep);
-    let run = engine.create_run(RunTarget::Stateless, kept).await.unwrap();
+    let run = engine
+        .system()
+        .view()
+        .runs()
+        .create(RunTarget::Stateless, kept)
+        .await
+        .unwrap();
     result_of(&engine, run.run_id).await;
     assert_eq!(settled(&engine, &run).await.status, RunStatus::Success);
-    let thread = engine.get_thread(run.thread_id).await.unwrap();
+    let thread = engine
+        .system()
+        .view()
+        .threads()
+        .get(run.thread_id)
+        .await
+        .unwrap();
     // Created naming the graph and assistant of its run, like a thread a run patched.
     assert_eq!(thread.metadata["graph_id"], "echo");
     assert_eq!(
@@ -37,26 +52,42 @@ async fn a_watched_stateless_run_answers_even_after_the_bus_forgot_it() {
     let Harness { engine, .. } = started(config).await;
     let input = json!({"messages": [{"type": "human", "content": "watched"}]});
     let (run, subscription) = engine
-        .create_run_watched(RunTarget::Stateless, run_body("echo", input))
+        .system()
+        .view()
+        .runs()
+        .create_watched(RunTarget::Stateless, run_body("echo", input))
         .await
         .unwrap();
     // Settled and cleaned up: a stateless run's row goes with its thread.
     thread_gone(&engine, run.thread_id).await;
     for _ in 0..2 {
         let (other, watching) = engine
-            .create_run_watched(
+            .system()
+            .view()
+            .runs()
+            .create_watched(
                 RunTarget::Stateless,
                 run_body("echo", json!({"messages": []})),
             )
             .await
             .unwrap();
-        engine.run_result_from(other.run_id, Some(watching)).await;
+        engine
+            .system()
+            .view()
+            .runs()
+            .result(other.run_id, Some(watching))
+            .await;
     }
 
     // Without the subscription taken at creation, the result is gone.
     let late = result_of(&engine, run.run_id).await;
     assert_eq!(late["__error__"]["message"], "404: Run not found");
-    let body = engine.run_result_from(run.run_id, Some(subscription)).await;
+    let body = engine
+        .system()
+        .view()
+        .runs()
+        .result(run.run_id, Some(subscription))
+        .await;
     assert_eq!(body["messages"][1]["content"], "echo: watched");
 }
 
@@ -70,17 +101,25 @@ async fn a_thread_made_by_its_run_names_the_graph_and_is_idle_after_it() {
     );
     body.if_not_exists = Some(service_types::IfNotExists::Create);
     let (run, watching) = engine
-        .create_run_watched(RunTarget::Thread(thread), body)
+        .system()
+        .view()
+        .runs()
+        .create_watched(RunTarget::Thread(thread), body)
         .await
         .unwrap();
     assert_eq!(run.thread_id, thread);
     // The run's metadata takes in its new thread's, which names the graph.
     assert_eq!(run.metadata["graph_id"], "echo");
-    let result = engine.run_result_from(run.run_id, Some(watching)).await;
+    let result = engine
+        .system()
+        .view()
+        .runs()
+        .result(run.run_id, Some(watching))
+        .await;
     assert_eq!(result["messages"][1]["content"], "echo: new");
     assert_eq!(settled(&engine, &run).await.status, RunStatus::Success);
     let made = eventually(|| async {
-        let made = engine.get_thread(thread).await.ok()?;
+        let made = engine.system().view().threads().get(thread).await.ok()?;
         (made.status == ThreadStatus::Idle).then_some(made)
     })
     .await;
@@ -97,11 +136,22 @@ async fn a_thread_made_by_its_run_names_the_graph_and_is_idle_after_it() {
     );
     again.if_not_exists = Some(service_types::IfNotExists::Create);
     let second = engine
-        .create_run(RunTarget::Thread(thread), again)
+        .system()
+        .view()
+        .runs()
+        .create(RunTarget::Thread(thread), again)
         .await
         .unwrap();
     assert_eq!(settled(&engine, &second).await.status, RunStatus::Success);
-    let values = engine.get_thread(thread).await.unwrap().values.unwrap();
+    let values = engine
+        .system()
+        .view()
+        .threads()
+        .get(thread)
+        .await
+        .unwrap()
+        .values
+        .unwrap();
     assert_eq!(values["messages"].as_array().unwrap().len(), 4);
 
     // And its multitask strategy holds: a busy thread rejects.
@@ -110,7 +160,10 @@ async fn a_thread_made_by_its_run_names_the_graph_and_is_idle_after_it() {
     rejected.if_not_exists = Some(service_types::IfNotExists::Create);
     rejected.multitask_strategy = Some(MultitaskStrategy::Reject);
     let error = engine
-        .create_run(RunTarget::Thread(thread), rejected)
+        .system()
+        .view()
+        .runs()
+        .create(RunTarget::Thread(thread), rejected)
         .await
         .unwrap_err();
     assert_eq!(error.kind, service_engine::ErrorKind::Conflict);
@@ -140,7 +193,10 @@ async fn a_run_stream_starts_with_metadata_before_the_run_starts() {
     let mut delayed = run_body("echo", json!({"messages": []}));
     delayed.after_seconds = Some(30.0);
     let (run, mut subscription) = engine
-        .create_run_watched(RunTarget::Thread(thread), delayed)
+        .system()
+        .view()
+        .runs()
+        .create_watched(RunTarget::Thread(thread), delayed)
         .await
         .unwrap();
     let first = tokio::time::timeout(
@@ -158,11 +214,20 @@ async fn a_run_stream_starts_with_metadata_before_the_run_starts() {
         serde_json::from_slice::<Value>(&first.data).unwrap(),
         json!({"run_id": run.run_id, "attempt": 1})
     );
-    let waiting = engine.get_run(Some(thread), run.run_id).await.unwrap();
+    let waiting = engine
+        .system()
+        .view()
+        .runs()
+        .get(thread, run.run_id)
+        .await
+        .unwrap();
     assert_eq!(waiting.status, RunStatus::Pending);
 
     let (run, subscription) = engine
-        .create_run_watched(
+        .system()
+        .view()
+        .runs()
+        .create_watched(
             RunTarget::Stateless,
             run_body("echo", json!({"messages": []})),
         )

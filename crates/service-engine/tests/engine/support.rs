@@ -53,6 +53,7 @@ pub(crate) async fn started(config: EngineConfig) -> Harness {
 pub(crate) async fn start(harness: Harness) -> Harness {
     harness
         .engine
+        .system()
         .ensure_system_assistants()
         .await
         .expect("system assistants");
@@ -89,7 +90,10 @@ pub(crate) fn run_body(assistant: &str, input: Value) -> RunCreate {
 
 pub(crate) async fn new_thread(engine: &Engine) -> Uuid {
     engine
-        .create_thread(ThreadCreate::default())
+        .system()
+        .view()
+        .threads()
+        .create(ThreadCreate::default())
         .await
         .expect("thread")
         .thread_id
@@ -97,12 +101,28 @@ pub(crate) async fn new_thread(engine: &Engine) -> Uuid {
 
 /// Waits until the thread is deleted (a stateless run's, once settled).
 pub(crate) async fn thread_gone(engine: &Engine, thread_id: Uuid) {
-    eventually(|| async { engine.get_thread(thread_id).await.is_err().then_some(()) }).await;
+    eventually(|| async {
+        engine
+            .system()
+            .view()
+            .threads()
+            .get(thread_id)
+            .await
+            .is_err()
+            .then_some(())
+    })
+    .await;
 }
 
 pub(crate) async fn settled(engine: &Engine, run: &Run) -> Run {
     eventually(|| async {
-        let run = engine.get_run(Some(run.thread_id), run.run_id).await.ok()?;
+        let run = engine
+            .system()
+            .view()
+            .runs()
+            .get(run.thread_id, run.run_id)
+            .await
+            .ok()?;
         run.status.is_terminal().then_some(run)
     })
     .await
@@ -111,14 +131,23 @@ pub(crate) async fn settled(engine: &Engine, run: &Run) -> Run {
 /// A `slow` run of a minute on `thread`, once a worker executes it.
 pub(crate) async fn running_slow_run(engine: &Engine, thread: Uuid) -> Run {
     let run = engine
-        .create_run(
+        .system()
+        .view()
+        .runs()
+        .create(
             RunTarget::Thread(thread),
             run_body("slow", json!({"delay_ms": 60_000})),
         )
         .await
         .unwrap();
     eventually(|| async {
-        let run = engine.get_run(Some(thread), run.run_id).await.ok()?;
+        let run = engine
+            .system()
+            .view()
+            .runs()
+            .get(thread, run.run_id)
+            .await
+            .ok()?;
         (run.status == RunStatus::Running).then_some(run)
     })
     .await
@@ -133,7 +162,10 @@ pub(crate) async fn idle_workers(engine: &Engine, count: usize) {
 /// The run's wait/join result, within 30 s: a run that never ends fails the test
 /// instead of hanging it.
 pub(crate) async fn result_of(engine: &Engine, run_id: Uuid) -> Value {
-    tokio::time::timeout(Duration::from_secs(30), engine.run_result(run_id))
-        .await
-        .expect("the run ended within 30 s")
+    tokio::time::timeout(
+        Duration::from_secs(30),
+        engine.system().view().runs().result(run_id, None),
+    )
+    .await
+    .expect("the run ended within 30 s")
 }

@@ -177,7 +177,7 @@ pub async fn engine_with_clock(
         config,
     })
     .unwrap();
-    engine.ensure_system_assistants().await.unwrap();
+    engine.system().ensure_system_assistants().await.unwrap();
     engine.start();
     engine
 }
@@ -205,7 +205,10 @@ pub fn run_body(assistant: &str, input: Value, webhook: &str) -> RunCreate {
 
 pub async fn new_thread(engine: &Engine) -> Uuid {
     engine
-        .create_thread(ThreadCreate::default())
+        .system()
+        .view()
+        .threads()
+        .create(ThreadCreate::default())
         .await
         .unwrap()
         .thread_id
@@ -234,7 +237,10 @@ where
 pub async fn delivery_in(engine: &Engine, run: &Run, status: DeliveryStatus) -> Delivery {
     eventually(|| async {
         let listed = engine
-            .list_deliveries(run.thread_id, run.run_id, &Default::default())
+            .system()
+            .view()
+            .deliveries()
+            .list(run.thread_id, run.run_id, &Default::default())
             .await
             .unwrap();
         listed

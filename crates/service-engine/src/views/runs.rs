@@ -1,0 +1,130 @@
+//! Runs as a caller sees them.
+
+use serde_json::Value;
+use service_types::{BulkCancel, CancelAction, Run, RunCreate, RunStatus};
+use uuid::Uuid;
+
+use super::View;
+use crate::bus::{Replay, Subscription};
+use crate::{EngineResult, RunStream, RunTarget, RunToJoin};
+
+/// Runs, within the caller's scope: a run on a thread is reached through that thread,
+/// a stateless run through its own stamp.
+#[derive(Clone, Copy, Debug)]
+pub struct Runs<'a>(View<'a>);
+
+impl<'a> Runs<'a> {
+    pub(super) fn new(view: View<'a>) -> Self {
+        Self(view)
+    }
+
+    /// The run's thread (named in the path) or, for a stateless run, the run itself
+    /// must be within the caller's scope.
+    async fn check(self, thread_id: Option<Uuid>, run_id: Uuid) -> EngineResult<()> {
+        let (engine, scope) = (self.0.engine, self.0.caller.scope());
+        match thread_id {
+            Some(thread_id) => engine.thread_within(thread_id, scope).await,
+            None => engine.run_within(run_id, scope).await,
+        }
+    }
+
+    /// Creates a run of an assistant the caller may read, on a thread within its
+    /// scope (or a new one, stamped).
+    pub async fn create(self, target: RunTarget, body: RunCreate) -> EngineResult<Run> {
+        self.0.engine.create_run(self.0.caller, target, body).await
+    }
+
+    /// [`create`](Self::create), subscribed to the run's frames from before it can be
+    /// claimed (for a stream or a wait).
+    pub async fn create_watched(
+        &self,
+        target: RunTarget,
+        body: RunCreate,
+    ) -> EngineResult<(Run, Subscription)> {
+        self.0
+            .engine
+            .create_run_watched(self.0.caller, target, body)
+            .await
+    }
+
+    /// Reads a run of a thread.
+    pub async fn get(self, thread_id: Uuid, run_id: Uuid) -> EngineResult<Run> {
+        self.check(Some(thread_id), run_id).await?;
+        self.0.engine.get_run(Some(thread_id), run_id).await
+    }
+
+    /// A thread's runs, newest first.
+    pub async fn list(
+        &self,
+        thread_id: Uuid,
+        limit: Option<i64>,
+        offset: Option<i64>,
+        status: Option<RunStatus>,
+    ) -> EngineResult<Vec<Run>> {
+        let scope = self.0.caller.scope();
+        self.0.engine.thread_within(thread_id, scope).await?;
+        self.0
+            .engine
+            .list_runs(thread_id, limit, offset, status)
+            .await
+    }
+
+    /// Deletes a run of a thread (cancelling it first when it is running).
+    pub async fn delete(self, thread_id: Uuid, run_id: Uuid) -> EngineResult<()> {
+        self.check(Some(thread_id), run_id).await?;
+        self.0.engine.delete_run(thread_id, run_id).await
+    }
+
+    /// Cancels a run of a thread.
+    pub async fn cancel(
+        &self,
+        thread_id: Uuid,
+        run_id: Uuid,
+        action: CancelAction,
+    ) -> EngineResult<Run> {
+        self.check(Some(thread_id), run_id).await?;
+        self.0.engine.cancel_run(thread_id, run_id, action).await
+    }
+
+    /// Cancels the caller's runs a bulk-cancel body selects.
+    pub async fn cancel_many(self, body: BulkCancel, action: CancelAction) -> EngineResult<usize> {
+        let scope = self.0.caller.scope();
+        self.0.engine.cancel_runs(body, action, scope).await
+    }
+
+    /// A run to join, on the thread named or stateless. A run that is not on the named
+    /// thread is unknown.
+    pub async fn join(self, thread_id: Option<Uuid>, run_id: Uuid) -> EngineResult<RunToJoin> {
+        self.check(thread_id, run_id).await?;
+        Ok(self.0.engine.run_to_join(thread_id, run_id).await)
+    }
+
+    /// A run's stream from `replay`; `None` for a run unknown there.
+    pub async fn join_stream(
+        &self,
+        thread_id: Option<Uuid>,
+        run_id: Uuid,
+        replay: Replay,
+    ) -> EngineResult<Option<RunStream>> {
+        self.check(thread_id, run_id).await?;
+        Ok(self
+            .0
+            .engine
+            .join_run_stream(thread_id, run_id, replay)
+            .await)
+    }
+
+    /// Waits until the run ends and returns its wait/join body, reading
+    /// `subscription` (from [`create_watched`](Self::create_watched)) first. For a run
+    /// this view handed out (created or joined), so it is not checked again.
+    pub async fn result(self, run_id: Uuid, subscription: Option<Subscription>) -> Value {
+        self.0.engine.run_result_from(run_id, subscription).await
+    }
+
+    /// The result of a run joined as [`RunToJoin::Forgotten`]: what its topic still
+    /// holds.
+    pub async fn forgotten_result(self, run_id: Uuid) -> EngineResult<Value> {
+        self.check(None, run_id).await?;
+        Ok(self.0.engine.run_result(run_id).await)
+    }
+}
