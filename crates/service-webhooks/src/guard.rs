@@ -153,8 +153,8 @@ impl AddressGuard {
         classify(ip).filter(|class| self.block_private || class.always_refused())
     }
 
-    /// Whether environment proxies must be bypassed: a proxy resolves the name
-    /// itself, past the check.
+    /// Whether every non-public address is refused (the dispatcher then bypasses
+    /// environment proxies, which would resolve names past the check).
     pub(crate) fn blocks_private(&self) -> bool {
         self.block_private
     }
