@@ -86,9 +86,13 @@ pub(crate) struct LanggraphWebhookUrl {
     /// Hosts a webhook may target (`*.example.com` allowed).
     #[serde(default)]
     pub allowed_domains: Option<Vec<String>>,
-    /// Loopback targets refused: only `false` (the default) is supported.
+    /// Loopback targets refused: `true` only with `disable_private_ips`, whose guard
+    /// refuses loopback along with the other private addresses.
     #[serde(default)]
     pub disable_loopback: Option<bool>,
+    /// Private, loopback and link-local targets refused (`block_private_targets`).
+    #[serde(default)]
+    pub disable_private_ips: Option<bool>,
     /// Not supported yet.
     #[serde(default)]
     pub allowed_ports: Option<serde_json::Value>,
@@ -220,11 +224,10 @@ impl ConfigFile {
         for (key, set) in [
             ("allowed_ports", url.allowed_ports.is_some()),
             ("max_url_length", url.max_url_length.is_some()),
-            ("disable_loopback", url.disable_loopback == Some(true)),
         ] {
             if set {
                 return Err(ConfigError(format!(
-                    "webhooks.url.{key} is not supported yet (supported: require_https, allowed_domains); remove it"
+                    "webhooks.url.{key} is not supported yet (supported: require_https, allowed_domains, disable_private_ips); remove it"
                 )));
             }
         }
@@ -233,6 +236,16 @@ impl ConfigFile {
         }
         if block.allowed_hosts.is_none() {
             block.allowed_hosts = url.allowed_domains.clone();
+        }
+        if block.block_private_targets.is_none() {
+            block.block_private_targets = url.disable_private_ips;
+        }
+        // Relative webhook URLs, the other half of the Python server's switch, are
+        // refused here regardless; loopback alone has no switch of its own.
+        if url.disable_loopback == Some(true) && block.block_private_targets != Some(true) {
+            return Err(ConfigError(
+                "webhooks.url.disable_loopback: true needs the private-address guard, which refuses loopback with the other private addresses: set webhooks.url.disable_private_ips (or service.webhooks.block_private_targets) to true, or remove disable_loopback".into(),
+            ));
         }
         Ok(block)
     }
@@ -336,7 +349,7 @@ mod tests {
             r#"{"$schema": "https://langgra.ph/schema.json", "dependencies": ["."],
                 "graphs": {"agent": "./agent.py:graph"}, "env": ".env",
                 "python_version": "3.11", "dockerfile_lines": [], "image_distro": "wolfi",
-                "webhooks": {"url": {"require_https": true, "allowed_domains": ["hooks.example.com"], "disable_loopback": false}},
+                "webhooks": {"url": {"require_https": true, "allowed_domains": ["hooks.example.com"], "disable_loopback": false, "disable_private_ips": true}},
                 "store": {"ttl": {"default_ttl": 5}}, "checkpointer": {"ttl": {"strategy": "delete"}}}"#,
         )
         .unwrap();
@@ -355,6 +368,37 @@ mod tests {
             policy.allowed_hosts,
             Some(vec!["hooks.example.com".to_owned()])
         );
+        assert_eq!(policy.block_private_targets, Some(true));
+    }
+
+    #[test]
+    fn disable_loopback_is_honoured_only_with_the_private_address_guard() {
+        let policy = |text: &str| {
+            serde_json::from_str::<ConfigFile>(text)
+                .unwrap()
+                .webhooks_policy()
+        };
+        let alone = policy(r#"{"webhooks": {"url": {"disable_loopback": true}}}"#).unwrap_err();
+        assert!(
+            alone.0.contains("webhooks.url.disable_loopback")
+                && alone.0.contains("disable_private_ips"),
+            "{alone}"
+        );
+        let guarded = policy(
+            r#"{"webhooks": {"url": {"disable_loopback": true, "disable_private_ips": true}}}"#,
+        )
+        .unwrap();
+        assert_eq!(guarded.block_private_targets, Some(true));
+        let from_service = policy(
+            r#"{"service": {"webhooks": {"block_private_targets": true}},
+                "webhooks": {"url": {"disable_loopback": true, "disable_private_ips": false}}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            from_service.block_private_targets,
+            Some(true),
+            "service.webhooks wins"
+        );
     }
 
     #[test]
@@ -370,16 +414,10 @@ mod tests {
                 "{error}"
             );
         }
-        for key in ["allowed_ports", "max_url_length", "disable_loopback"] {
-            let value = if key == "disable_loopback" {
-                "true"
-            } else {
-                "[443]"
-            };
-            let config: ConfigFile = serde_json::from_str(&format!(
-                r#"{{"webhooks": {{"url": {{"{key}": {value}}}}}}}"#
-            ))
-            .unwrap();
+        for key in ["allowed_ports", "max_url_length"] {
+            let config: ConfigFile =
+                serde_json::from_str(&format!(r#"{{"webhooks": {{"url": {{"{key}": [443]}}}}}}"#))
+                    .unwrap();
             let error = config.webhooks_policy().unwrap_err();
             assert!(error.0.contains(&format!("webhooks.url.{key}")), "{error}");
         }

@@ -1,5 +1,7 @@
-//! At-least-once webhooks across a crash: deliveries committed by an instance that is
-//! killed (SIGKILL) before its receiver acknowledged them are sent by the next boot.
+//! Webhooks through the server binary: at-least-once across a crash (deliveries
+//! committed by an instance killed before its receiver acknowledged them are sent by
+//! the next boot), and the configuration's address guard as the deliveries route
+//! reports it.
 
 mod support;
 
@@ -11,7 +13,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
 use serde_json::json;
-use support::{Database, request, start_with};
+use support::{ConfigFile, Database, request, spawn, start_with};
 use tokio::sync::watch;
 
 /// A receiver that holds every request unanswered until it is opened, and records
@@ -135,4 +137,59 @@ async fn deliveries_unacknowledged_when_the_server_is_killed_arrive_after_the_ne
     }
     drop(second);
     database.drop().await;
+}
+
+#[tokio::test]
+async fn a_langgraph_json_with_disable_private_ips_refuses_a_loopback_receiver() {
+    let arrived = Arc::new(Mutex::new(0_usize));
+    let app = axum::Router::new()
+        .route(
+            "/hook",
+            post(|State(arrived): State<Arc<Mutex<usize>>>| async move {
+                *arrived.lock().unwrap() += 1;
+                StatusCode::OK
+            }),
+        )
+        .with_state(Arc::clone(&arrived));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let hook = format!(
+        "http://localhost:{}/hook",
+        listener.local_addr().unwrap().port()
+    );
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+
+    let config = ConfigFile::write(
+        "private-ips",
+        &json!({"webhooks": {"url": {"disable_private_ips": true}}}),
+    );
+    let server = spawn(&["dev", "--port", "0", "--config", &config.path()], &[]);
+    let thread = request(&server, "POST", "/threads", Some(json!({})))["thread_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let run = request(
+        &server,
+        "POST",
+        &format!("/threads/{thread}/runs"),
+        Some(json!({"assistant_id": "echo", "input": {}, "webhook": hook})),
+    )["run_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let path = format!("/threads/{thread}/runs/{run}/deliveries");
+    let mut dead = None;
+    wait_until("the delivery is dead", Duration::from_secs(30), || {
+        let listed = request(&server, "GET", &path, None);
+        dead = listed
+            .as_array()
+            .and_then(|rows| rows.first())
+            .filter(|row| row["status"] == "dead")
+            .cloned();
+        dead.is_some()
+    })
+    .await;
+    let dead = dead.unwrap();
+    assert_eq!(dead["last_error"], "refused by policy: loopback address");
+    assert_eq!(dead["attempt"], 1);
+    assert_eq!(*arrived.lock().unwrap(), 0, "never sent");
 }

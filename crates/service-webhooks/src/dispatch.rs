@@ -1,5 +1,6 @@
 //! Sending one attempt: the [`Dispatcher`] seam (an embedder may bring its own) and the
-//! HTTP one, which follows no redirects and gives up after the per-POST timeout.
+//! HTTP one, which follows no redirects, gives up after the per-POST timeout, and
+//! connects only to addresses the settings' address rules permit.
 
 use std::time::Duration;
 
@@ -7,6 +8,9 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use http::HeaderMap;
 use url::Url;
+
+use crate::WebhookSettings;
+use crate::guard::{AddressClass, GuardedResolver, Refused};
 
 /// One attempt as it goes out: a custom dispatcher must send headers and body
 /// unchanged (the signature covers the body's exact bytes).
@@ -21,10 +25,58 @@ pub struct Attempt {
     pub body: Bytes,
 }
 
-/// Why an attempt failed; any failure asks for a retry.
+/// Why an attempt failed. Its reason is what the delivery row records and clients
+/// read, so it names the class of failure only; socket-level detail, which would
+/// let a client map ports behind the server, goes to the log alone.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct AttemptError(pub String);
+#[error("{reason}")]
+pub struct AttemptError {
+    reason: String,
+    detail: Option<String>,
+    refused: bool,
+}
+
+impl AttemptError {
+    /// A failure worth a retry, recorded as `reason`.
+    pub fn new(reason: impl Into<String>) -> Self {
+        Self {
+            reason: reason.into(),
+            detail: None,
+            refused: false,
+        }
+    }
+
+    /// The target refused by policy (`why`, e.g. `private address`): no retry can
+    /// succeed, so the delivery is dead at once.
+    pub fn refused(why: impl std::fmt::Display) -> Self {
+        Self {
+            reason: format!("refused by policy: {why}"),
+            detail: None,
+            refused: true,
+        }
+    }
+
+    /// With `detail` for the server log, never for the delivery row.
+    pub fn with_detail(mut self, detail: impl Into<String>) -> Self {
+        self.detail = Some(detail.into());
+        self
+    }
+
+    /// What the delivery row records.
+    pub fn reason(&self) -> &str {
+        &self.reason
+    }
+
+    /// What only the log shows.
+    pub fn detail(&self) -> Option<&str> {
+        self.detail.as_deref()
+    }
+
+    /// Whether policy refused the target.
+    pub fn is_refusal(&self) -> bool {
+        self.refused
+    }
+}
 
 /// Sends attempts.
 #[async_trait]
@@ -41,15 +93,26 @@ pub struct HttpDispatcher {
 }
 
 impl HttpDispatcher {
-    /// A dispatcher whose POSTs abort after `timeout`.
-    pub fn new(timeout: Duration) -> Result<Self, AttemptError> {
-        let client = reqwest::Client::builder()
+    /// A dispatcher with the settings' per-POST timeout and address rules: names are
+    /// resolved, checked and connected to by the checked address.
+    pub fn new(settings: &WebhookSettings) -> Result<Self, AttemptError> {
+        let guard = settings.address_guard();
+        let mut builder = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
-            .timeout(timeout)
-            .user_agent(concat!("service-webhooks/", env!("CARGO_PKG_VERSION")))
+            .timeout(settings.timeout)
+            .user_agent(concat!("service-webhooks/", env!("CARGO_PKG_VERSION")));
+        // A proxy would resolve and connect to the target itself, past the check.
+        if guard.blocks_private() {
+            builder = builder.no_proxy();
+        }
+        let client = builder
+            .dns_resolver(GuardedResolver::new(guard))
             .build()
-            .map_err(|error| AttemptError(format!("cannot build the HTTP client: {error}")))?;
-        Ok(Self { client, timeout })
+            .map_err(|error| AttemptError::new(format!("cannot build the HTTP client: {error}")))?;
+        Ok(Self {
+            client,
+            timeout: settings.timeout,
+        })
     }
 }
 
@@ -63,23 +126,44 @@ impl Dispatcher for HttpDispatcher {
             .body(attempt.body)
             .send()
             .await;
-        match sent {
-            Ok(response) if response.status().is_success() => Ok(()),
-            Ok(response) => Err(AttemptError(format!(
-                "the receiver answered HTTP {}",
-                response.status().as_u16()
-            ))),
-            Err(error) if error.is_timeout() => Err(AttemptError(format!(
-                "no answer within {} ms",
-                self.timeout.as_millis()
-            ))),
+        let error = match sent {
+            Ok(response) if response.status().is_success() => return Ok(()),
+            Ok(response) => {
+                return Err(AttemptError::new(format!(
+                    "the receiver answered HTTP {}",
+                    response.status().as_u16()
+                )));
+            }
             // Without the URL: its path and query may hold secrets.
-            Err(error) => Err(AttemptError(format!(
-                "the request failed: {}",
-                error_chain(&error.without_url())
-            ))),
-        }
+            Err(error) => error.without_url(),
+        };
+        let detail = error_chain(&error);
+        let failure = if let Some(class) = refusal_in(&error) {
+            AttemptError::refused(class)
+        } else if error.is_timeout() {
+            AttemptError::new(format!(
+                "timed out: no answer within {} ms",
+                self.timeout.as_millis()
+            ))
+        } else {
+            // Refused, reset, unresolvable, TLS: one class, or the row tells which
+            // ports are open on hosts the server can reach.
+            AttemptError::new("connection failed")
+        };
+        Err(failure.with_detail(detail))
     }
+}
+
+/// The class of address the guard refused, when that is what failed the request.
+fn refusal_in(error: &(dyn std::error::Error + 'static)) -> Option<AddressClass> {
+    let mut source = Some(error);
+    while let Some(cause) = source {
+        if let Some(refused) = cause.downcast_ref::<Refused>() {
+            return Some(refused.class);
+        }
+        source = cause.source();
+    }
+    None
 }
 
 fn error_chain(error: &dyn std::error::Error) -> String {

@@ -7,6 +7,7 @@
 //! check deliveries with [`verify`]; docs/webhooks.md has the recipes.
 
 mod dispatch;
+mod guard;
 mod outbox;
 mod payload;
 mod policy;

@@ -63,7 +63,7 @@ impl Outbox {
         store: Store,
         clock: Arc<dyn Clock>,
     ) -> Result<Self, AttemptError> {
-        let dispatcher = Arc::new(HttpDispatcher::new(settings.timeout)?);
+        let dispatcher = Arc::new(HttpDispatcher::new(&settings)?);
         Ok(Self::with_dispatcher(settings, store, clock, dispatcher))
     }
 
@@ -301,8 +301,8 @@ impl Shared {
             Err(_) => redact(&record.url),
         };
         let failure = match (&url, record.payload) {
-            (Err(reason), _) => Some((format!("refused: {reason}"), true)),
-            (Ok(_), None) => Some(("the payload is no longer kept".to_owned(), true)),
+            (Err(reason), _) => Some((AttemptError::refused(reason), true)),
+            (Ok(_), None) => Some((AttemptError::new("the payload is no longer kept"), true)),
             (Ok(url), Some(payload)) => {
                 let now = self.clock.now();
                 let (headers, body) = self.signed(delivery_id, attempt, payload, now);
@@ -314,7 +314,10 @@ impl Shared {
                         body,
                     })
                     .await;
-                sent.err().map(|error| (error.0, false))
+                sent.err().map(|error| {
+                    let refused = error.is_refusal();
+                    (error, refused)
+                })
             }
         };
         let now = self.clock.now();
@@ -323,9 +326,16 @@ impl Shared {
             Some((error, final_failure))
                 if final_failure || attempt >= self.settings.max_attempts =>
             {
-                tracing::error!(%delivery_id, attempt, target = target(), error, "webhook delivery is dead");
+                tracing::error!(
+                    %delivery_id,
+                    attempt,
+                    target = target(),
+                    error = error.reason(),
+                    detail = error.detail(),
+                    "webhook delivery is dead"
+                );
                 AttemptOutcome::Dead {
-                    error,
+                    error: error.reason().to_owned(),
                     retain_until: now.plus_millis(self.settings.retain.as_millis() as i64),
                 }
             }
@@ -335,12 +345,13 @@ impl Shared {
                     %delivery_id,
                     attempt,
                     target = target(),
-                    error,
+                    error = error.reason(),
+                    detail = error.detail(),
                     retry_in_ms = delay.as_millis() as u64,
                     "webhook delivery failed"
                 );
                 AttemptOutcome::Retry {
-                    error,
+                    error: error.reason().to_owned(),
                     retry_at: now.plus_millis(delay.as_millis() as i64),
                 }
             }
@@ -412,7 +423,12 @@ impl Shared {
             body: Bytes::from(serde_json::to_vec(&payload).unwrap_or_default()),
         };
         if let Err(error) = self.dispatcher.post(attempt).await {
-            tracing::error!(target, %error, "webhook failed (this store records no deliveries: not retried)");
+            tracing::error!(
+                target,
+                error = error.reason(),
+                detail = error.detail(),
+                "webhook failed (this store records no deliveries: not retried)"
+            );
         }
     }
 }

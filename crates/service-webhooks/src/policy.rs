@@ -1,15 +1,17 @@
 //! Which URLs webhooks may go to, and how they appear in logs (scheme and host only:
 //! paths and queries often carry tokens).
 
-use url::Url;
+use url::{Host, Url};
 
 use crate::WebhookSettings;
+use crate::guard::AddressGuard;
 
 /// The URL rules of [`WebhookSettings`].
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct UrlPolicy {
     require_https: bool,
     allowed_hosts: Option<Vec<String>>,
+    guard: AddressGuard,
 }
 
 impl UrlPolicy {
@@ -18,6 +20,7 @@ impl UrlPolicy {
         Self {
             require_https: settings.require_https,
             allowed_hosts: settings.allowed_hosts.clone(),
+            guard: settings.address_guard(),
         }
     }
 
@@ -40,17 +43,40 @@ impl UrlPolicy {
         }
     }
 
-    /// Checks a URL when sending: [`UrlPolicy::check`] and the host allow-list.
+    /// Checks a URL when sending: [`UrlPolicy::check`], the host allow-list, and the
+    /// address guard for an IP-literal host (a name is judged once resolved, by the
+    /// HTTP dispatcher). The error says why, without the `refused by policy` prefix.
     pub fn permit(&self, url: &str) -> Result<Url, String> {
         let parsed = self.check(url)?;
-        if let Some(allowed) = &self.allowed_hosts {
-            let host = parsed.host_str().unwrap_or_default().to_ascii_lowercase();
-            let host = host.trim_end_matches('.');
-            if !allowed.iter().any(|pattern| host_matches(pattern, host)) {
-                return Err(format!("host '{host}' is not in allowed_hosts"));
-            }
+        let host = host_key(&parsed);
+        if let Some(allowed) = &self.allowed_hosts
+            && !allowed.iter().any(|pattern| host_matches(pattern, &host))
+        {
+            return Err(format!("host '{host}' is not in allowed_hosts"));
+        }
+        let literal = match parsed.host() {
+            Some(Host::Ipv4(ip)) => Some(ip.into()),
+            Some(Host::Ipv6(ip)) => Some(ip.into()),
+            _ => None,
+        };
+        if let Some(ip) = literal
+            && !self.guard.trusts(&host)
+            && let Some(class) = self.guard.refuses(ip)
+        {
+            return Err(class.to_string());
         }
         Ok(parsed)
+    }
+}
+
+/// A URL's host as `allowed_hosts` names it: lower case without a trailing dot, an
+/// IPv6 address without brackets.
+fn host_key(url: &Url) -> String {
+    match url.host() {
+        Some(Host::Ipv6(ip)) => ip.to_string(),
+        Some(Host::Ipv4(ip)) => ip.to_string(),
+        Some(Host::Domain(name)) => name.trim_end_matches('.').to_ascii_lowercase(),
+        None => String::new(),
     }
 }
 
@@ -118,6 +144,64 @@ mod tests {
         assert!(listed.permit("https://xcorp.dev/x").is_err());
         let refused = listed.permit("https://evil.test/x").unwrap_err();
         assert!(refused.contains("evil.test"), "{refused}");
+    }
+
+    #[test]
+    fn ip_literal_hosts_are_judged_by_the_address_rules_in_every_spelling() {
+        let strict = policy(r#"{"block_private_targets": true}"#);
+        for (url, class) in [
+            ("http://127.0.0.1:9000/x", "loopback address"),
+            ("http://2130706433/x", "loopback address"),
+            ("http://0x7f.1/x", "loopback address"),
+            ("http://[::1]/x", "loopback address"),
+            ("http://[::ffff:10.0.0.1]/x", "private address"),
+            ("http://192.168.0.10/x", "private address"),
+            ("http://100.64.1.1/x", "private address"),
+            ("http://[fd12::1]/x", "private address"),
+            ("http://0.0.0.0/x", "unspecified address"),
+            ("http://224.0.0.1/x", "multicast address"),
+        ] {
+            assert_eq!(strict.permit(url).unwrap_err(), class, "{url}");
+        }
+        assert!(strict.permit("https://93.184.216.34/x").is_ok());
+        assert!(
+            strict.permit("https://hooks.example.com/x").is_ok(),
+            "names are judged once resolved"
+        );
+        let open = UrlPolicy::default();
+        assert!(open.permit("http://127.0.0.1:9000/x").is_ok());
+        assert!(open.permit("http://10.0.0.1/x").is_ok());
+    }
+
+    #[test]
+    fn metadata_addresses_are_refused_by_default_and_allowed_when_named_in_allowed_hosts() {
+        let open = UrlPolicy::default();
+        for url in [
+            "http://169.254.169.254/latest/meta-data",
+            "http://[fd00:ec2::254]/latest/meta-data",
+            "http://[::ffff:169.254.169.254]/",
+            "http://[fe80::1]/",
+        ] {
+            let refused = open.permit(url).unwrap_err();
+            assert!(
+                refused.contains("link-local") || refused.contains("metadata"),
+                "{url}: {refused}"
+            );
+        }
+        let named = policy(r#"{"allowed_hosts": ["169.254.169.254", "[fd00:ec2::254]"]}"#);
+        assert!(
+            named
+                .permit("http://169.254.169.254/latest/meta-data")
+                .is_ok()
+        );
+        assert!(
+            named
+                .permit("http://[fd00:ec2::254]/latest/meta-data")
+                .is_ok()
+        );
+        let strict_named =
+            policy(r#"{"allowed_hosts": ["127.0.0.1"], "block_private_targets": true}"#);
+        assert!(strict_named.permit("http://127.0.0.1:9000/x").is_ok());
     }
 
     #[test]

@@ -5,6 +5,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::guard::AddressGuard;
+
 /// Default attempts (the inline one included): 12 span about 34 minutes.
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 12;
 /// Default delay before the first retry; each later one doubles it.
@@ -29,10 +31,14 @@ pub struct WebhookSettings {
     pub max_payload_bytes: usize,
     /// How long a dead delivery keeps its payload for a replay.
     pub retain: Duration,
-    /// Hosts webhooks may go to (`None`: any). `*.example.com` matches subdomains.
+    /// Hosts webhooks may go to (`None`: any). `*.example.com` matches subdomains; a
+    /// host named exactly is also exempt from the address rules.
     pub allowed_hosts: Option<Vec<String>>,
     /// Refuse plain `http://` URLs.
     pub require_https: bool,
+    /// Refuse loopback, private, unspecified, multicast and reserved addresses, as
+    /// resolved (link-local and metadata addresses are refused regardless).
+    pub block_private_targets: bool,
     /// One POST's timeout.
     pub timeout: Duration,
     /// How often the outbox is searched for due deliveries this instance has no
@@ -52,6 +58,7 @@ impl Default for WebhookSettings {
             retain: Duration::from_secs_f64(DEFAULT_RETAIN_HOURS * 3600.0),
             allowed_hosts: None,
             require_https: false,
+            block_private_targets: false,
             timeout: DEFAULT_TIMEOUT,
             poll_interval: Duration::from_secs(5),
             purge_interval: Duration::from_secs(60),
@@ -81,6 +88,8 @@ pub struct WebhooksBlock {
     pub allowed_hosts: Option<Vec<String>>,
     /// Refuse plain-HTTP URLs.
     pub require_https: Option<bool>,
+    /// Refuse targets that resolve to loopback, private and other non-public addresses.
+    pub block_private_targets: Option<bool>,
 }
 
 /// `service.webhooks.retries`.
@@ -141,17 +150,24 @@ impl WebhookSettings {
             let mut patterns = Vec::with_capacity(hosts.len());
             for host in hosts {
                 let host = host.trim().to_ascii_lowercase();
+                // An IP address as URLs' hosts are compared: IPv6 without brackets.
+                let bare = host.trim_start_matches('[').trim_end_matches(']');
+                if let Ok(ip) = bare.parse::<std::net::IpAddr>() {
+                    patterns.push(ip.to_string());
+                    continue;
+                }
                 let name = host.strip_prefix("*.").unwrap_or(&host);
                 if name.is_empty() || name.contains(['/', ':', '*', ' ']) {
                     return Err(SettingsError(format!(
-                        "allowed_hosts entry '{host}' is not a host name (use 'example.com' or '*.example.com')"
+                        "allowed_hosts entry '{host}' is not a host name or IP address (use 'example.com', '*.example.com' or '10.0.0.5')"
                     )));
                 }
-                patterns.push(host);
+                patterns.push(host.trim_end_matches('.').to_owned());
             }
             settings.allowed_hosts = Some(patterns);
         }
         settings.require_https = block.require_https.unwrap_or(false);
+        settings.block_private_targets = block.block_private_targets.unwrap_or(false);
         settings.secrets = match env_secret {
             Some(list) => {
                 let secrets: Vec<String> = list
@@ -183,6 +199,11 @@ impl WebhookSettings {
             }
         }
         Ok((settings, warnings))
+    }
+
+    /// The address rules these settings describe.
+    pub(crate) fn address_guard(&self) -> AddressGuard {
+        AddressGuard::new(self.block_private_targets, self.allowed_hosts.as_deref())
     }
 
     /// The delay after failed attempt `attempt` (1-based) before the next, without
@@ -253,15 +274,33 @@ mod tests {
         }
         assert!(serde_json::from_str::<WebhooksBlock>(r#"{"retry": {}}"#).is_err());
         let (settings, _) = WebhookSettings::resolve(
-            &block(r#"{"allowed_hosts": ["Example.com", "*.hooks.dev"], "require_https": true}"#),
+            &block(
+                r#"{"allowed_hosts": ["Example.com.", "*.hooks.dev", "[FD00:EC2::254]", "169.254.169.254"],
+                    "require_https": true, "block_private_targets": true}"#,
+            ),
             None,
             None,
         )
         .unwrap();
         assert_eq!(
             settings.allowed_hosts.as_deref(),
-            Some(&["example.com".to_owned(), "*.hooks.dev".to_owned()][..])
+            Some(
+                &[
+                    "example.com".to_owned(),
+                    "*.hooks.dev".to_owned(),
+                    "fd00:ec2::254".to_owned(),
+                    "169.254.169.254".to_owned()
+                ][..]
+            )
         );
         assert!(settings.require_https);
+        assert!(settings.block_private_targets);
+        let defaults = WebhookSettings::resolve(&WebhooksBlock::default(), None, None)
+            .unwrap()
+            .0;
+        assert!(
+            !defaults.block_private_targets,
+            "off by default: an upgrade drops no callback"
+        );
     }
 }

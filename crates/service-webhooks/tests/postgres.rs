@@ -114,7 +114,7 @@ async fn two_outboxes_on_one_database_never_send_one_attempt_twice_at_once() {
     };
     let engine = engine_on(store.clone(), settings.clone(), EngineConfig::default()).await;
     let counted = Arc::new(Counting {
-        inner: HttpDispatcher::new(settings.timeout).unwrap(),
+        inner: HttpDispatcher::new(&settings).unwrap(),
         sent: AtomicUsize::new(0),
     });
     let rival = Outbox::with_dispatcher(settings, store, Arc::new(SystemClock), counted.clone());
