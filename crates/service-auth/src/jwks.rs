@@ -182,14 +182,17 @@ impl RemoteKeys {
     async fn fetch_and_keep(&self) -> Result<usize, String> {
         self.fetched.write().attempted_at = Some(self.now());
         let (keys, skipped) = self.fetch().await?;
-        let kids: Vec<&str> = keys
-            .iter()
-            .map(|key| key.kid.as_deref().unwrap_or("(no kid)"))
-            .collect();
+        let kids = |keys: &[VerifyingKey]| -> Vec<String> {
+            keys.iter()
+                .map(|key| key.kid.clone().unwrap_or_else(|| "(no kid)".into()))
+                .collect()
+        };
+        let (before, after) = (kids(&self.fetched.read().keys), kids(&keys));
         if keys.is_empty() {
             tracing::warn!(url = %self.url, ?skipped, "the JWK Set has no key this server can use");
-        } else {
-            tracing::debug!(url = %self.url, ?kids, ?skipped, "JWK Set fetched");
+        } else if before != after {
+            // Rotations are rare and worth a line: they explain refused tokens.
+            tracing::info!(url = %self.url, kids = ?after, ?skipped, "JWK Set keys changed");
         }
         let count = keys.len();
         let mut fetched = self.fetched.write();
