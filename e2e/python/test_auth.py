@@ -122,12 +122,13 @@ async def test_requests_without_a_valid_api_key_are_401(keyed, connect):
 
 
 async def test_what_an_identity_makes_is_stamped_with_its_owner(keyed, connect):
-    alice = keyed.ids["alice"]
+    # An API key's principal is `key:<name>` (a token's is `jwt:<sub>`).
+    alice = f"key:{keyed.ids['alice']}"
     for made in ("thread", "run", "assistant", "cron"):
         assert keyed.alice[made]["metadata"]["owner"] == alice, made
     # A client cannot claim another owner through metadata.
     client = connect(keyed.url, api_key=keyed.keys["alice"])
-    claimed = await client.threads.create(metadata={"owner": keyed.ids["bob"]})
+    claimed = await client.threads.create(metadata={"owner": f"key:{keyed.ids['bob']}"})
     assert claimed["metadata"]["owner"] == alice
     with pytest.raises(NotFoundError):
         await connect(keyed.url, api_key=keyed.keys["bob"]).threads.get(claimed["thread_id"])
@@ -244,7 +245,7 @@ async def test_an_idempotency_key_never_replays_another_identitys_answer(keyed, 
     assert (await alice.threads.create())["thread_id"] == first["thread_id"]  # replayed for alice
     theirs = await carol.threads.create()
     assert theirs["thread_id"] != first["thread_id"]
-    assert theirs["metadata"]["owner"] == keyed.ids["carol"]
+    assert theirs["metadata"]["owner"] == f"key:{keyed.ids['carol']}"
 
 
 # ---------------------------------------------------------------------- JWTs
@@ -308,7 +309,7 @@ async def test_jwt_valid_token_is_accepted_and_its_sub_owns_what_it_makes(jwt_se
     sub = f"user-{marker()}"
     client = connect(jwt_server.url, headers=_bearer(jwt_server.token(sub=sub)))
     thread = await client.threads.create()
-    assert thread["metadata"]["owner"] == sub
+    assert thread["metadata"]["owner"] == f"jwt:{sub}"
     assert [t["thread_id"] for t in await client.threads.search()] == [thread["thread_id"]]
 
 

@@ -31,7 +31,7 @@ pub(crate) struct ConfigFile {
     pub service: ServiceConfig,
     /// Authentication and authorization (validated with the environment in settings).
     #[serde(default)]
-    pub auth: crate::auth::AuthBlock,
+    pub auth: service_auth::AuthConfig,
     /// The durable queue.
     #[serde(default)]
     pub queue: Option<QueueConfig>,
@@ -300,11 +300,6 @@ impl ConfigFile {
                 "ui (generative UI components) is not supported yet; remove the key".into(),
             ));
         }
-        if self.auth.path.is_some() {
-            return Err(ConfigError(
-                "auth.path (a Python auth handler) is not supported yet; use the auth block's api_keys or jwt (docs/auth.md)".into(),
-            ));
-        }
         match &self.http.console {
             Some(serde_json::Value::Bool(false)) | None => Ok(()),
             Some(serde_json::Value::Bool(true) | serde_json::Value::String(_)) => Err(ConfigError(
@@ -403,17 +398,13 @@ mod tests {
 
     #[test]
     fn langgraph_json_keys_this_server_cannot_honour_are_refused_naming_them() {
-        for (text, key) in [
-            (r#"{"ui": {"agent": "./ui.tsx"}}"#, "ui"),
-            (r#"{"auth": {"path": "./auth.py:auth"}}"#, "auth.path"),
-        ] {
-            let config: ConfigFile = serde_json::from_str(text).unwrap();
-            let error = config.validate().unwrap_err();
-            assert!(
-                error.0.contains(key) && error.0.contains("not supported yet"),
-                "{error}"
-            );
-        }
+        // auth.path is refused by service-auth, which reads the auth block.
+        let config: ConfigFile = serde_json::from_str(r#"{"ui": {"agent": "./ui.tsx"}}"#).unwrap();
+        let error = config.validate().unwrap_err();
+        assert!(
+            error.0.contains("ui") && error.0.contains("not supported yet"),
+            "{error}"
+        );
         for key in ["allowed_ports", "max_url_length"] {
             let config: ConfigFile =
                 serde_json::from_str(&format!(r#"{{"webhooks": {{"url": {{"{key}": [443]}}}}}}"#))

@@ -2,7 +2,6 @@
 //! bundled binary's commands, flags, environment knobs and configuration file. The
 //! `service-server` binary is that server over the example graphs.
 
-mod auth;
 mod cli;
 mod config;
 mod env;

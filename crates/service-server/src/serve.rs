@@ -39,6 +39,11 @@ pub(crate) async fn serve(
     for notice in &config.notices {
         tracing::info!("{notice}");
     }
+    if let Some(auth) = &config.auth {
+        auth.load_keys()
+            .await
+            .map_err(|error| ConfigError(error.0))?;
+    }
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let engine_config = config.engine;
     let bridge = match config.python {

@@ -39,6 +39,8 @@ pub(crate) struct ServerConfig {
     pub webhooks: service_webhooks::WebhookSettings,
     /// The Redis stream bus, when a queue is configured; else the in-memory bus.
     pub queue: Option<service_redis::RedisBusOptions>,
+    /// The `auth` block's keys and tokens, whose JWK Set is fetched before serving.
+    pub auth: Option<service_auth::Resolved>,
     /// Settings that have no effect here, to log once logging is set up.
     pub warnings: Vec<String>,
     /// Settings accepted and ignored on purpose (langgraph.json's image keys), logged
@@ -91,7 +93,8 @@ impl ServerConfig {
             .as_deref()
             .and_then(std::path::Path::parent)
             .unwrap_or(std::path::Path::new("."));
-        let auth = crate::auth::resolve(&file.auth, config_dir, &lookup)?;
+        let auth = service_auth::resolve(&file.auth, config_dir, &lookup)
+            .map_err(|error| ConfigError(error.0))?;
         let plan = crate::graphs::GraphPlan::of(file.graphs.clone())?;
         let python = if plan.python.is_empty() {
             None
@@ -177,7 +180,10 @@ impl ServerConfig {
                 max_body_bytes: knobs
                     .max_body_bytes
                     .unwrap_or(service_axum::RouterOptions::default().max_body_bytes),
-                auth: auth.unwrap_or_default(),
+                auth: auth
+                    .as_ref()
+                    .map(|resolved| resolved.auth.clone())
+                    .unwrap_or_default(),
                 disable_runs: file.http.disable_runs.unwrap_or(false),
             },
             log_filter,
@@ -186,6 +192,7 @@ impl ServerConfig {
             notices: file.ignored_keys(),
             webhooks,
             queue,
+            auth,
             warnings,
         })
     }

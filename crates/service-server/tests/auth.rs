@@ -74,7 +74,7 @@ fn isolation(instance: &Instance) {
     // Alice's things.
     let thread = alice.ok("POST", "/threads", Some(json!({"metadata": {"k": 1}})));
     let thread_id = id(&thread, "thread_id");
-    assert_eq!(thread["metadata"]["owner"], json!("alice"));
+    assert_eq!(thread["metadata"]["owner"], json!("key:alice"));
     let waited = alice.ok(
         "POST",
         &format!("/threads/{thread_id}/runs/wait"),
@@ -83,7 +83,7 @@ fn isolation(instance: &Instance) {
     assert!(waited.is_object(), "{waited}");
     let runs = alice.ok("GET", &format!("/threads/{thread_id}/runs"), None);
     let run_id = id(&runs[0], "run_id");
-    assert_eq!(runs[0]["metadata"]["owner"], json!("alice"));
+    assert_eq!(runs[0]["metadata"]["owner"], json!("key:alice"));
     let delayed = alice.ok(
         "POST",
         "/runs",
@@ -170,7 +170,7 @@ fn isolation(instance: &Instance) {
     );
     assert_eq!(alice.ok("POST", "/threads/count", Some(filtered)), json!(1));
     // A filter naming alice as owner collides with bob's own scope: nothing.
-    let as_alice = json!({"metadata": {"owner": "alice"}});
+    let as_alice = json!({"metadata": {"owner": "key:alice"}});
     assert_eq!(bob.ok("POST", "/threads/count", Some(as_alice)), json!(0));
     // Bob's cancel-all does not reach alice's waiting run; alice's does.
     bob.not_found("POST", "/runs/cancel", Some(json!({"status": "pending"})));
@@ -303,11 +303,11 @@ fn isolation(instance: &Instance) {
     );
     assert_ne!(first.body["thread_id"], other.body["thread_id"]);
     assert_eq!(first.body["thread_id"], again.body["thread_id"]);
-    assert_eq!(other.body["metadata"]["owner"], json!("bob"));
+    assert_eq!(other.body["metadata"]["owner"], json!("key:bob"));
 
     // Alice's things are all still there, and her patch cannot hand them over.
-    let patched = alice.ok("PATCH", &t, Some(json!({"metadata": {"owner": "bob"}})));
-    assert_eq!(patched["metadata"]["owner"], json!("alice"));
+    let patched = alice.ok("PATCH", &t, Some(json!({"metadata": {"owner": "key:bob"}})));
+    assert_eq!(patched["metadata"]["owner"], json!("key:alice"));
     alice.ok("GET", &format!("{t}/history"), None);
     alice.ok("GET", &a, None);
     alice.ok("GET", &c, None);

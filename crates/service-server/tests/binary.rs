@@ -214,3 +214,24 @@ fn a_queue_that_does_not_answer_stops_the_boot_naming_it() {
         "the password is not logged: {stderr}"
     );
 }
+
+#[test]
+fn a_jwks_url_that_cannot_be_fetched_stops_the_boot_naming_it() {
+    let url = "http://127.0.0.1:1/.well-known/jwks.json";
+    let config = ConfigFile::write(
+        "jwks",
+        &serde_json::json!({"auth": {"jwt": {"jwks_url": url}}}),
+    );
+    let output = server()
+        .args(["dev", "--port", "0", "--config", &config.path()])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "auth.jwt.jwks_url: cannot fetch the JWK Set at {url}"
+        )),
+        "stderr: {stderr}"
+    );
+}

@@ -628,7 +628,8 @@ fn the_system_mark_is_the_servers_to_write() {
 /// those items.
 #[test]
 fn a_tenants_store_is_its_own_whatever_its_identity_spells() {
-    let (instance, _config) = dev("store", json!({}));
+    // Shared identities: the identities are the bare key names `*` and `memories`.
+    let (instance, _config) = dev("store", json!({"shared_identities": true}));
     let tenant = |key| Tenant {
         instance: &instance,
         key,

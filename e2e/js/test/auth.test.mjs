@@ -84,7 +84,8 @@ describe("auth: API keys with owner scoping", () => {
   });
 
   it("what alice makes carries her as owner", () => {
-    for (const what of ["thread", "assistant", "cron"]) assert.equal(made[what].metadata.owner, ids.alice, what);
+    // An API key's principal is `key:<name>`.
+    for (const what of ["thread", "assistant", "cron"]) assert.equal(made[what].metadata.owner, `key:${ids.alice}`, what);
   });
 
   it("bob cannot see alice's threads or runs", async () => {

@@ -2,18 +2,18 @@
 //! (only `stream` and `get_state` are required), register it in a
 //! [`GraphRegistry`] from a function the engine calls with the checkpointer it owns
 //! ([`graphs`]), build an [`Engine`] and nest [`service_axum::router_with`] wherever
-//! you like, with your own authentication ([`Tokens`]) and authorization
-//! ([`PerUser`]). Run it with `cargo run -p service-example-embedding`.
+//! you like, with API keys from `service-auth` ([`api_keys`]) and your own
+//! authorization ([`PerUser`]). Run it with `cargo run -p service-example-embedding`.
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use axum::Router;
-use axum::http::request::Parts;
 use axum::routing::get;
 use serde_json::{Value, json};
+use service_auth::{ApiKeys, AuthConfigError, Identities};
 use service_axum::RouterOptions;
-use service_axum::auth::{Auth, Authenticator, Unauthenticated};
+use service_axum::auth::Auth;
 use service_engine::auth::{Action, AuthRequest, Authorizer, Decision, Principal, Resource};
 use service_engine::bus::MemoryBus;
 use service_engine::{Engine, EngineConfig, EngineParts};
@@ -126,20 +126,19 @@ pub fn graphs(checkpointer: Arc<dyn Checkpointer>) -> Result<GraphRegistry, Grap
     Ok(registry)
 }
 
-/// Who is calling. Here a fixed table of tokens; your app checks its own sessions or
-/// signatures.
-#[derive(Debug)]
-pub struct Tokens;
+/// Ada's API key. Your app reads its keys from its secrets, never from the source.
+pub const ADA_KEY: &str = "ada-key-for-the-example-only";
+/// Alan's API key.
+pub const ALAN_KEY: &str = "alan-key-for-the-example-only";
 
-#[async_trait]
-impl Authenticator for Tokens {
-    async fn authenticate(&self, request: &Parts) -> Result<Arc<Principal>, Unauthenticated> {
-        match request.headers.get("x-api-key").map(|key| key.as_bytes()) {
-            Some(b"ada-token") => Ok(Arc::new(Principal::new("ada"))),
-            Some(b"alan-token") => Ok(Arc::new(Principal::new("alan"))),
-            _ => Err(Unauthenticated::new("Unknown or missing x-api-key")),
-        }
-    }
+/// Who is calling: `service-auth`'s API keys (sent as `x-api-key`), whose principals
+/// are `key:ada` and `key:alan`. Implement `service_axum::auth::Authenticator` to
+/// check your own sessions or signatures instead, or use `service_auth::Jwt` for
+/// your identity provider's tokens.
+pub fn api_keys() -> Result<ApiKeys, AuthConfigError> {
+    ApiKeys::new(Identities::Qualified)
+        .with_key("ada", ADA_KEY, Vec::new())?
+        .with_key("alan", ALAN_KEY, Vec::new())
 }
 
 /// What each user may do: their own threads, runs and crons; the app's assistants,
@@ -188,7 +187,9 @@ pub async fn app() -> Router {
             engine,
             RouterOptions {
                 auth: Auth {
-                    authenticator: Some(Arc::new(Tokens)),
+                    authenticator: Some(Arc::new(
+                        api_keys().expect("the example's keys are long and distinct"),
+                    )),
                     authorizer: Some(Arc::new(PerUser)),
                 },
                 ..RouterOptions::default()

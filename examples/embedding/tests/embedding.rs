@@ -5,6 +5,7 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
+use service_example_embedding::{ADA_KEY, ALAN_KEY};
 use tower::ServiceExt;
 
 async fn send(
@@ -13,7 +14,7 @@ async fn send(
     uri: &str,
     body: Value,
 ) -> (StatusCode, axum::http::HeaderMap, Value) {
-    send_as(app, "ada-token", method, uri, body).await
+    send_as(app, ADA_KEY, method, uri, body).await
 }
 
 async fn send_as(
@@ -135,25 +136,18 @@ async fn each_user_sees_only_their_own_threads() {
     let (status, _, _) = send_as(&app, "nobody", "POST", "/agents/threads/search", json!({})).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
     let (_, _, thread) = send(&app, "POST", "/agents/threads", json!({})).await;
-    assert_eq!(thread["metadata"]["user"], "ada");
+    assert_eq!(thread["metadata"]["user"], "key:ada");
     let thread_id = thread["thread_id"].as_str().unwrap();
     let path = format!("/agents/threads/{thread_id}");
-    let (status, _, _) = send_as(&app, "alan-token", "GET", &path, Value::Null).await;
+    let (status, _, _) = send_as(&app, ALAN_KEY, "GET", &path, Value::Null).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
-    let (_, _, found) = send_as(
-        &app,
-        "alan-token",
-        "POST",
-        "/agents/threads/search",
-        json!({}),
-    )
-    .await;
+    let (_, _, found) = send_as(&app, ALAN_KEY, "POST", "/agents/threads/search", json!({})).await;
     assert_eq!(found, json!([]));
     let (status, _, _) = send(&app, "GET", &path, Value::Null).await;
     assert_eq!(status, StatusCode::OK);
     let (status, _, _) = send_as(
         &app,
-        "alan-token",
+        ALAN_KEY,
         "POST",
         "/agents/assistants",
         json!({"graph_id": "greeter"}),
