@@ -74,6 +74,11 @@ impl Tenant<'_> {
     }
 }
 
+fn alice_and_bob(instance: &Instance) -> (Tenant<'_>, Tenant<'_>) {
+    let tenant = |key| Tenant { instance, key };
+    (tenant(ALICE), tenant(BOB))
+}
+
 fn id(value: &Value, field: &str) -> String {
     value[field].as_str().expect(field).to_owned()
 }
@@ -367,11 +372,7 @@ fn cron_body(assistant: &str) -> Value {
 }
 
 fn walk(instance: &Instance) {
-    let alice = Tenant {
-        instance,
-        key: ALICE,
-    };
-    let bob = Tenant { instance, key: BOB };
+    let (alice, bob) = alice_and_bob(instance);
     let a = make_alices(&alice);
     let before = snapshot(&alice, &a);
     let routes = service_axum::routes(&RouterOptions::default());
@@ -443,14 +444,7 @@ async fn every_route_refuses_another_owner_on_postgres() {
 #[test]
 fn a_run_not_on_the_paths_thread_is_unknown_to_join_and_stream() {
     let (instance, _config) = dev("join", json!({}));
-    let alice = Tenant {
-        instance: &instance,
-        key: ALICE,
-    };
-    let bob = Tenant {
-        instance: &instance,
-        key: BOB,
-    };
+    let (alice, bob) = alice_and_bob(&instance);
     let a = make_alices(&alice);
     let own = id(&bob.ok("POST", "/threads", Some(json!({}))), "thread_id");
     let joined = bob.ok("GET", &format!("/threads/{own}/runs/{}/join", a.run), None);
@@ -473,14 +467,7 @@ fn a_run_not_on_the_paths_thread_is_unknown_to_join_and_stream() {
 #[test]
 fn supersteps_on_another_owners_thread_are_refused_before_they_apply() {
     let (instance, _config) = dev("supersteps", json!({}));
-    let alice = Tenant {
-        instance: &instance,
-        key: ALICE,
-    };
-    let bob = Tenant {
-        instance: &instance,
-        key: BOB,
-    };
+    let (alice, bob) = alice_and_bob(&instance);
     let thread = id(
         &alice.ok(
             "POST",
@@ -511,14 +498,7 @@ fn supersteps_on_another_owners_thread_are_refused_before_they_apply() {
 #[test]
 fn a_cron_patch_cannot_name_an_assistant_the_caller_cannot_read() {
     let (instance, _config) = dev("cron-patch", json!({}));
-    let alice = Tenant {
-        instance: &instance,
-        key: ALICE,
-    };
-    let bob = Tenant {
-        instance: &instance,
-        key: BOB,
-    };
+    let (alice, bob) = alice_and_bob(&instance);
     let a = make_alices(&alice);
     let cron = id(
         &bob.ok("POST", "/runs/crons", Some(cron_body("echo"))),
@@ -539,14 +519,7 @@ fn a_cron_patch_cannot_name_an_assistant_the_caller_cannot_read() {
 #[test]
 fn input_respond_never_runs_an_assistant_the_caller_cannot_read() {
     let (instance, _config) = dev("respond", json!({}));
-    let alice = Tenant {
-        instance: &instance,
-        key: ALICE,
-    };
-    let bob = Tenant {
-        instance: &instance,
-        key: BOB,
-    };
+    let (alice, bob) = alice_and_bob(&instance);
     let alices = id(
         &alice.ok(
             "POST",
@@ -588,14 +561,7 @@ fn input_respond_never_runs_an_assistant_the_caller_cannot_read() {
 #[test]
 fn the_system_mark_is_the_servers_to_write() {
     let (instance, _config) = dev("system-mark", json!({}));
-    let alice = Tenant {
-        instance: &instance,
-        key: ALICE,
-    };
-    let bob = Tenant {
-        instance: &instance,
-        key: BOB,
-    };
+    let (alice, bob) = alice_and_bob(&instance);
     let forged = bob.send(
         "POST",
         "/assistants",
@@ -707,14 +673,7 @@ fn answer(mut stream: TcpStream) {
 #[test]
 fn deliveries_stay_their_owners_when_a_thread_id_is_taken_again() {
     let (instance, _config) = dev("deliveries", json!({}));
-    let alice = Tenant {
-        instance: &instance,
-        key: ALICE,
-    };
-    let bob = Tenant {
-        instance: &instance,
-        key: BOB,
-    };
+    let (alice, bob) = alice_and_bob(&instance);
     let hook = receiver();
     let thread = id(&alice.ok("POST", "/threads", Some(json!({}))), "thread_id");
     alice.ok(

@@ -20,12 +20,18 @@ fn blocking_private_targets() -> WebhookSettings {
 async fn settled_delivery(engine: &Engine, url: &str) -> Delivery {
     let thread = new_thread(engine).await;
     let run = engine
-        .create_run(RunTarget::Thread(thread), run_body("echo", json!({}), url))
+        .system()
+        .view()
+        .runs()
+        .create(RunTarget::Thread(thread), run_body("echo", json!({}), url))
         .await
         .unwrap();
     eventually(|| async {
         let listed = engine
-            .list_deliveries(thread, run.run_id, &Default::default())
+            .system()
+            .view()
+            .deliveries()
+            .list(thread, run.run_id, &Default::default())
             .await
             .unwrap();
         listed.into_iter().find(|delivery| {
