@@ -221,10 +221,14 @@ async fn result_response(
         ("location", format!("{path}/join")),
         ("content-location", path),
     ]);
-    let (engine, caller, run) = (engine.clone(), caller.clone(), run.clone());
+    let (engine, caller, run_id) = (engine.clone(), caller.clone(), run.run_id);
     let result = async move {
         let runs = engine.as_caller(&caller).runs();
-        let body = runs.result(run.run_id, subscription).await;
+        // The run was created or found by this caller; the check cannot refuse it.
+        let body = runs
+            .result(run_id, subscription)
+            .await
+            .unwrap_or_else(|_| json!({ "__error__": run_not_found() }));
         Bytes::from(json::to_vec(&body).unwrap_or_else(|_| b"{}".to_vec()))
     };
     waiting_json_response(result, extra, on_drop).await
@@ -389,7 +393,7 @@ async fn join(
             let on_drop = cancel_on_drop(&engine, &caller, &run, cancel);
             Ok(result_response(&engine, &caller, &prefix, &run, None, on_drop).await)
         }
-        RunToJoin::Forgotten => Ok(Json(runs.forgotten_result(run_id).await?).into_response()),
+        RunToJoin::Forgotten => Ok(Json(runs.result(run_id, None).await?).into_response()),
         RunToJoin::Unknown => Ok(Json(json!({ "__error__": run_not_found() })).into_response()),
     }
 }

@@ -115,16 +115,16 @@ impl<'a> Runs<'a> {
     }
 
     /// Waits until the run ends and returns its wait/join body, reading
-    /// `subscription` (from [`create_watched`](Self::create_watched)) first. For a run
-    /// this view handed out (created or joined), so it is not checked again.
-    pub async fn result(self, run_id: Uuid, subscription: Option<Subscription>) -> Value {
-        self.0.engine.run_result_from(run_id, subscription).await
-    }
-
-    /// The result of a run joined as [`RunToJoin::Forgotten`]: what its topic still
-    /// holds.
-    pub async fn forgotten_result(self, run_id: Uuid) -> EngineResult<Value> {
+    /// `subscription` (from [`create_watched`](Self::create_watched)) first. The run
+    /// must be within the caller's scope (its own stamp says so, also for a run whose
+    /// thread is gone); a run joined as [`RunToJoin::Forgotten`] is answered from what
+    /// its topic still holds.
+    pub async fn result(
+        self,
+        run_id: Uuid,
+        subscription: Option<Subscription>,
+    ) -> EngineResult<Value> {
         self.check(None, run_id).await?;
-        Ok(self.0.engine.run_result(run_id).await)
+        Ok(self.0.engine.run_result_from(run_id, subscription).await)
     }
 }

@@ -495,7 +495,8 @@ async fn a_wait_ends_when_its_run_settles_on_another_instance() {
             .result(run.run_id, Some(subscription)),
     )
     .await
-    .expect("the wait ends");
+    .expect("the wait ends")
+    .unwrap();
     let settled = executing
         .store()
         .runs()

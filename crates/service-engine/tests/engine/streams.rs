@@ -76,7 +76,8 @@ async fn a_watched_stateless_run_answers_even_after_the_bus_forgot_it() {
             .view()
             .runs()
             .result(other.run_id, Some(watching))
-            .await;
+            .await
+            .unwrap();
     }
 
     // Without the subscription taken at creation, the result is gone.
@@ -87,7 +88,8 @@ async fn a_watched_stateless_run_answers_even_after_the_bus_forgot_it() {
         .view()
         .runs()
         .result(run.run_id, Some(subscription))
-        .await;
+        .await
+        .unwrap();
     assert_eq!(body["messages"][1]["content"], "echo: watched");
 }
 
@@ -115,7 +117,8 @@ async fn a_thread_made_by_its_run_names_the_graph_and_is_idle_after_it() {
         .view()
         .runs()
         .result(run.run_id, Some(watching))
-        .await;
+        .await
+        .unwrap();
     assert_eq!(result["messages"][1]["content"], "echo: new");
     assert_eq!(settled(&engine, &run).await.status, RunStatus::Success);
     let made = eventually(|| async {

@@ -168,4 +168,5 @@ pub(crate) async fn result_of(engine: &Engine, run_id: Uuid) -> Value {
     )
     .await
     .expect("the run ended within 30 s")
+    .expect("the system view reads every run")
 }
