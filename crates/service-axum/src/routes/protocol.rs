@@ -529,3 +529,45 @@ fn close(code: u16, reason: &'static str) -> Message {
         reason: reason.into(),
     }))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(seq: u64) -> ProtocolEvent {
+        serde_json::from_value(json!({
+            "type": "event", "event_id": seq.to_string(), "seq": seq, "method": "custom",
+            "params": {"namespace": [], "timestamp": 0, "data": null},
+        }))
+        .expect("an event")
+    }
+
+    fn seqs(seen: &Seen) -> Vec<u64> {
+        seen.iter().map(|event| event.seq).collect()
+    }
+
+    #[test]
+    fn the_replay_buffer_keeps_the_newest_events_within_its_count() {
+        let mut seen = Seen::new(2, usize::MAX);
+        for seq in 1..=5 {
+            seen.push(event(seq), 10);
+        }
+        assert_eq!(seqs(&seen), [4, 5]);
+    }
+
+    #[test]
+    fn the_replay_buffer_keeps_the_newest_events_within_its_bytes() {
+        let mut seen = Seen::new(100, 25);
+        for seq in 1..=5 {
+            seen.push(event(seq), 10);
+        }
+        assert_eq!(seqs(&seen), [4, 5]);
+        assert_eq!(seen.bytes, 20);
+        seen.push(event(6), 30);
+        assert!(
+            seqs(&seen).is_empty(),
+            "one event over the bound is not kept"
+        );
+        assert_eq!(seen.bytes, 0);
+    }
+}
