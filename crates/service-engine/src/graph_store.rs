@@ -1,0 +1,101 @@
+//! The long-term store graphs get: the items repository itself, outside every tenant
+//! (SPEC: the agent never sees auth), and refused the tenants' reserved root.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use service_graph::{GraphError, LongTermStore};
+use service_store::{ItemSearch, PutItem, Store};
+use service_types::{Item, Metadata};
+
+use crate::namespaces::refuse_reserved_root;
+
+/// The long-term store graphs get: the items repository, with the configured default
+/// ttl on what they put.
+pub(crate) fn graph_store(store: Store, default_ttl: Option<f64>) -> Arc<dyn LongTermStore> {
+    Arc::new(StoreBridge { store, default_ttl })
+}
+
+/// [`LongTermStore`] over the items repository.
+struct StoreBridge {
+    store: Store,
+    default_ttl: Option<f64>,
+}
+
+/// Graphs share the store with clients but never a tenant's part of it.
+fn graph_namespace(namespace: &[String]) -> Result<(), GraphError> {
+    refuse_reserved_root(namespace).map_err(|error| GraphError::InvalidInput(error.message.clone()))
+}
+
+fn graph_error(error: service_store::StoreError) -> GraphError {
+    GraphError::store_caused_by(error.message.clone(), error)
+}
+
+#[async_trait]
+impl LongTermStore for StoreBridge {
+    async fn put(
+        &self,
+        namespace: &[String],
+        key: &str,
+        value: Metadata,
+    ) -> Result<(), GraphError> {
+        graph_namespace(namespace)?;
+        let item = PutItem {
+            namespace: namespace.to_vec(),
+            key: key.to_owned(),
+            value,
+            ttl_minutes: self.default_ttl,
+        };
+        self.store.items().put(item).await.map_err(graph_error)
+    }
+
+    async fn get(&self, namespace: &[String], key: &str) -> Result<Option<Item>, GraphError> {
+        graph_namespace(namespace)?;
+        self.store
+            .items()
+            .get(namespace, key, true)
+            .await
+            .map_err(graph_error)
+    }
+
+    async fn delete(&self, namespace: &[String], key: &str) -> Result<(), GraphError> {
+        graph_namespace(namespace)?;
+        self.store
+            .items()
+            .delete(namespace, key)
+            .await
+            .map_err(graph_error)
+    }
+
+    async fn search(
+        &self,
+        namespace_prefix: &[String],
+        limit: usize,
+    ) -> Result<Vec<Item>, GraphError> {
+        graph_namespace(namespace_prefix)?;
+        let search = ItemSearch {
+            namespace_prefix: namespace_prefix.to_vec(),
+            limit: Some(limit.min(1000)),
+            ..ItemSearch::default()
+        };
+        let items = self
+            .store
+            .items()
+            .search(&search)
+            .await
+            .map_err(graph_error)?;
+        Ok(items.into_iter().map(|found| found.item).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::TENANT_ROOT;
+
+    #[test]
+    fn graphs_are_refused_the_reserved_root() {
+        assert!(graph_namespace(&[TENANT_ROOT.to_owned()]).is_err());
+        assert!(graph_namespace(&["memories".to_owned()]).is_ok());
+    }
+}
