@@ -21,7 +21,7 @@ pub use crons::Crons;
 pub use deliveries::Deliveries;
 pub use items::Items;
 pub use protocol::Protocol;
-pub use runs::Runs;
+pub use runs::{Runs, Watched};
 pub use threads::Threads;
 
 use crate::Engine;
