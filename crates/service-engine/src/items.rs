@@ -1,15 +1,19 @@
 //! The long-term store routes' logic, and the handle graphs get to the same store.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use async_trait::async_trait;
 use serde_json::Value;
 use service_graph::{GraphError, LongTermStore};
-use service_store::{ItemSearch, NamespaceQuery, PutItem, Store, StoreFilter};
+use service_store::{
+    FieldVector, IndexFields, ItemSearch, NamespaceQuery, PutItem, SemanticIndex, Store,
+    StoreError, StoreFilter,
+};
 use service_types::{Item, Metadata, SearchItem, StoreListNamespaces, StorePut, StoreSearch};
 
 use crate::limits::{clamped_limit, offset, search_limit};
-use crate::{Engine, EngineError, EngineResult};
+use crate::{Engine, EngineError, EngineResult, ErrorKind};
 
 /// Checks a namespace: non-empty, every label a non-empty string without `.`.
 pub fn validate_namespace(namespace: &[String]) -> EngineResult<()> {
@@ -94,20 +98,65 @@ fn escape_label(label: &str) -> String {
     escaped
 }
 
+/// The vectors of a put, embedded before the store is called (so never inside a
+/// database transaction); none without an index, where `index` is ignored as on the
+/// peers.
+async fn embed(
+    index: Option<&SemanticIndex>,
+    value: &Metadata,
+    which: &IndexFields,
+) -> Result<Vec<FieldVector>, StoreError> {
+    match index {
+        Some(index) => index.vectors(value, which).await,
+        None => Ok(Vec::new()),
+    }
+}
+
+/// An embedder's failure as a client sees it: its cause in the message, 422 when the
+/// input was refused, else 503 (`embedding_failed`); nothing was written.
+fn embedding_failed(error: StoreError) -> EngineError {
+    let kind = match error.kind {
+        service_store::ErrorKind::Invalid => ErrorKind::Unprocessable,
+        _ => ErrorKind::Unavailable,
+    };
+    let mut failed = EngineError::new(kind, error.message.clone());
+    failed.code = Some("embedding_failed");
+    failed.with_source(error)
+}
+
+/// A `query` on a store without an index is ignored, as on the peers; said once.
+fn ignored_query() {
+    static SAID: AtomicBool = AtomicBool::new(false);
+    if !SAID.swap(true, Ordering::Relaxed) {
+        tracing::warn!(
+            "a store search carried a query but store.index is not configured: results come in recency order with score null"
+        );
+    }
+}
+
 impl Engine {
-    /// Stores an item; the configured default ttl applies when none is given.
+    /// Stores an item, embedded first when the store has an index (`index: false`
+    /// skips, a list of paths replaces the configured fields); the configured default
+    /// ttl applies when none is given. An embedder failure fails the put and writes
+    /// nothing.
     pub(crate) async fn put_item(&self, body: StorePut) -> EngineResult<()> {
         validate_namespace(&body.namespace)?;
         let Value::Object(value) = body.value else {
             return Err(EngineError::unprocessable("value must be an object"));
         };
+        let which = IndexFields::from_request(body.index.as_ref())
+            .map_err(|error| EngineError::unprocessable(error.message))?;
         let ttl_minutes = body.ttl.or(self.config().store_default_ttl_minutes);
         crate::limits::check_ttl_minutes(ttl_minutes)?;
+        let vectors = embed(self.config().store_index.as_ref(), &value, &which)
+            .await
+            .map_err(embedding_failed)?;
         let item = PutItem {
             namespace: body.namespace,
             key: body.key,
             value,
             ttl_minutes,
+            vectors,
         };
         Ok(self.store().items().put(item).await?)
     }
@@ -129,16 +178,25 @@ impl Engine {
         Ok(self.store().items().delete(namespace, key).await?)
     }
 
-    /// Filtered search under a namespace prefix.
+    /// Filtered search under a namespace prefix, ranked by `query` when the store has
+    /// an index.
     pub(crate) async fn search_items(&self, body: StoreSearch) -> EngineResult<Vec<SearchItem>> {
         let filter = match &body.filter {
             Some(filter) => StoreFilter::from_object(filter)?,
             None => StoreFilter::default(),
         };
+        let query = match (body.query, &self.config().store_index) {
+            (Some(text), Some(index)) => Some(index.query(&text).await.map_err(embedding_failed)?),
+            (Some(_), None) => {
+                ignored_query();
+                None
+            }
+            (None, _) => None,
+        };
         let search = ItemSearch {
             namespace_prefix: body.namespace_prefix,
             filter,
-            query: body.query,
+            query,
             limit: search_limit(body.limit)?,
             offset: offset(body.offset)?,
             refresh_ttl: body.refresh_ttl.unwrap_or(false),
@@ -172,6 +230,7 @@ impl Engine {
         Arc::new(StoreBridge {
             store: self.store().clone(),
             default_ttl: self.config().store_default_ttl_minutes,
+            index: self.config().store_index.clone(),
         })
     }
 }
@@ -180,6 +239,7 @@ impl Engine {
 struct StoreBridge {
     store: Store,
     default_ttl: Option<f64>,
+    index: Option<SemanticIndex>,
 }
 
 /// Graphs share the store with clients but never a tenant's part of it.
@@ -200,11 +260,15 @@ impl LongTermStore for StoreBridge {
         value: Metadata,
     ) -> Result<(), GraphError> {
         graph_namespace(namespace)?;
+        let vectors = embed(self.index.as_ref(), &value, &IndexFields::Configured)
+            .await
+            .map_err(graph_error)?;
         let item = PutItem {
             namespace: namespace.to_vec(),
             key: key.to_owned(),
             value,
             ttl_minutes: self.default_ttl,
+            vectors,
         };
         self.store.items().put(item).await.map_err(graph_error)
     }

@@ -328,6 +328,7 @@ fn engine_config(
         store_refresh_on_read: store_ttl.is_none_or(|ttl| ttl.refresh_on_read),
         sweep_interval,
         thread_default_ttl_minutes: thread_ttl.and_then(|ttl| ttl.default_ttl),
+        store_index: None,
     }
 }
 

@@ -12,4 +12,4 @@ async fn factory(env: TestEnv) -> Store {
         .store()
 }
 
-service_conformance::conformance_tests!(factory);
+service_conformance::conformance_tests!(factory, without: [semantic_search]);
