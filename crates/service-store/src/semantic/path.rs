@@ -105,9 +105,9 @@ fn collect(value: &Value, tokens: &[String], texts: &mut Vec<String>) {
 
 /// A Python-style index (negative counts from the end) into a list of `len`.
 fn array_index(len: usize, at: i64) -> Option<usize> {
-    let len = i64::try_from(len).ok()?;
-    let at = if at < 0 { len + at } else { at };
-    (0..len).contains(&at).then(|| at as usize)
+    let from_end = i64::try_from(len).ok()?;
+    let at = if at < 0 { from_end + at } else { at };
+    usize::try_from(at).ok().filter(|at| *at < len)
 }
 
 /// The text of a reached value; `null` has none.
