@@ -340,6 +340,37 @@ mod tests {
         assert_eq!(tenant.outside(stored), vec!["memories".to_owned()]);
     }
 
+    #[tokio::test]
+    async fn a_graphs_put_is_embedded_with_the_configured_fields() {
+        use service_store::{ManualClock, WordHashEmbedder};
+        use service_store_memory::{MemoryOptions, memory_store};
+        let index = SemanticIndex::new(
+            Arc::new(WordHashEmbedder::new(16)),
+            vec!["text".into()],
+            false,
+        );
+        let clock = Arc::new(ManualClock::new(
+            service_types::Timestamp::from_unix_micros(0),
+        ));
+        let store = memory_store(MemoryOptions::new(clock).with_index(index.spec()));
+        let bridge = StoreBridge {
+            store: store.clone(),
+            default_ttl: None,
+            index: Some(index.clone()),
+        };
+        let value = serde_json::json!({"text": "a cat"});
+        let Value::Object(value) = value else {
+            unreachable!("an object literal")
+        };
+        bridge.put(&["m".to_owned()], "k", value).await.unwrap();
+        let search = ItemSearch {
+            query: Some(index.query("a cat").await.unwrap()),
+            ..ItemSearch::default()
+        };
+        let found = store.items().search(&search).await.unwrap();
+        assert!((found[0].score.expect("scored") - 1.0).abs() < 1e-6);
+    }
+
     #[test]
     fn the_reserved_root_is_refused_to_requests_and_graphs() {
         assert!(refuse_reserved_root(&[TENANT_ROOT.to_owned(), "x".into()]).is_err());
