@@ -271,6 +271,7 @@ fn database(
     })?;
     let mut options = PgOptions::new(url);
     options.max_page_size = engine.max_page_size;
+    options.index = engine.store_index.as_ref().map(SemanticIndex::spec);
     if let Some(pool_max) = knobs.db_pool_max {
         options.pool_max = pool_max;
     }
