@@ -19,9 +19,15 @@ use tokio_postgres::Row;
 use crate::db::{Cached, Columns, Db, Sql, at, count, object, push_where, ts};
 use crate::error::store_error;
 use crate::filter::{namespace_prefix, namespace_suffix, store_filter};
-use crate::vectors::{Vectors, vector_text};
+use crate::vectors::{Vectors, hnsw_candidates, vector_text};
 
 const COLUMNS: &str = "namespace, key, value, created_at, updated_at";
+/// [`COLUMNS`] of the join's item side.
+const ITEM_COLUMNS: &str = "i.namespace, i.key, i.value, i.created_at, i.updated_at";
+/// Plain search order.
+const RECENT: &str = "updated_at DESC, namespace, key";
+/// Semantic search order: best score first, unscored last, then the plain order.
+const SCORED: &str = "score DESC NULLS LAST, updated_at DESC, namespace, key";
 
 /// The expiry a refresh (or a put) sets: `now + ttl`, computed from whole
 /// microseconds exactly as `Timestamp::plus_minutes` does.
@@ -74,33 +80,70 @@ pub(crate) fn search_sql(
     let mut conditions = vec![format!("(expires_at IS NULL OR expires_at > {now_p})")];
     conditions.extend(namespace_prefix(&mut sql, &search.namespace_prefix));
     conditions.extend(store_filter(&mut sql, "value", &search.filter));
-    let (score, order) = match (&search.query, vectors) {
+    let mut select = Sql::new("");
+    let order = match (&search.query, vectors) {
+        (Some(query), Some(vectors)) if vectors.spec.hnsw => {
+            // Approximate: the nearest vectors through the HNSW index, joined to the
+            // candidate items; an item without vectors is never among them.
+            let query_p = sql.bind(vector_text(query));
+            let nearest_p = sql.bind(count(hnsw_candidates(search.offset + limit)));
+            let limit_p = sql.bind(count(limit));
+            let offset_p = sql.bind(count(search.offset));
+            std::mem::swap(&mut select, &mut sql);
+            let distance = format!(
+                "v.embedding {} CAST({query_p}::text AS {})",
+                vectors.cosine(),
+                vectors.vector_type()
+            );
+            select.push(&format!(
+                "WITH nearest AS (SELECT i.ns_path, {ITEM_COLUMNS}, 1 - ({distance}) AS score
+                 FROM store_vectors v JOIN (SELECT ns_path, {COLUMNS} FROM store_items"
+            ));
+            push_where(&mut select, &conditions);
+            select.push(&format!(
+                ") i ON i.ns_path = v.ns_path AND i.key = v.key
+                 ORDER BY {distance} LIMIT {nearest_p}),
+                 best AS (SELECT DISTINCT ON (ns_path, key) * FROM nearest
+                          ORDER BY ns_path, key, score DESC),
+                 page AS (SELECT * FROM best ORDER BY {SCORED}
+                          LIMIT {limit_p} OFFSET {offset_p})"
+            ));
+            SCORED
+        }
         (Some(query), Some(vectors)) => {
             let query_p = sql.bind(vector_text(query));
-            (
-                format!(
-                    "(SELECT max(1 - (v.embedding {} CAST({query_p}::text AS {})))
-                      FROM store_vectors v
-                      WHERE v.ns_path = store_items.ns_path AND v.key = store_items.key)",
-                    vectors.cosine(),
-                    vectors.vector_type()
-                ),
-                "score DESC NULLS LAST, updated_at DESC, namespace, key",
-            )
+            let limit_p = sql.bind(count(limit));
+            let offset_p = sql.bind(count(search.offset));
+            std::mem::swap(&mut select, &mut sql);
+            select.push(&format!(
+                "WITH page AS (SELECT ns_path, {COLUMNS},
+                    (SELECT max(1 - (v.embedding {} CAST({query_p}::text AS {})))
+                     FROM store_vectors v
+                     WHERE v.ns_path = store_items.ns_path AND v.key = store_items.key) AS score
+                 FROM store_items",
+                vectors.cosine(),
+                vectors.vector_type()
+            ));
+            push_where(&mut select, &conditions);
+            select.push(&format!(
+                " ORDER BY {SCORED} LIMIT {limit_p} OFFSET {offset_p})"
+            ));
+            SCORED
         }
-        _ => ("NULL::float8".to_owned(), "updated_at DESC, namespace, key"),
+        _ => {
+            let limit_p = sql.bind(count(limit));
+            let offset_p = sql.bind(count(search.offset));
+            std::mem::swap(&mut select, &mut sql);
+            select.push(&format!(
+                "WITH page AS (SELECT ns_path, {COLUMNS}, NULL::float8 AS score FROM store_items"
+            ));
+            push_where(&mut select, &conditions);
+            select.push(&format!(
+                " ORDER BY {RECENT} LIMIT {limit_p} OFFSET {offset_p})"
+            ));
+            RECENT
+        }
     };
-    let limit_p = sql.bind(count(limit));
-    let offset_p = sql.bind(count(search.offset));
-    let mut select = Sql::new("");
-    std::mem::swap(&mut select, &mut sql);
-    select.push(&format!(
-        "WITH page AS (SELECT ns_path, {COLUMNS}, {score} AS score FROM store_items"
-    ));
-    push_where(&mut select, &conditions);
-    select.push(&format!(
-        " ORDER BY {order} LIMIT {limit_p} OFFSET {offset_p})"
-    ));
     if search.refresh_ttl {
         select.push(&format!(
             ", refreshed AS (UPDATE store_items s SET expires_at = {}
@@ -232,11 +275,25 @@ impl ItemsRepo for Db {
             None => None,
         };
         let sql = search_sql(search, limit, self.now(), vectors);
-        let client = self.client().await?;
-        let rows = client
-            .query(&sql.text, &sql.params())
-            .await
-            .map_err(store_error)?;
+        let mut client = self.client().await?;
+        let rows = match vectors.filter(|vectors| vectors.spec.hnsw) {
+            // The HNSW settings hold for this search's transaction only.
+            Some(vectors) => {
+                let tx = client.transaction().await.map_err(store_error)?;
+                let settings = vectors.hnsw_settings(hnsw_candidates(search.offset + limit));
+                tx.batch_execute(&settings).await.map_err(store_error)?;
+                let rows = tx
+                    .query(&sql.text, &sql.params())
+                    .await
+                    .map_err(store_error)?;
+                tx.commit().await.map_err(store_error)?;
+                rows
+            }
+            None => client
+                .query(&sql.text, &sql.params())
+                .await
+                .map_err(store_error)?,
+        };
         rows.iter()
             .map(|row| {
                 Ok(SearchItem {

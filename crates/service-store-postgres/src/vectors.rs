@@ -30,6 +30,9 @@ pub(crate) struct Vectors {
     pub(crate) spec: IndexSpec,
     /// The extension's schema, quoted, for qualified names.
     pub(crate) ext: String,
+    /// pgvector 0.8 or later: an HNSW scan can go on past `ef_search` until a
+    /// filtered search has its rows (`hnsw.iterative_scan`).
+    pub(crate) iterative: bool,
 }
 
 impl Vectors {
@@ -42,6 +45,24 @@ impl Vectors {
     pub(crate) fn cosine(&self) -> String {
         format!("OPERATOR({}.<=>)", self.ext)
     }
+
+    /// The settings of one approximate search reading `candidates` rows: the HNSW
+    /// beam at least that wide (pgvector caps it at 1000), and from 0.8 on a scan that
+    /// goes on until a filter has let enough rows through.
+    pub(crate) fn hnsw_settings(&self, candidates: usize) -> String {
+        let beam = candidates.clamp(40, 1000);
+        let mut settings = format!("SET LOCAL hnsw.ef_search = {beam};");
+        if self.iterative {
+            settings.push_str(" SET LOCAL hnsw.iterative_scan = relaxed_order;");
+        }
+        settings
+    }
+}
+
+/// How many nearest vectors an approximate search reads for a page ending at
+/// `end`: items with several vectors take several, so twice the page and then some.
+pub(crate) fn hnsw_candidates(end: usize) -> usize {
+    end.saturating_mul(2).saturating_add(10)
 }
 
 /// A vector in pgvector's text form, `[1,0.5,-2]`: Rust prints the shortest text that
@@ -82,10 +103,15 @@ async fn prepare_locked(
     spec: IndexSpec,
 ) -> Result<Vectors, PgError> {
     let (version, ext) = extension(client, own_schema).await?;
-    if spec.hnsw && older_than_0_8(&version) {
+    let iterative = !older_than_0_8(&version);
+    if spec.hnsw && !iterative {
         warn_old_extension(&version);
     }
-    let vectors = Vectors { spec, ext };
+    let vectors = Vectors {
+        spec,
+        ext,
+        iterative,
+    };
     client
         .batch_execute(&format!(
             "CREATE TABLE IF NOT EXISTS store_vectors (

@@ -6,7 +6,10 @@ mod support;
 use std::sync::Arc;
 
 use serde_json::json;
-use service_store::{FieldVector, IndexSpec, PutItem, SystemClock};
+use service_store::{
+    FieldVector, IndexFields, IndexSpec, ItemSearch, PutItem, SemanticIndex, StoreFilter,
+    SystemClock, WordHashEmbedder,
+};
 use service_store_postgres::{PgOptions, PostgresStore};
 use tokio_postgres::NoTls;
 
@@ -140,5 +143,72 @@ async fn hnsw_pins_the_column_and_builds_its_index_and_off_drops_the_index_not_t
         None,
         "exact again"
     );
+    schema.drop_it().await;
+}
+
+#[tokio::test]
+async fn an_hnsw_search_ranks_the_nearest_items_under_its_prefix_and_filter() {
+    let schema = Schema::new();
+    let index = SemanticIndex::new(
+        Arc::new(WordHashEmbedder::new(64)),
+        vec!["text".into()],
+        true,
+    );
+    let store = schema
+        .connect(Some(index.spec()))
+        .await
+        .expect("boot with hnsw")
+        .store();
+    let words = [
+        "cat", "dog", "bird", "fish", "stock", "price", "market", "rug",
+    ];
+    for n in 0..40usize {
+        let text = format!(
+            "{} {} {}",
+            words[n % 8],
+            words[(n / 8) % 8],
+            words[(n * 3) % 8]
+        );
+        let kind = if n % 2 == 0 { "even" } else { "odd" };
+        let value = service_conformance::harness::obj(json!({"text": text, "kind": kind}));
+        let which = if n == 0 {
+            IndexFields::Skip
+        } else {
+            IndexFields::Configured
+        };
+        let vectors = index.vectors(&value, &which).await.expect("embed");
+        let space = if n % 5 == 0 { "other" } else { "pets" };
+        let put = PutItem {
+            namespace: vec![space.into()],
+            key: format!("k{n}"),
+            value,
+            ttl_minutes: None,
+            vectors,
+        };
+        store.items().put(put).await.expect("put");
+    }
+    let search = ItemSearch {
+        namespace_prefix: vec!["pets".into()],
+        filter: StoreFilter::from_object(&service_conformance::harness::obj(
+            json!({"kind": "odd"}),
+        ))
+        .expect("filter"),
+        query: Some(index.query("cat rug").await.expect("query")),
+        limit: Some(5),
+        ..ItemSearch::default()
+    };
+    let found = store.items().search(&search).await.expect("search");
+    assert_eq!(found.len(), 5, "{found:?}");
+    for item in &found {
+        assert_eq!(item.item.namespace, ["pets"]);
+        assert_eq!(item.item.value["kind"], "odd");
+        assert!(item.score.is_some());
+    }
+    let scores: Vec<f64> = found.iter().filter_map(|item| item.score).collect();
+    assert!(
+        scores.windows(2).all(|pair| pair[0] >= pair[1]),
+        "{scores:?}"
+    );
+    drop(store);
     schema.drop_it().await;
 }
