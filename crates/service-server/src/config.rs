@@ -145,6 +145,9 @@ pub(crate) struct StoreConfig {
     /// The semantic index.
     #[serde(default)]
     pub index: Option<StoreIndex>,
+    /// SPEC's store adapter: refused, not built yet.
+    #[serde(default)]
+    pub adapter: Option<serde_json::Value>,
 }
 
 /// `store.index`: what embeds the items and how their vectors are searched.
@@ -337,6 +340,11 @@ impl ConfigFile {
         if let Some(index) = &self.store.index {
             index.validate()?;
         }
+        if self.store.adapter.is_some() {
+            return Err(ConfigError(
+                "store.adapter is not supported yet: the store is this server's own (in memory, or PostgreSQL with DATABASE_URL); remove the key".into(),
+            ));
+        }
         if let Some(ttl) = &self.checkpointer.ttl {
             positive("checkpointer.ttl.default_ttl", ttl.default_ttl)?;
             positive(
@@ -515,6 +523,7 @@ mod tests {
     #[test]
     fn settings_of_features_not_built_yet_are_refused_naming_the_key() {
         for (text, key) in [
+            (r#"{"store": {"adapter": "./store.py:store"}}"#, "store.adapter"),
             (r#"{"http": {"console": true}}"#, "http.console"),
             (r#"{"http": {"console": "/console"}}"#, "http.console"),
         ] {

@@ -13,6 +13,9 @@
 //!   and an INVALID index left by an interrupted concurrent build is dropped before
 //!   its statement is retried.
 //!
+//! - The semantic index's tables are not a migration: they exist only when
+//!   `store.index` is configured, set up by `vectors::prepare` under the same lock.
+//!
 //! See docs/migrations.md for why this is not sqlx's migrator.
 
 use std::time::{Duration, Instant};
