@@ -523,7 +523,10 @@ mod tests {
     #[test]
     fn settings_of_features_not_built_yet_are_refused_naming_the_key() {
         for (text, key) in [
-            (r#"{"store": {"adapter": "./store.py:store"}}"#, "store.adapter"),
+            (
+                r#"{"store": {"adapter": "./store.py:store"}}"#,
+                "store.adapter",
+            ),
             (r#"{"http": {"console": true}}"#, "http.console"),
             (r#"{"http": {"console": "/console"}}"#, "http.console"),
         ] {
