@@ -372,8 +372,9 @@ mod tests {
         let error = block_on(index.query("q")).unwrap_err();
         assert_eq!(
             error.message,
-            "a vector has 3 dimensions; store.index.dims is 4"
+            "embedding failed: the embedder's answer: a vector has 3 dimensions; store.index.dims is 4"
         );
+        assert_eq!(error.kind, crate::ErrorKind::Unexpected);
     }
 
     #[test]
