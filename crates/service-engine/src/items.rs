@@ -185,7 +185,11 @@ impl Engine {
             Some(filter) => StoreFilter::from_object(filter)?,
             None => StoreFilter::default(),
         };
-        let query = match (body.query, &self.config().store_index) {
+        // An empty query is no query, as on the peers (`if op.query`).
+        let query = match (
+            body.query.filter(|text| !text.is_empty()),
+            &self.config().store_index,
+        ) {
             (Some(text), Some(index)) => Some(index.query(&text).await.map_err(embedding_failed)?),
             (Some(_), None) => {
                 ignored_query();

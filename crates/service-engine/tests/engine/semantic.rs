@@ -96,6 +96,8 @@ async fn a_put_is_embedded_and_a_query_ranks_by_it_best_first() {
     assert!(found.iter().all(|(_, score)| score.is_some()), "{found:?}");
     let plain = keys_and_scores(&engine, None).await;
     assert!(plain.iter().all(|(_, score)| score.is_none()), "{plain:?}");
+    let empty = keys_and_scores(&engine, Some("")).await;
+    assert_eq!(empty, plain, "an empty query is no query");
 }
 
 #[tokio::test]
