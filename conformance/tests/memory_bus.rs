@@ -20,6 +20,7 @@ impl BusHarness for OneProcess {
         MemoryBus::new(MemoryBusLimits {
             max_frames_per_topic: bounds.frames_per_topic,
             max_retained_topics: RETAINED_TOPICS,
+            ..MemoryBusLimits::default()
         })
     }
 

@@ -24,6 +24,7 @@ use sha2::{Digest, Sha256};
 use crate::auth::Authenticated;
 use crate::error::ApiError;
 use crate::extract::{BodyLimit, read_body};
+use crate::streams::StreamSlots;
 
 /// Header marking a recorded response that is replayed by re-joining its run.
 const REJOIN: &str = "x-service-idempotent-rejoin";
@@ -209,6 +210,10 @@ async fn replay(
         }
         if let Some(limit) = retried.extensions.get::<BodyLimit>() {
             extensions.insert(*limit);
+        }
+        // A re-joined stream counts against its principal's open streams too.
+        if let Some(slots) = retried.extensions.get::<StreamSlots>() {
+            extensions.insert(slots.clone());
         }
         for name in [header::AUTHORIZATION, HeaderName::from_static("x-api-key")] {
             if let Some(value) = retried.headers.get(&name) {

@@ -18,6 +18,7 @@ mod json;
 mod project;
 mod routes;
 mod sse;
+mod streams;
 
 use axum::Router;
 use service_engine::Engine;
@@ -41,6 +42,8 @@ pub struct RouterOptions {
     /// Leaves out the run routes (protocol v2's thread commands and event streams
     /// among them) and the deliveries routes (`http.disable_runs`).
     pub disable_runs: bool,
+    /// Caps on what one client may ask for or hold open.
+    pub limits: ClientLimits,
 }
 
 impl Default for RouterOptions {
@@ -49,6 +52,39 @@ impl Default for RouterOptions {
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             auth: Auth::default(),
             disable_runs: false,
+            limits: ClientLimits::default(),
+        }
+    }
+}
+
+/// Caps on what one client may ask for or hold open, each answered with a 4xx (or a
+/// protocol error envelope on a WebSocket) naming it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClientLimits {
+    /// Runs one `POST /runs/batch` may create (SERVICE_MAX_BATCH_RUNS); a larger
+    /// batch is a 422 before any run is created.
+    pub max_batch_runs: usize,
+    /// Subscriptions one protocol WebSocket may hold (SERVICE_MAX_WS_SUBSCRIPTIONS).
+    pub max_ws_subscriptions: usize,
+    /// Events a protocol WebSocket keeps to replay to later subscriptions
+    /// (SERVICE_WS_REPLAY_MAX_EVENTS).
+    pub ws_replay_events: usize,
+    /// Bytes (as JSON) of those events (SERVICE_WS_REPLAY_MAX_BYTES).
+    pub ws_replay_bytes: usize,
+    /// SSE streams and WebSockets one authenticated principal may hold open at once
+    /// (SERVICE_MAX_STREAMS_PER_PRINCIPAL); more is a 429. Anonymous requests are not
+    /// capped.
+    pub max_streams_per_principal: usize,
+}
+
+impl Default for ClientLimits {
+    fn default() -> Self {
+        Self {
+            max_batch_runs: 100,
+            max_ws_subscriptions: 100,
+            ws_replay_events: 10_000,
+            ws_replay_bytes: 8 * 1024 * 1024,
+            max_streams_per_principal: 64,
         }
     }
 }
@@ -75,7 +111,11 @@ pub fn router_with(engine: Engine, options: RouterOptions) -> Router {
             engine,
             idempotency::idempotency,
         ))
-        .layer(axum::Extension(limit));
+        .layer(axum::Extension(limit))
+        .layer(axum::Extension(options.limits))
+        .layer(axum::Extension(streams::StreamSlots::new(
+            options.limits.max_streams_per_principal,
+        )));
     if let Some(authorizer) = options.auth.authorizer {
         router = router.layer(axum::Extension(authorizer));
     }

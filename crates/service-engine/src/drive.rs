@@ -11,9 +11,11 @@ use service_graph::{AgentGraph, Chunk, FinalState, GraphError, RunContext, RunIn
 use service_types::{Run, RunError, StreamMode};
 use tokio_util::sync::CancellationToken;
 
-use crate::Engine;
-use crate::coordination::ThreadClaim;
-use crate::frames::MessageAccumulator;
+use service_graph::{GraphResolver, LongTermStore};
+use service_store::Store;
+
+use crate::coordination::{Coordinator, ThreadClaim};
+use crate::frames::{Frames, MessageAccumulator, chunk_frames};
 use crate::run_options::RunOptions;
 
 /// The most frames of ready chunks published in one bus call. Larger batches raise a
@@ -62,7 +64,19 @@ impl std::fmt::Debug for Driven {
     }
 }
 
-impl Engine {
+/// What drives runs' graphs: where graphs come from, the coordinator (thread claims,
+/// cancels on other instances), the store (a cancel recorded elsewhere, and the
+/// long-term store graphs get), the frame writer and the run timeout.
+pub(crate) struct Driver {
+    pub(crate) graphs: Arc<dyn GraphResolver>,
+    pub(crate) coordinator: Arc<dyn Coordinator>,
+    pub(crate) store: Store,
+    pub(crate) long_term: Arc<dyn LongTermStore>,
+    pub(crate) frames: Frames,
+    pub(crate) run_timeout: Option<Duration>,
+}
+
+impl Driver {
     /// Drives the run, taking its thread's execution claim if it outlives the
     /// coordinator's claim delay, so a crash from then on frees the claim; a claim
     /// that cannot be taken stops the run.
@@ -73,7 +87,7 @@ impl Engine {
         cancel: CancellationToken,
         final_state: FinalState,
     ) -> Driven {
-        let coordinator = &self.inner.coordinator;
+        let coordinator = &self.coordinator;
         let driving = self.drive(run, options, cancel.clone(), final_state);
         let Some(delay) = coordinator.tuning().map(|tuning| tuning.claim_delay) else {
             return driving.await;
@@ -117,7 +131,7 @@ impl Engine {
         final_state: FinalState,
     ) -> Driven {
         let graph_id = options.graph_id().unwrap_or_default();
-        let graph = match self.inner.graphs.load(graph_id).await {
+        let graph = match self.graphs.load(graph_id).await {
             Ok(graph) => graph,
             Err(error) => return Driven::failed(error.to_run_error()),
         };
@@ -129,7 +143,7 @@ impl Engine {
         };
         let stream_options = options.stream_options();
         let input = RunInput::from_request(options.input.clone(), options.command.clone());
-        let mut ctx = RunContext::new(cancel.clone()).with_store(self.long_term_store());
+        let mut ctx = RunContext::new(cancel.clone()).with_store(Arc::clone(&self.long_term));
         ctx.final_state = final_state;
         let started = if options.stream_mode.contains(&StreamMode::Events) {
             match graph
@@ -159,7 +173,9 @@ impl Engine {
                 let next = match chunks.next().now_or_never() {
                     Some(next) if ready.len() < READY_FRAMES => next,
                     polled => {
-                        self.publish_frames(run, std::mem::take(&mut ready)).await;
+                        self.frames
+                            .publish_frames(run, std::mem::take(&mut ready))
+                            .await;
                         match polled {
                             Some(next) => next,
                             None => chunks.next().await,
@@ -176,15 +192,16 @@ impl Engine {
                 if captures_reply && let Some(declared) = reply_declaration(&chunk) {
                     reply = Some(declared);
                 }
-                if let Err(error) = Engine::chunk_frames(options, &chunk, &mut messages, &mut ready)
-                {
+                if let Err(error) = chunk_frames(options, &chunk, &mut messages, &mut ready) {
                     break Err(Ending::Failed(error.to_run_error()));
                 }
             };
-            self.publish_frames(run, std::mem::take(&mut ready)).await;
+            self.frames
+                .publish_frames(run, std::mem::take(&mut ready))
+                .await;
             outcome
         };
-        let deadline = sleep_or_forever(self.config().run_timeout);
+        let deadline = sleep_or_forever(self.run_timeout);
         let ending = tokio::select! {
             result = consume => match result {
                 Ok(()) if cancel.is_cancelled() => Ending::Cancelled,
@@ -202,7 +219,7 @@ impl Engine {
             }
         };
         // Frames the graph had made before a cancel or timeout cut the loop short.
-        self.publish_frames(run, ready).await;
+        self.frames.publish_frames(run, ready).await;
         ended(ending, reply)
     }
 
@@ -211,13 +228,13 @@ impl Engine {
     /// arrives reaches the run's token at once). Never in-process, where cancels
     /// reach the run's token directly.
     async fn cancelled_elsewhere(&self, run_id: uuid::Uuid) {
-        let Some(interval) = self.inner.coordinator.tuning().map(|t| t.check_interval) else {
+        let Some(interval) = self.coordinator.tuning().map(|t| t.check_interval) else {
             return std::future::pending().await;
         };
         loop {
             tokio::time::sleep(interval).await;
             if self
-                .store()
+                .store
                 .runs()
                 .cancel_requested(run_id)
                 .await

@@ -2,7 +2,6 @@
 //! stream bus, workers.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use service_graph::{AgentGraph, Checkpointer, GraphError, GraphResolver, GraphSource};
@@ -14,8 +13,13 @@ use uuid::Uuid;
 
 use crate::active::ActiveRuns;
 use crate::bus::StreamBus;
+use crate::callbacks::Callbacks;
 use crate::coordination::{Coordinator, LocalCoordinator};
+use crate::drive::Driver;
+use crate::frames::Frames;
+use crate::graph_store::graph_store;
 use crate::scheduler::Scheduler;
+use crate::settle::Settler;
 use crate::webhooks::Webhooks;
 use crate::{EngineConfig, EngineError, ErrorKind};
 
@@ -67,7 +71,12 @@ pub(crate) struct Inner {
     pub(crate) webhooks: Option<Arc<dyn Webhooks>>,
     pub(crate) config: EngineConfig,
     pub(crate) coordinator: Arc<dyn Coordinator>,
-    pub(crate) expose_stacks: AtomicBool,
+    /// Writes runs' frames and outcomes to the bus.
+    pub(crate) frames: Frames,
+    /// Drives runs' graphs.
+    pub(crate) driver: Driver,
+    /// Settles driven runs.
+    pub(crate) settler: Settler,
     /// Who runs what next on this instance.
     pub(crate) scheduler: Scheduler,
     /// Runs executing on this instance.
@@ -97,7 +106,30 @@ impl Engine {
         coordinator: Arc<dyn Coordinator>,
     ) -> Result<Self, GraphError> {
         let graphs = parts.graphs.build(Arc::clone(&parts.checkpointer))?;
-        let expose_stacks = AtomicBool::new(parts.config.expose_stacks);
+        let frames = Frames::new(Arc::clone(&parts.bus), parts.config.expose_stacks);
+        let driver = Driver {
+            graphs: Arc::clone(&graphs),
+            coordinator: Arc::clone(&coordinator),
+            store: parts.store.clone(),
+            long_term: graph_store(
+                parts.store.clone(),
+                parts.config.store_default_ttl_minutes,
+                parts.config.store_index.clone(),
+            ),
+            frames: frames.clone(),
+            run_timeout: parts.config.run_timeout,
+        };
+        let settler = Settler {
+            store: parts.store.clone(),
+            checkpointer: Arc::clone(&parts.checkpointer),
+            frames: frames.clone(),
+            callbacks: Callbacks::new(
+                parts.webhooks.clone(),
+                parts.store.capabilities().deliveries,
+            ),
+            clock: Arc::clone(&parts.clock),
+            run_timeout: parts.config.run_timeout,
+        };
         Ok(Self {
             inner: Arc::new(Inner {
                 store: parts.store,
@@ -108,7 +140,9 @@ impl Engine {
                 webhooks: parts.webhooks,
                 config: parts.config,
                 coordinator,
-                expose_stacks,
+                frames,
+                driver,
+                settler,
                 scheduler: Scheduler::default(),
                 active: ActiveRuns::default(),
                 wake_crons: Notify::new(),
@@ -120,7 +154,7 @@ impl Engine {
     }
 
     /// The store.
-    pub fn store(&self) -> &Store {
+    pub(crate) fn store(&self) -> &Store {
         &self.inner.store
     }
 
@@ -131,12 +165,12 @@ impl Engine {
 
     /// Whether error stacks and graph-load reasons reach clients.
     pub fn exposes_stacks(&self) -> bool {
-        self.inner.expose_stacks.load(Ordering::Relaxed)
+        self.inner.frames.exposes_stacks()
     }
 
     /// Turns stack exposure on or off (it may change after mounting).
     pub fn set_expose_stacks(&self, expose: bool) {
-        self.inner.expose_stacks.store(expose, Ordering::Relaxed);
+        self.inner.frames.set_expose_stacks(expose);
     }
 
     /// Registered graph ids.

@@ -30,6 +30,8 @@ pub enum ErrorKind {
     PayloadTooLarge,
     /// A dependency is temporarily unavailable (503).
     Unavailable,
+    /// The caller holds as many of something (open streams) as a cap allows (429).
+    TooManyRequests,
     /// Anything else: an opaque 500 whose cause chain goes to the log.
     Internal,
 }

@@ -1,6 +1,9 @@
 //! Turning a run's chunks into frames on its stream topic (and on its thread's, when
 //! a thread stream listens), and the run's outcome record that waits and joins read.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use bytes::Bytes;
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -8,8 +11,7 @@ use service_graph::Chunk;
 use service_types::{Run, RunError, StreamMode};
 use uuid::Uuid;
 
-use crate::Engine;
-use crate::bus::Topic;
+use crate::bus::{StreamBus, Topic};
 use crate::run_options::RunOptions;
 
 /// Event name of the internal record holding a run's wait/join result.
@@ -40,60 +42,85 @@ fn encode(event: &str, data: &impl Serialize) -> Result<Bytes, FrameError> {
         })
 }
 
-impl Engine {
-    /// Adds the frames one chunk of a run makes, as its requested modes ask, to
-    /// `frames` (published by [`Engine::publish_frames`]).
-    pub(crate) fn chunk_frames(
-        options: &RunOptions,
-        chunk: &Chunk,
-        messages: &mut MessageAccumulator,
-        frames: &mut Vec<(String, Bytes)>,
-    ) -> Result<(), FrameError> {
-        let namespace = chunk.namespace();
-        if !namespace.is_empty() && !options.subgraphs {
-            return Ok(());
+/// Adds the frames one chunk of a run makes, as its requested modes ask, to `frames`
+/// (published by [`Frames::publish_frames`]).
+pub(crate) fn chunk_frames(
+    options: &RunOptions,
+    chunk: &Chunk,
+    messages: &mut MessageAccumulator,
+    frames: &mut Vec<(String, Bytes)>,
+) -> Result<(), FrameError> {
+    let namespace = chunk.namespace();
+    if !namespace.is_empty() && !options.subgraphs {
+        return Ok(());
+    }
+    let mode = chunk.mode();
+    let requested = |wanted: StreamMode| options.stream_mode.contains(&wanted);
+    let suffix = if namespace.is_empty() {
+        String::new()
+    } else {
+        format!("|{}", namespace.join("|"))
+    };
+    let mut add = |event: String, data: &Value| -> Result<(), FrameError> {
+        let bytes = encode(&event, data)?;
+        frames.push((event, bytes));
+        Ok(())
+    };
+    if mode == "messages" {
+        if requested(StreamMode::MessagesTuple) {
+            add(format!("messages{suffix}"), &chunk.data())?;
         }
-        let mode = chunk.mode();
-        let requested = |wanted: StreamMode| options.stream_mode.contains(&wanted);
-        let suffix = if namespace.is_empty() {
-            String::new()
-        } else {
-            format!("|{}", namespace.join("|"))
-        };
-        let mut add = |event: String, data: &Value| -> Result<(), FrameError> {
-            let bytes = encode(&event, data)?;
-            frames.push((event, bytes));
+        if requested(StreamMode::Messages) {
+            for (event, data) in messages.accept(&chunk.data()) {
+                add(format!("{event}{suffix}"), &data)?;
+            }
+        }
+        return Ok(());
+    }
+    let Some(mode) = StreamMode::parse(mode) else {
+        return Ok(());
+    };
+    if !requested(mode) {
+        return Ok(());
+    }
+    let event = if mode == StreamMode::Events {
+        "events".to_owned()
+    } else {
+        format!("{}{suffix}", mode.as_str())
+    };
+    match chunk.encoded_json() {
+        Some(json) => {
+            frames.push((event, Bytes::from(json.to_owned())));
             Ok(())
-        };
-        if mode == "messages" {
-            if requested(StreamMode::MessagesTuple) {
-                add(format!("messages{suffix}"), &chunk.data())?;
-            }
-            if requested(StreamMode::Messages) {
-                for (event, data) in messages.accept(&chunk.data()) {
-                    add(format!("{event}{suffix}"), &data)?;
-                }
-            }
-            return Ok(());
         }
-        let Some(mode) = StreamMode::parse(mode) else {
-            return Ok(());
-        };
-        if !requested(mode) {
-            return Ok(());
+        None => add(event, &chunk.data()),
+    }
+}
+
+/// What writes a run's frames and outcome to the stream bus, and the errors clients
+/// see: the bus and whether stacks are exposed, nothing else of the engine.
+#[derive(Clone)]
+pub(crate) struct Frames {
+    bus: Arc<dyn StreamBus>,
+    expose_stacks: Arc<AtomicBool>,
+}
+
+impl Frames {
+    pub(crate) fn new(bus: Arc<dyn StreamBus>, expose_stacks: bool) -> Self {
+        Self {
+            bus,
+            expose_stacks: Arc::new(AtomicBool::new(expose_stacks)),
         }
-        let event = if mode == StreamMode::Events {
-            "events".to_owned()
-        } else {
-            format!("{}{suffix}", mode.as_str())
-        };
-        match chunk.encoded_json() {
-            Some(json) => {
-                frames.push((event, Bytes::from(json.to_owned())));
-                Ok(())
-            }
-            None => add(event, &chunk.data()),
-        }
+    }
+
+    /// Whether error stacks reach clients.
+    pub(crate) fn exposes_stacks(&self) -> bool {
+        self.expose_stacks.load(Ordering::Relaxed)
+    }
+
+    /// Turns stack exposure on or off.
+    pub(crate) fn set_expose_stacks(&self, expose: bool) {
+        self.expose_stacks.store(expose, Ordering::Relaxed);
     }
 
     /// Publishes a run's frames in order: one bus call for all of them.
@@ -107,8 +134,7 @@ impl Engine {
                 }
             }
             _ => {
-                self.inner
-                    .bus
+                self.bus
                     .publish_run_frames(run.run_id, run.thread_id, frames)
                     .await;
             }
@@ -129,8 +155,7 @@ impl Engine {
     }
 
     async fn publish_run_bytes(&self, run: &Run, event: &str, bytes: Bytes) {
-        self.inner
-            .bus
+        self.bus
             .publish_run(run.run_id, run.thread_id, event, bytes)
             .await;
     }
@@ -149,8 +174,8 @@ impl Engine {
 
     async fn publish_thread_bytes(&self, thread_id: Uuid, event: &str, data: Bytes) {
         let topic = Topic::Thread(thread_id);
-        if self.inner.bus.is_open(topic).await {
-            self.inner.bus.publish(topic, event, data).await;
+        if self.bus.is_open(topic).await {
+            self.bus.publish(topic, event, data).await;
         }
     }
 
@@ -162,10 +187,25 @@ impl Engine {
             let error = self.client_error(&error.to_run_error());
             Bytes::from(json!({ "__error__": error }).to_string())
         });
-        self.inner
-            .bus
+        self.bus
             .publish(Topic::Run(run_id), OUTCOME_EVENT, data)
             .await;
+    }
+
+    /// Closes a settled run's topic: its subscribers end after its last frame.
+    pub(crate) async fn close_run(&self, run_id: Uuid) {
+        self.bus.close(Topic::Run(run_id)).await;
+    }
+
+    /// Tells a thread stream that a run of the thread is done.
+    pub(crate) async fn publish_run_done(&self, thread_id: Uuid, run_id: Uuid) {
+        let done = json!({"status": "run_done", "run_id": run_id});
+        if let Err(error) = self
+            .publish_thread_event(thread_id, "metadata", &done)
+            .await
+        {
+            tracing::error!(%thread_id, %error, "publishing run_done failed");
+        }
     }
 
     /// The error as clients see it: without stacks unless they are exposed.

@@ -1,6 +1,8 @@
 //! `POST /invoke/{graph_id}`: one blocking call of a graph's `invoke`, with no run row
 //! (so no webhook) and no lasting thread.
 
+use std::sync::Arc;
+
 use serde_json::{Value, json};
 use service_graph::{GraphError, RunContext, RunInput, RunnableConfig, StreamOptions};
 use tokio_util::sync::CancellationToken;
@@ -30,7 +32,8 @@ impl Engine {
             config: RunnableConfig::for_thread(thread_id.clone()),
             ..StreamOptions::default()
         };
-        let ctx = RunContext::new(CancellationToken::new()).with_store(self.long_term_store());
+        let ctx = RunContext::new(CancellationToken::new())
+            .with_store(Arc::clone(&self.inner.driver.long_term));
         let result = graph
             .invoke(RunInput::from_request(Some(input), None), options, ctx)
             .await;
@@ -43,7 +46,7 @@ impl Engine {
             Err(error) => {
                 let run_error = error.to_run_error();
                 tracing::error!(graph_id, error = %run_error.chain_summary(), "invoke failed");
-                Ok(json!({ "__error__": self.client_error(&run_error) }))
+                Ok(json!({ "__error__": self.inner.frames.client_error(&run_error) }))
             }
         }
     }

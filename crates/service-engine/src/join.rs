@@ -3,12 +3,13 @@
 //! and never the bus or the store.
 
 use futures::StreamExt;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use service_types::Run;
 use uuid::Uuid;
 
 use crate::bus::{Delivery, Replay, Subscription, Topic};
 use crate::frames::OUTCOME_EVENT;
+use crate::outcome::result_body;
 use crate::run_options::RunOptions;
 use crate::{Engine, EngineResult};
 
@@ -218,51 +219,11 @@ impl Engine {
             return json!({ "__error__": run_not_found() });
         };
         if let Some(error) = run.error {
-            return json!({ "__error__": self.client_error(&error) });
+            return json!({ "__error__": self.inner.frames.client_error(&error) });
         }
         match self.store().threads().get(run.thread_id).await {
             Ok(Some(thread)) => result_body(thread.values, &thread.interrupts),
             _ => json!({}),
         }
-    }
-}
-
-/// The wait body of values and pending interrupts.
-pub(crate) fn result_body(
-    values: Option<Value>,
-    interrupts: &service_types::PendingInterrupts,
-) -> Value {
-    let mut body = match values {
-        Some(Value::Object(map)) => map,
-        Some(other) if !other.is_null() => return other,
-        _ => Map::new(),
-    };
-    let pending: Vec<&service_types::Interrupt> = interrupts.values().flatten().collect();
-    if !pending.is_empty() {
-        body.insert("__interrupt__".into(), json!(pending));
-    }
-    Value::Object(body)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn result_body_adds_pending_interrupts() {
-        let mut interrupts = service_types::PendingInterrupts::new();
-        interrupts.insert(
-            "task".into(),
-            vec![service_types::Interrupt {
-                id: "i1".into(),
-                value: json!({"q": 1}),
-            }],
-        );
-        let body = result_body(Some(json!({"a": 1})), &interrupts);
-        assert_eq!(
-            body,
-            json!({"a": 1, "__interrupt__": [{"id": "i1", "value": {"q": 1}}]})
-        );
-        assert_eq!(result_body(None, &Default::default()), json!({}));
     }
 }

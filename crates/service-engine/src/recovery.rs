@@ -10,7 +10,7 @@ use service_types::{Run, RunError, RunStatus, ThreadStatus};
 
 use crate::Engine;
 use crate::bus::Topic;
-use crate::deliveries::CallbackBody;
+use crate::callbacks::CallbackBody;
 use crate::run_options::RunOptions;
 
 /// A run takes its claim only after the coordinator's claim delay (a second or so), or
@@ -78,7 +78,7 @@ impl Engine {
             .ok()
             .and_then(|options| options.webhook)
             .and_then(|url| {
-                self.webhook_request(CallbackBody {
+                self.inner.settler.callbacks.request(CallbackBody {
                     run,
                     url: &url,
                     values: None,
@@ -89,7 +89,7 @@ impl Engine {
                     ended_at: self.now(),
                 })
             });
-        let unrecorded_webhook = self.unrecorded(webhook.as_ref());
+        let unrecorded_webhook = self.inner.settler.callbacks.unrecorded(webhook.as_ref());
         let settlement = Settlement {
             status: RunStatus::Error,
             error: Some(error.clone()),
@@ -110,16 +110,23 @@ impl Engine {
             error: Some(error.message.clone()),
         };
         let _ = self.store().threads().mirror(run.thread_id, mirror).await;
-        self.publish_outcome(
-            run.run_id,
-            &json!({ "__error__": self.client_error(&error) }),
-        )
-        .await;
+        self.inner
+            .frames
+            .publish_outcome(
+                run.run_id,
+                &json!({ "__error__": self.inner.frames.client_error(&error) }),
+            )
+            .await;
         self.inner.bus.close(Topic::Run(run.run_id)).await;
         self.wake_workers();
         if settled.changed {
             let delivery_id = settled.delivery.map(|d| d.delivery.delivery_id);
-            self.send_webhook(delivery_id, unrecorded_webhook, settled.run.status, false);
+            self.inner.settler.callbacks.send(
+                delivery_id,
+                unrecorded_webhook,
+                settled.run.status,
+                false,
+            );
         }
     }
 }

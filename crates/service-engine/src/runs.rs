@@ -325,7 +325,12 @@ impl Engine {
         // Every run stream starts with this frame; published now, a stream learns its
         // run at once, also while the run waits for a worker or its thread.
         let metadata = json!({"run_id": run_id, "attempt": 1});
-        if let Err(error) = self.publish_run_frame(&run, "metadata", &metadata).await {
+        if let Err(error) = self
+            .inner
+            .frames
+            .publish_run_frame(&run, "metadata", &metadata)
+            .await
+        {
             tracing::error!(%run_id, %error, "publishing the run's metadata frame failed");
         }
         if let Some((promise, handles)) = claimed {
@@ -507,7 +512,7 @@ impl Engine {
             .await?
             .and_then(|thread| thread.values)
             .unwrap_or_else(|| json!({}));
-        self.publish_outcome(run.run_id, &values).await;
+        self.inner.frames.publish_outcome(run.run_id, &values).await;
         self.inner.bus.close(Topic::Run(run.run_id)).await;
         if action == CancelAction::Rollback {
             self.store().runs().delete(run.run_id).await?;

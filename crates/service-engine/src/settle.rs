@@ -1,7 +1,8 @@
 //! Settling a run that was driven: its terminal status, its outcome mirrored onto its
 //! thread, its result published to waiters, and the next run its worker takes.
 
-use std::time::Instant;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use serde_json::json;
 use service_graph::{AgentGraph, FinalState, RunnableConfig, StateOptions, StateSnapshot};
@@ -9,14 +10,15 @@ use service_store::{ClaimNext, Settlement, ThreadMirror};
 use service_types::{Run, RunError, RunStatus, ThreadStatus, Timestamp};
 use uuid::Uuid;
 
-use crate::Engine;
-use crate::bus::Topic;
-use crate::deliveries::CallbackBody;
+use service_graph::Checkpointer;
+use service_store::{Clock, Store};
+
+use crate::callbacks::{CallbackBody, Callbacks};
 use crate::drive::{Driven, Ending};
-use crate::join::result_body;
+use crate::frames::Frames;
+use crate::outcome::{pending_interrupts, result_body, snapshot_mirror};
 use crate::run_options::RunOptions;
 use crate::scheduler::NextRun;
-use crate::threads::{pending_interrupts, snapshot_mirror};
 
 /// A run whose graph was driven, ready to settle.
 #[derive(Debug)]
@@ -44,9 +46,24 @@ pub(crate) struct Settled {
     pub(crate) next: Option<NextRun>,
 }
 
-impl Engine {
-    /// Settles the run, mirrors it onto its thread and publishes its outcome.
-    pub(crate) async fn settle(&self, finished: Finished) -> Settled {
+/// What settles driven runs: the store (status, thread mirror, delivery row in one
+/// step), the checkpointer (a rollback's checkpoints, a stateless run's thread), the
+/// frame writer (error frame, outcome, run done), the webhook sender, the clock and
+/// the run timeout (its error's message).
+pub(crate) struct Settler {
+    pub(crate) store: Store,
+    pub(crate) checkpointer: Arc<dyn Checkpointer>,
+    pub(crate) frames: Frames,
+    pub(crate) callbacks: Callbacks,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) run_timeout: Option<Duration>,
+}
+
+impl Settler {
+    /// Settles the run, mirrors it onto its thread and publishes its outcome. `next`
+    /// is the run its worker takes next, claimed in the settle's own step when the
+    /// store can (none for a stateless run, whose thread goes).
+    pub(crate) async fn settle(&self, finished: Finished, mut next: Option<NextRun>) -> Settled {
         let Finished {
             run,
             options,
@@ -79,7 +96,7 @@ impl Engine {
                     "TimeoutError",
                     format!(
                         "Run exceeded the run timeout of {} ms",
-                        self.config().run_timeout.map_or(0, |t| t.as_millis())
+                        self.run_timeout.map_or(0, |t| t.as_millis())
                     ),
                 )),
             ),
@@ -89,7 +106,6 @@ impl Engine {
         // may start, and must not read them. The state below is read after they are gone.
         if rolled_back
             && let Err(error) = self
-                .inner
                 .checkpointer
                 .delete_run(&thread_id.to_string(), &run.run_id.to_string())
                 .await
@@ -117,8 +133,12 @@ impl Engine {
                 error = %error.chain_summary(),
                 "run failed"
             );
-            let client_error = self.client_error(error);
-            if let Err(frame_error) = self.publish_run_frame(&run, "error", &client_error).await {
+            let client_error = self.frames.client_error(error);
+            if let Err(frame_error) = self
+                .frames
+                .publish_run_frame(&run, "error", &client_error)
+                .await
+            {
                 tracing::error!(run_id = %run.run_id, error = %frame_error, "publishing the run's error failed");
             }
         }
@@ -126,7 +146,7 @@ impl Engine {
             .as_ref()
             .and_then(|options| options.webhook.as_deref())
             .and_then(|url| {
-                self.webhook_request(CallbackBody {
+                self.callbacks.request(CallbackBody {
                     run: &run,
                     url,
                     values: snapshot.as_ref().map(|snapshot| snapshot.values.clone()),
@@ -136,10 +156,10 @@ impl Engine {
                         .flatten(),
                     reply,
                     started_at,
-                    ended_at: self.now(),
+                    ended_at: self.clock.now(),
                 })
             });
-        let unrecorded_webhook = self.unrecorded(webhook.as_ref());
+        let unrecorded_webhook = self.callbacks.unrecorded(webhook.as_ref());
         let settlement = Settlement {
             status,
             error: error.clone(),
@@ -147,14 +167,13 @@ impl Engine {
             webhook,
         };
         let discard_thread = options.as_ref().is_some_and(RunOptions::discards_thread);
-        let mut next = None;
         // The outcome is mirrored in the settle's own step when the run settles as
         // planned; `mirrored` then says whether other runs wait on the thread.
         let mut delivery_id = None;
         let (final_status, mirrored) = if discard_thread {
             // A stateless run's thread is deleted next: nothing to mirror, and its
             // plain settle leaves the next queued run to a claim by id.
-            match self.store().runs().settle(run.run_id, settlement).await {
+            match self.store.runs().settle(run.run_id, settlement).await {
                 Ok(settled) => {
                     delivery_id = settled.delivery.map(|d| d.delivery.delivery_id);
                     (settled.run.status, None)
@@ -166,13 +185,12 @@ impl Engine {
             }
         } else {
             let mirror = thread_mirror(snapshot.as_ref(), status, error.as_ref());
-            next = self.next_queued_here();
             let claim_next = next.as_ref().map(|next| ClaimNext {
                 run_id: next.run_id,
-                now: self.now(),
+                now: self.clock.now(),
             });
             match self
-                .store()
+                .store
                 .runs()
                 .settle_and_mirror(run.run_id, settlement, mirror, claim_next)
                 .await
@@ -195,7 +213,7 @@ impl Engine {
             }
         };
 
-        if rolled_back && let Err(error) = self.store().runs().delete(run.run_id).await {
+        if rolled_back && let Err(error) = self.store.runs().delete(run.run_id).await {
             tracing::warn!(run_id = %run.run_id, %error, "deleting the rolled-back run failed");
         }
 
@@ -216,9 +234,12 @@ impl Engine {
         };
         // The thread is free: its next run may start while the receiver answers.
         drop(claim);
-        self.send_webhook(delivery_id, unrecorded_webhook, final_status, paused);
+        self.callbacks
+            .send(delivery_id, unrecorded_webhook, final_status, paused);
         let body = match (final_status, &error) {
-            (RunStatus::Error, Some(error)) => json!({ "__error__": self.client_error(error) }),
+            (RunStatus::Error, Some(error)) => {
+                json!({ "__error__": self.frames.client_error(error) })
+            }
             _ => match snapshot {
                 Some(snapshot) => {
                     let interrupts = pending_interrupts(&snapshot);
@@ -227,9 +248,9 @@ impl Engine {
                 None => json!({}),
             },
         };
-        self.publish_outcome(run.run_id, &body).await;
-        self.inner.bus.close(Topic::Run(run.run_id)).await;
-        self.publish_run_done(thread_id, run.run_id).await;
+        self.frames.publish_outcome(run.run_id, &body).await;
+        self.frames.close_run(run.run_id).await;
+        self.frames.publish_run_done(thread_id, run.run_id).await;
         tracing::info!(
             run_id = %run.run_id,
             thread_id = %thread_id,
@@ -244,24 +265,12 @@ impl Engine {
         Settled { others_wait, next }
     }
 
-    /// Tells a thread stream that a run of the thread is done.
-    pub(crate) async fn publish_run_done(&self, thread_id: Uuid, run_id: Uuid) {
-        let done = json!({"status": "run_done", "run_id": run_id});
-        if let Err(error) = self
-            .publish_thread_event(thread_id, "metadata", &done)
-            .await
-        {
-            tracing::error!(%thread_id, %error, "publishing run_done failed");
-        }
-    }
-
     /// Deletes a stateless run's thread and its checkpoints.
     async fn discard_run_thread(&self, thread_id: Uuid) {
-        if let Err(error) = self.store().threads().delete(thread_id).await {
+        if let Err(error) = self.store.threads().delete(thread_id).await {
             tracing::warn!(%thread_id, %error, "deleting the stateless run's thread failed");
         }
         if let Err(error) = self
-            .inner
             .checkpointer
             .delete_thread(&thread_id.to_string())
             .await
@@ -285,7 +294,7 @@ impl Engine {
     /// Mirrors a run's outcome onto its thread; returns whether other runs wait on it.
     async fn mirror_after_run(&self, thread_id: Uuid, mirror: ThreadMirror) -> bool {
         match self
-            .store()
+            .store
             .threads()
             .mirror_after_run(thread_id, mirror)
             .await

@@ -6,7 +6,7 @@ use service_graph::{
     StateUpdate,
 };
 use service_store::containment::Enforced;
-use service_store::{NewThread, ThreadFilter, ThreadMirror, ThreadQuery, TtlChange};
+use service_store::{NewThread, ThreadFilter, ThreadQuery, TtlChange};
 use service_types::{
     Checkpoint, HistoryQuery, IfExists, Metadata, PruneStrategy, Thread, ThreadCreate, ThreadPatch,
     ThreadSearch, ThreadState, ThreadStateUpdate, ThreadStatus, TtlSetting,
@@ -16,6 +16,7 @@ use uuid::Uuid;
 use crate::auth::Scope;
 use crate::bus::Topic;
 use crate::limits::{offset, search_limit};
+use crate::outcome::snapshot_mirror;
 use crate::{Engine, EngineError, EngineResult};
 
 /// Default and largest page of a history query.
@@ -433,44 +434,14 @@ impl Engine {
     async fn publish_state_update(&self, thread_id: Uuid, state: &StateSnapshot) {
         let data = json!({"state": state.to_thread_state(), "thread_id": thread_id});
         if let Err(error) = self
+            .inner
+            .frames
             .publish_thread_event(thread_id, "state_update", &data)
             .await
         {
             tracing::error!(%thread_id, %error, "publishing a state update failed");
         }
     }
-}
-
-/// What a state mirrors onto its thread. `status` overrides the status derived from
-/// the state (idle, or interrupted when paused).
-pub(crate) fn snapshot_mirror(
-    snapshot: &StateSnapshot,
-    status: Option<(ThreadStatus, Option<String>)>,
-) -> ThreadMirror {
-    let (status, error) = status.unwrap_or_else(|| {
-        let status = if snapshot.is_paused() {
-            ThreadStatus::Interrupted
-        } else {
-            ThreadStatus::Idle
-        };
-        (status, None)
-    });
-    ThreadMirror {
-        status,
-        values: Some(snapshot.values.clone()),
-        interrupts: pending_interrupts(snapshot),
-        error,
-    }
-}
-
-/// Pending interrupts of a snapshot keyed by task id.
-pub(crate) fn pending_interrupts(snapshot: &StateSnapshot) -> service_types::PendingInterrupts {
-    snapshot
-        .tasks
-        .iter()
-        .filter(|task| !task.interrupts.is_empty())
-        .map(|task| (task.id.clone(), task.interrupts.clone()))
-        .collect()
 }
 
 fn checkpoint_config(thread_id: Uuid, checkpoint: Option<&Checkpoint>) -> RunnableConfig {

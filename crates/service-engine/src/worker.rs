@@ -158,25 +158,34 @@ impl Engine {
         let final_state = FinalState::default();
         let (options, driven) = match RunOptions::decode(&run) {
             Ok(options) => {
-                let driven = self
-                    .drive_claimed(&run, &options, handles.cancel.clone(), final_state.clone())
-                    .await;
+                let cancel = handles.cancel.clone();
+                let driving =
+                    self.inner
+                        .driver
+                        .drive_claimed(&run, &options, cancel, final_state.clone());
+                let driven = driving.await;
                 (Some(options), driven)
             }
             Err(error) => (None, Driven::failed(error.to_run_error())),
         };
         let run_id = run.run_id;
-        let Settled { others_wait, next } = self
-            .settle(Finished {
-                run,
-                options,
-                driven,
-                final_state,
-                rolled_back: handles.rolled_back(),
-                started,
-                started_at,
-            })
-            .await;
+        // A stateless run's thread goes: it hands over no run of that thread.
+        let keeps_thread = !options.as_ref().is_some_and(RunOptions::discards_thread);
+        let next = if keeps_thread {
+            self.next_queued_here()
+        } else {
+            None
+        };
+        let finished = Finished {
+            run,
+            options,
+            driven,
+            final_state,
+            rolled_back: handles.rolled_back(),
+            started,
+            started_at,
+        };
+        let Settled { others_wait, next } = self.inner.settler.settle(finished, next).await;
         self.inner.active.remove(run_id);
         // Only runs of this thread became claimable; this worker looks for work next
         // anyway, so others are told only when runs wait on the thread.

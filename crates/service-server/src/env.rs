@@ -12,14 +12,20 @@ use std::time::Duration;
 pub struct ConfigError(pub String);
 
 /// The SERVICE_ knobs this server reads.
-const SUPPORTED: [&str; 14] = [
+const SUPPORTED: [&str; 20] = [
     "SERVICE_RUN_CONCURRENCY",
     "SERVICE_RUN_TIMEOUT_MS",
     "SERVICE_SHUTDOWN_GRACE_MS",
     "SERVICE_MEMORY_BUS_MAX_FRAMES_PER_RUN",
     "SERVICE_MEMORY_BUS_MAX_RETAINED_RUNS",
+    "SERVICE_MEMORY_BUS_MAX_RETAINED_BYTES",
     "SERVICE_MAX_PAGE_SIZE",
     "SERVICE_MAX_BODY_BYTES",
+    "SERVICE_MAX_BATCH_RUNS",
+    "SERVICE_MAX_WS_SUBSCRIPTIONS",
+    "SERVICE_WS_REPLAY_MAX_EVENTS",
+    "SERVICE_WS_REPLAY_MAX_BYTES",
+    "SERVICE_MAX_STREAMS_PER_PRINCIPAL",
     "SERVICE_REQUEST_LOG",
     "SERVICE_WEBHOOK_SECRET",
     "SERVICE_WEBHOOK_TIMEOUT_MS",
@@ -57,6 +63,8 @@ pub(crate) struct EnvKnobs {
     pub bus_max_frames: Option<usize>,
     /// SERVICE_MEMORY_BUS_MAX_RETAINED_RUNS.
     pub bus_max_retained: Option<usize>,
+    /// SERVICE_MEMORY_BUS_MAX_RETAINED_BYTES.
+    pub bus_max_retained_bytes: Option<usize>,
     /// SERVICE_MAX_PAGE_SIZE.
     pub max_page_size: Option<usize>,
     /// REDIS_URL: the durable stream bus.
@@ -67,6 +75,16 @@ pub(crate) struct EnvKnobs {
     pub stream_buffer_frames: Option<usize>,
     /// SERVICE_MAX_BODY_BYTES.
     pub max_body_bytes: Option<usize>,
+    /// SERVICE_MAX_BATCH_RUNS.
+    pub max_batch_runs: Option<usize>,
+    /// SERVICE_MAX_WS_SUBSCRIPTIONS.
+    pub max_ws_subscriptions: Option<usize>,
+    /// SERVICE_WS_REPLAY_MAX_EVENTS.
+    pub ws_replay_events: Option<usize>,
+    /// SERVICE_WS_REPLAY_MAX_BYTES.
+    pub ws_replay_bytes: Option<usize>,
+    /// SERVICE_MAX_STREAMS_PER_PRINCIPAL.
+    pub max_streams_per_principal: Option<usize>,
     /// SERVICE_PYTHON: the interpreter of the Python graphs' workers.
     pub python: Option<String>,
     /// SERVICE_PYTHON_WORKERS: how many Python worker processes run.
@@ -175,6 +193,10 @@ impl EnvKnobs {
         if let Some(text) = get("SERVICE_MEMORY_BUS_MAX_RETAINED_RUNS") {
             knobs.bus_max_retained = Some(positive("SERVICE_MEMORY_BUS_MAX_RETAINED_RUNS", &text)?);
         }
+        if let Some(text) = get("SERVICE_MEMORY_BUS_MAX_RETAINED_BYTES") {
+            knobs.bus_max_retained_bytes =
+                Some(positive("SERVICE_MEMORY_BUS_MAX_RETAINED_BYTES", &text)?);
+        }
         if let Some(text) = get("SERVICE_MAX_PAGE_SIZE") {
             knobs.max_page_size = Some(positive("SERVICE_MAX_PAGE_SIZE", &text)?);
         }
@@ -195,6 +217,24 @@ impl EnvKnobs {
         }
         if let Some(text) = get("SERVICE_MAX_BODY_BYTES") {
             knobs.max_body_bytes = Some(positive("SERVICE_MAX_BODY_BYTES", &text)?);
+        }
+        let caps = [
+            ("SERVICE_MAX_BATCH_RUNS", &mut knobs.max_batch_runs),
+            (
+                "SERVICE_MAX_WS_SUBSCRIPTIONS",
+                &mut knobs.max_ws_subscriptions,
+            ),
+            ("SERVICE_WS_REPLAY_MAX_EVENTS", &mut knobs.ws_replay_events),
+            ("SERVICE_WS_REPLAY_MAX_BYTES", &mut knobs.ws_replay_bytes),
+            (
+                "SERVICE_MAX_STREAMS_PER_PRINCIPAL",
+                &mut knobs.max_streams_per_principal,
+            ),
+        ];
+        for (name, knob) in caps {
+            if let Some(text) = get(name) {
+                *knob = Some(positive(name, &text)?);
+            }
         }
         if let Some(text) = get("DB_POOL_MAX") {
             knobs.db_pool_max = Some(positive("DB_POOL_MAX", &text)?);
@@ -274,6 +314,36 @@ mod tests {
         let error = read(&[("SERVICE_QUEUE_STREAM_MAXLEN", "lots")]).unwrap_err();
         assert!(error.0.contains("SERVICE_QUEUE_STREAM_MAXLEN"));
         assert!(read(&[("SERVICE_STREAM_BUFFER_FRAMES", "0")]).is_err());
+    }
+
+    #[test]
+    fn the_client_caps_are_positive_integers_named_when_malformed() {
+        let knobs = read(&[
+            ("SERVICE_MAX_BATCH_RUNS", "10"),
+            ("SERVICE_MAX_WS_SUBSCRIPTIONS", "20"),
+            ("SERVICE_WS_REPLAY_MAX_EVENTS", "30"),
+            ("SERVICE_WS_REPLAY_MAX_BYTES", "40"),
+            ("SERVICE_MAX_STREAMS_PER_PRINCIPAL", "50"),
+        ])
+        .unwrap();
+        assert_eq!(knobs.max_batch_runs, Some(10));
+        assert_eq!(knobs.max_ws_subscriptions, Some(20));
+        assert_eq!(knobs.ws_replay_events, Some(30));
+        assert_eq!(knobs.ws_replay_bytes, Some(40));
+        assert_eq!(knobs.max_streams_per_principal, Some(50));
+        for name in [
+            "SERVICE_MAX_BATCH_RUNS",
+            "SERVICE_MAX_WS_SUBSCRIPTIONS",
+            "SERVICE_WS_REPLAY_MAX_EVENTS",
+            "SERVICE_WS_REPLAY_MAX_BYTES",
+            "SERVICE_MAX_STREAMS_PER_PRINCIPAL",
+            "SERVICE_MEMORY_BUS_MAX_RETAINED_BYTES",
+        ] {
+            for bad in ["0", "many", "-1"] {
+                let error = read(&[(name, bad)]).unwrap_err();
+                assert!(error.0.contains(name), "{error}");
+            }
+        }
     }
 
     #[test]

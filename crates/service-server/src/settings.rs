@@ -194,6 +194,7 @@ impl ServerConfig {
                     .map(|resolved| resolved.auth.clone())
                     .unwrap_or_default(),
                 disable_runs: file.http.disable_runs.unwrap_or(false),
+                limits: client_limits(&knobs),
             },
             log_filter,
             graph_aliases: plan.program,
@@ -204,6 +205,22 @@ impl ServerConfig {
             auth,
             warnings,
         })
+    }
+}
+
+/// The caps on one client, from their knobs.
+fn client_limits(knobs: &EnvKnobs) -> service_axum::ClientLimits {
+    let defaults = service_axum::ClientLimits::default();
+    service_axum::ClientLimits {
+        max_batch_runs: knobs.max_batch_runs.unwrap_or(defaults.max_batch_runs),
+        max_ws_subscriptions: knobs
+            .max_ws_subscriptions
+            .unwrap_or(defaults.max_ws_subscriptions),
+        ws_replay_events: knobs.ws_replay_events.unwrap_or(defaults.ws_replay_events),
+        ws_replay_bytes: knobs.ws_replay_bytes.unwrap_or(defaults.ws_replay_bytes),
+        max_streams_per_principal: knobs
+            .max_streams_per_principal
+            .unwrap_or(defaults.max_streams_per_principal),
     }
 }
 
@@ -332,6 +349,9 @@ fn engine_config(
             max_retained_topics: knobs
                 .bus_max_retained
                 .unwrap_or(defaults.bus.max_retained_topics),
+            max_retained_bytes: knobs
+                .bus_max_retained_bytes
+                .unwrap_or(defaults.bus.max_retained_bytes),
         },
         idempotency_ttl: defaults.idempotency_ttl,
         store_default_ttl_minutes: store_ttl.and_then(|ttl| ttl.default_ttl),
@@ -436,6 +456,37 @@ mod tests {
     }
 
     #[test]
+    fn the_client_caps_come_from_their_knobs_with_defaults() {
+        let default = resolve(Mode::Dev, &ServeArgs::default(), &[]).unwrap();
+        assert_eq!(default.http.limits, service_axum::ClientLimits::default());
+        assert_eq!(default.http.limits.max_batch_runs, 100);
+        assert_eq!(default.http.limits.max_ws_subscriptions, 100);
+        assert_eq!(default.http.limits.max_streams_per_principal, 64);
+        let vars = [
+            ("SERVICE_MAX_BATCH_RUNS", "5"),
+            ("SERVICE_MAX_WS_SUBSCRIPTIONS", "6"),
+            ("SERVICE_WS_REPLAY_MAX_EVENTS", "7"),
+            ("SERVICE_WS_REPLAY_MAX_BYTES", "8"),
+            ("SERVICE_MAX_STREAMS_PER_PRINCIPAL", "9"),
+        ];
+        let set = resolve(Mode::Start, &ServeArgs::default(), &vars).unwrap();
+        let expected = service_axum::ClientLimits {
+            max_batch_runs: 5,
+            max_ws_subscriptions: 6,
+            ws_replay_events: 7,
+            ws_replay_bytes: 8,
+            max_streams_per_principal: 9,
+        };
+        assert_eq!(set.http.limits, expected);
+        let zero = [("SERVICE_MAX_STREAMS_PER_PRINCIPAL", "0")];
+        let error = resolve(Mode::Dev, &ServeArgs::default(), &zero).unwrap_err();
+        assert!(
+            error.0.contains("SERVICE_MAX_STREAMS_PER_PRINCIPAL"),
+            "{error}"
+        );
+    }
+
+    #[test]
     fn one_page_size_reaches_the_engine_and_the_database() {
         let vars = [
             DATABASE,
@@ -492,10 +543,20 @@ mod tests {
         let vars = [
             ("SERVICE_MEMORY_BUS_MAX_FRAMES_PER_RUN", "64"),
             ("SERVICE_MEMORY_BUS_MAX_RETAINED_RUNS", "2"),
+            ("SERVICE_MEMORY_BUS_MAX_RETAINED_BYTES", "1048576"),
         ];
         let config = resolve(Mode::Dev, &ServeArgs::default(), &vars).unwrap();
         assert_eq!(config.engine.bus.max_frames_per_topic, 64);
         assert_eq!(config.engine.bus.max_retained_topics, 2);
+        assert_eq!(config.engine.bus.max_retained_bytes, 1024 * 1024);
+        let default = resolve(Mode::Dev, &ServeArgs::default(), &[]).unwrap();
+        assert_eq!(default.engine.bus.max_retained_bytes, 64 * 1024 * 1024);
+        let zero = [("SERVICE_MEMORY_BUS_MAX_RETAINED_BYTES", "0")];
+        let error = resolve(Mode::Dev, &ServeArgs::default(), &zero).unwrap_err();
+        assert!(
+            error.0.contains("SERVICE_MEMORY_BUS_MAX_RETAINED_BYTES"),
+            "{error}"
+        );
     }
 
     #[test]

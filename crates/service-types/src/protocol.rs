@@ -74,6 +74,8 @@ pub enum ProtocolErrorCode {
     PermissionDenied,
     /// Known, but not served on this transport.
     NotSupported,
+    /// A cap of the server would be exceeded (subscriptions on one socket).
+    LimitExceeded,
 }
 
 /// `meta` of an answer: the last event sequence number the command's effects follow.

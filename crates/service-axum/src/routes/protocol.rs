@@ -4,6 +4,7 @@
 
 use std::collections::VecDeque;
 
+use axum::Extension;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade, close_code};
 use axum::extract::{Request, State};
 use axum::response::{IntoResponse, Response};
@@ -22,15 +23,14 @@ use service_types::{
 };
 use uuid::Uuid;
 
+use crate::ClientLimits;
 use crate::auth::CallerOf;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{BodyLimit, Path, read_body, uuid};
 use crate::json::Json;
 use crate::routes::Table;
 use crate::sse::{HEARTBEAT, HEARTBEAT_COMMENT, encode, event_stream_response};
-
-/// Events a WebSocket keeps to replay to a subscription made after they passed.
-const REPLAY_BUFFER: usize = 10_000;
+use crate::streams::StreamSlot;
 
 pub(crate) fn routes() -> Table {
     const T: Resource = Resource::Threads;
@@ -240,6 +240,7 @@ async fn events(
     State(engine): State<Engine>,
     CallerOf(caller): CallerOf,
     Path(id): Path<String>,
+    slot: StreamSlot,
     request: Request,
 ) -> ApiResult<Response> {
     let thread_id = uuid("thread", &id)?;
@@ -274,7 +275,7 @@ async fn events(
             }
         }
     });
-    Ok(event_stream_response(body))
+    Ok(slot.held_by(event_stream_response(body)))
 }
 
 /// `GET /threads/{id}/stream/events` upgraded to a WebSocket: commands in, answers
@@ -283,6 +284,9 @@ async fn websocket(
     State(engine): State<Engine>,
     CallerOf(caller): CallerOf,
     Path(id): Path<String>,
+    Extension(limits): Extension<ClientLimits>,
+    Extension(BodyLimit(body_limit)): Extension<BodyLimit>,
+    slot: StreamSlot,
     upgrade: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
 ) -> ApiResult<Response> {
     let thread_id = uuid("thread", &id)?;
@@ -305,10 +309,19 @@ async fn websocket(
         engine,
         caller,
         thread_id,
+        max_subscriptions: limits.max_ws_subscriptions,
         subscriptions: Vec::new(),
-        seen: VecDeque::new(),
+        seen: Seen::new(limits.ws_replay_events, limits.ws_replay_bytes),
     };
-    Ok(upgrade.on_upgrade(move |socket| session.run(socket, events)))
+    // A message no larger than a request body: the socket is no way around the limit.
+    let upgrade = upgrade
+        .max_message_size(body_limit)
+        .max_frame_size(body_limit);
+    Ok(upgrade.on_upgrade(move |socket| async move {
+        // The principal's stream slot is held for as long as the socket is open.
+        let _slot = slot;
+        session.run(socket, events).await;
+    }))
 }
 
 /// One WebSocket's state.
@@ -316,10 +329,50 @@ struct Session {
     engine: Engine,
     caller: CommandCaller,
     thread_id: Uuid,
+    /// Subscriptions the socket may hold (SERVICE_MAX_WS_SUBSCRIPTIONS).
+    max_subscriptions: usize,
     /// Subscription ids and what each takes.
     subscriptions: Vec<(String, EventFilter)>,
     /// The latest events, for subscriptions made after they passed.
-    seen: VecDeque<ProtocolEvent>,
+    seen: Seen,
+}
+
+/// The latest events of a socket, within a count and a byte bound (oldest dropped
+/// first): a subscription made later replays only what is still here.
+struct Seen {
+    /// Events with their size as JSON, oldest first.
+    events: VecDeque<(ProtocolEvent, usize)>,
+    bytes: usize,
+    max_events: usize,
+    max_bytes: usize,
+}
+
+impl Seen {
+    fn new(max_events: usize, max_bytes: usize) -> Self {
+        Self {
+            events: VecDeque::new(),
+            bytes: 0,
+            max_events,
+            max_bytes,
+        }
+    }
+
+    /// Keeps `event` (`size` bytes as JSON), dropping the oldest beyond the bounds;
+    /// one larger than the byte bound by itself is not kept.
+    fn push(&mut self, event: ProtocolEvent, size: usize) {
+        self.events.push_back((event, size));
+        self.bytes += size;
+        while self.events.len() > self.max_events || self.bytes > self.max_bytes {
+            let Some((_, dropped)) = self.events.pop_front() else {
+                break;
+            };
+            self.bytes -= dropped;
+        }
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &ProtocolEvent> {
+        self.events.iter().map(|(event, _)| event)
+    }
 }
 
 impl Session {
@@ -357,14 +410,13 @@ impl Session {
                             return;
                         }
                     };
+                    let text = json_text(&event);
+                    let size = text.len();
                     let wanted = self.subscriptions.iter().any(|(_, filter)| filter.matches(&event));
-                    if wanted && socket.send(Message::text(json_text(&event))).await.is_err() {
+                    if wanted && socket.send(Message::text(text)).await.is_err() {
                         return;
                     }
-                    if self.seen.len() == REPLAY_BUFFER {
-                        self.seen.pop_front();
-                    }
-                    self.seen.push_back(event);
+                    self.seen.push(event, size);
                 }
             }
         }
@@ -399,6 +451,18 @@ impl Session {
     }
 
     fn subscribe(&mut self, command: &ProtocolCommand) -> Vec<String> {
+        if self.subscriptions.len() >= self.max_subscriptions {
+            let error = ProtocolResponse::error(
+                Some(command.id),
+                ProtocolErrorCode::LimitExceeded,
+                format!(
+                    "This socket holds {} subscriptions, the most one may \
+                     (SERVICE_MAX_WS_SUBSCRIPTIONS); unsubscribe one first",
+                    self.max_subscriptions
+                ),
+            );
+            return vec![json_text(&error)];
+        }
         let request: EventStreamRequest = match params(command) {
             Ok(request) => request,
             Err(failure) => {
@@ -464,4 +528,46 @@ fn close(code: u16, reason: &'static str) -> Message {
         code,
         reason: reason.into(),
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(seq: u64) -> ProtocolEvent {
+        serde_json::from_value(json!({
+            "type": "event", "event_id": seq.to_string(), "seq": seq, "method": "custom",
+            "params": {"namespace": [], "timestamp": 0, "data": null},
+        }))
+        .expect("an event")
+    }
+
+    fn seqs(seen: &Seen) -> Vec<u64> {
+        seen.iter().map(|event| event.seq).collect()
+    }
+
+    #[test]
+    fn the_replay_buffer_keeps_the_newest_events_within_its_count() {
+        let mut seen = Seen::new(2, usize::MAX);
+        for seq in 1..=5 {
+            seen.push(event(seq), 10);
+        }
+        assert_eq!(seqs(&seen), [4, 5]);
+    }
+
+    #[test]
+    fn the_replay_buffer_keeps_the_newest_events_within_its_bytes() {
+        let mut seen = Seen::new(100, 25);
+        for seq in 1..=5 {
+            seen.push(event(seq), 10);
+        }
+        assert_eq!(seqs(&seen), [4, 5]);
+        assert_eq!(seen.bytes, 20);
+        seen.push(event(6), 30);
+        assert!(
+            seqs(&seen).is_empty(),
+            "one event over the bound is not kept"
+        );
+        assert_eq!(seen.bytes, 0);
+    }
 }

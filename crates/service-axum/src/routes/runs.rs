@@ -1,6 +1,7 @@
 //! Run routes: create (background, stream, wait; on a thread or stateless), batch,
 //! list, get, delete, cancel, join and join-stream.
 
+use axum::Extension;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -12,6 +13,7 @@ use service_engine::{Caller, Engine, RunStream, RunTarget, RunToJoin, run_not_fo
 use service_types::{BulkCancel, CancelAction, OnDisconnect, Run, RunCreate, RunStatus};
 use uuid::Uuid;
 
+use crate::ClientLimits;
 use crate::auth::CallerOf;
 use crate::error::{ApiError, ApiResult, unprocessable};
 use crate::extract::{JsonBody, Path, QueryParams, uuid};
@@ -20,6 +22,7 @@ use crate::project;
 use crate::routes::Table;
 use crate::routes::{MountPrefix, headers};
 use crate::sse::{ModeFilter, OnDrop, SseBody, encode, sse_response, waiting_json_response};
+use crate::streams::StreamSlot;
 
 const SELECTABLE: [&str; 12] = [
     "run_id",
@@ -186,25 +189,23 @@ async fn stream_on_thread(
     CallerOf(caller): CallerOf,
     prefix: MountPrefix,
     Path(thread_id): Path<String>,
+    slot: StreamSlot,
     JsonBody(body): JsonBody<RunCreate>,
 ) -> ApiResult<Response> {
-    stream(
-        &engine,
-        &caller,
-        &prefix,
-        RunTarget::Thread(uuid("thread", &thread_id)?),
-        body,
-    )
-    .await
+    let target = RunTarget::Thread(uuid("thread", &thread_id)?);
+    let response = stream(&engine, &caller, &prefix, target, body).await?;
+    Ok(slot.held_by(response))
 }
 
 async fn stream_stateless(
     State(engine): State<Engine>,
     CallerOf(caller): CallerOf,
     prefix: MountPrefix,
+    slot: StreamSlot,
     JsonBody(body): JsonBody<RunCreate>,
 ) -> ApiResult<Response> {
-    stream(&engine, &caller, &prefix, RunTarget::Stateless, body).await
+    let response = stream(&engine, &caller, &prefix, RunTarget::Stateless, body).await?;
+    Ok(slot.held_by(response))
 }
 
 /// A streamed JSON body carrying the run's wait/join result.
@@ -277,8 +278,16 @@ async fn wait_stateless(
 async fn batch(
     State(engine): State<Engine>,
     CallerOf(caller): CallerOf,
+    Extension(limits): Extension<ClientLimits>,
     JsonBody(items): JsonBody<Vec<Value>>,
 ) -> ApiResult<Response> {
+    if items.len() > limits.max_batch_runs {
+        return Err(unprocessable(format!(
+            "A batch creates at most {} runs (SERVICE_MAX_BATCH_RUNS); this one has {}",
+            limits.max_batch_runs,
+            items.len()
+        )));
+    }
     // Every item is checked before any run is created, so a bad item creates nothing.
     let bodies = items
         .into_iter()
@@ -404,10 +413,11 @@ async fn join_stream_on_thread(
     prefix: MountPrefix,
     Path((thread_id, run_id)): Path<(String, String)>,
     query: QueryParams,
+    slot: StreamSlot,
     request_headers: HeaderMap,
 ) -> ApiResult<Response> {
     let thread_id = uuid("thread", &thread_id)?;
-    join_stream(
+    let response = join_stream(
         &engine,
         &caller,
         &prefix,
@@ -416,7 +426,8 @@ async fn join_stream_on_thread(
         &query,
         &request_headers,
     )
-    .await
+    .await?;
+    Ok(slot.held_by(response))
 }
 
 async fn join_stream_stateless(
@@ -425,11 +436,13 @@ async fn join_stream_stateless(
     prefix: MountPrefix,
     Path(run_id): Path<String>,
     query: QueryParams,
+    slot: StreamSlot,
     request_headers: HeaderMap,
 ) -> ApiResult<Response> {
     let run_id = uuid("run", &run_id)?;
     let headers = &request_headers;
-    join_stream(&engine, &caller, &prefix, None, run_id, &query, headers).await
+    let response = join_stream(&engine, &caller, &prefix, None, run_id, &query, headers).await?;
+    Ok(slot.held_by(response))
 }
 
 /// Joins a run's stream: replays after `Last-Event-ID` (`-1` from the start), then

@@ -20,6 +20,7 @@ use crate::project;
 use crate::routes::Table;
 use crate::routes::headers;
 use crate::sse::{ModeFilter, SseBody, sse_response};
+use crate::streams::StreamSlot;
 
 const SELECTABLE: [&str; 12] = [
     "thread_id",
@@ -282,6 +283,7 @@ async fn join_stream(
     CallerOf(caller): CallerOf,
     Path(id): Path<String>,
     query: QueryParams,
+    slot: StreamSlot,
     request_headers: HeaderMap,
 ) -> ApiResult<Response> {
     let thread_id = thread_id(&id)?;
@@ -317,5 +319,5 @@ async fn join_stream(
         filter: ModeFilter::new(events),
         on_drop: None,
     };
-    Ok(sse_response(body, HeaderMap::new()))
+    Ok(slot.held_by(sse_response(body, HeaderMap::new())))
 }

@@ -21,6 +21,10 @@ pub struct MemoryBusLimits {
     pub max_frames_per_topic: usize,
     /// Finished topics kept replayable (SERVICE_MEMORY_BUS_MAX_RETAINED_RUNS).
     pub max_retained_topics: usize,
+    /// Bytes the finished topics kept replayable may hold together
+    /// (SERVICE_MEMORY_BUS_MAX_RETAINED_BYTES): a few runs with large inputs would
+    /// otherwise pin hundreds of MB within the topic count.
+    pub max_retained_bytes: usize,
 }
 
 impl Default for MemoryBusLimits {
@@ -28,6 +32,7 @@ impl Default for MemoryBusLimits {
         Self {
             max_frames_per_topic: 10_000,
             max_retained_topics: 50,
+            max_retained_bytes: 64 * 1024 * 1024,
         }
     }
 }
@@ -42,8 +47,26 @@ pub struct MemoryBus {
 #[derive(Debug, Default)]
 struct State {
     topics: HashMap<Topic, Arc<TopicShared>>,
-    /// Closed topics, oldest first; evicted beyond the retention bound.
-    finished: VecDeque<Topic>,
+    /// Closed topics with their bytes, oldest first; evicted beyond the retention
+    /// bounds.
+    finished: VecDeque<(Topic, usize)>,
+    /// The bytes of `finished`, together.
+    finished_bytes: usize,
+}
+
+impl State {
+    /// Forgets the oldest finished topics until both retention bounds hold.
+    fn evict_beyond(&mut self, limits: &MemoryBusLimits) {
+        while self.finished.len() > limits.max_retained_topics
+            || self.finished_bytes > limits.max_retained_bytes
+        {
+            let Some((evicted, bytes)) = self.finished.pop_front() else {
+                return;
+            };
+            self.finished_bytes -= bytes;
+            self.topics.remove(&evicted);
+        }
+    }
 }
 
 /// One topic, shared with its subscribers so that they can finish reading it after it
@@ -68,6 +91,14 @@ impl Buffer {
     fn next_seq(&self) -> u64 {
         self.last_id.map_or(0, |last| last.seq + 1)
     }
+
+    /// What the buffered frames hold: their event names and data.
+    fn bytes(&self) -> usize {
+        self.frames
+            .iter()
+            .map(|frame| frame.event.len() + frame.data.len())
+            .sum()
+    }
 }
 
 impl TopicShared {
@@ -79,11 +110,16 @@ impl TopicShared {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Marks the topic closed and wakes its subscribers; false when it already was.
-    fn close(&self) -> bool {
-        let was_closed = std::mem::replace(&mut self.lock().closed, true);
+    /// Marks the topic closed and wakes its subscribers; its bytes when it was open,
+    /// `None` when it already was closed.
+    fn close(&self) -> Option<usize> {
+        let closing = {
+            let mut buffer = self.lock();
+            let was_closed = std::mem::replace(&mut buffer.closed, true);
+            (!was_closed).then(|| buffer.bytes())
+        };
         self.changed.notify_waiters();
-        !was_closed
+        closing
     }
 }
 
@@ -189,15 +225,12 @@ impl StreamBus for MemoryBus {
 
     async fn close(&self, topic: Topic) {
         let mut state = self.lock();
-        if !state.topics.entry(topic).or_default().close() {
+        let Some(bytes) = state.topics.entry(topic).or_default().close() else {
             return;
-        }
-        state.finished.push_back(topic);
-        while state.finished.len() > self.limits.max_retained_topics {
-            if let Some(evicted) = state.finished.pop_front() {
-                state.topics.remove(&evicted);
-            }
-        }
+        };
+        state.finished.push_back((topic, bytes));
+        state.finished_bytes += bytes;
+        state.evict_beyond(&self.limits);
     }
 
     async fn close_all(&self) {
@@ -243,7 +276,15 @@ impl StreamBus for MemoryBus {
     async fn discard(&self, topic: Topic) {
         let removed = {
             let mut state = self.lock();
-            state.finished.retain(|finished| *finished != topic);
+            let mut freed = 0;
+            state.finished.retain(|(finished, bytes)| {
+                let keep = *finished != topic;
+                if !keep {
+                    freed += bytes;
+                }
+                keep
+            });
+            state.finished_bytes -= freed;
             state.topics.remove(&topic)
         };
         // Subscribers still reading it end instead of waiting for frames that never come.
@@ -262,6 +303,7 @@ mod tests {
         MemoryBusLimits {
             max_frames_per_topic: max_frames,
             max_retained_topics: retained,
+            ..MemoryBusLimits::default()
         }
     }
 
@@ -353,6 +395,50 @@ mod tests {
         }
         assert!(bus.subscribe(topics[0], Replay::All).await.is_none());
         assert!(bus.subscribe(topics[2], Replay::All).await.is_some());
+    }
+
+    #[tokio::test]
+    async fn finished_topics_beyond_the_byte_budget_are_evicted_oldest_first() {
+        let bus = MemoryBus::new(MemoryBusLimits {
+            max_retained_bytes: 2500,
+            ..MemoryBusLimits::default()
+        });
+        let topics: Vec<Topic> = (0..3).map(|_| Topic::Run(Uuid::now_v7())).collect();
+        for topic in &topics {
+            let input = Bytes::from(vec![b'x'; 1000]);
+            bus.publish(*topic, "values", input).await;
+            bus.close(*topic).await;
+        }
+        assert!(
+            !bus.is_open(topics[0]).await,
+            "over the budget: the oldest goes"
+        );
+        assert!(bus.is_open(topics[1]).await);
+        assert!(bus.is_open(topics[2]).await);
+        // A discarded topic's bytes leave the budget, so the next one fits.
+        bus.discard(topics[1]).await;
+        let newer = Topic::Run(Uuid::now_v7());
+        bus.publish(newer, "values", Bytes::from(vec![b'y'; 1000]))
+            .await;
+        bus.close(newer).await;
+        assert!(bus.is_open(topics[2]).await && bus.is_open(newer).await);
+    }
+
+    #[tokio::test]
+    async fn a_running_topic_is_never_evicted_for_the_byte_budget() {
+        let bus = MemoryBus::new(MemoryBusLimits {
+            max_retained_bytes: 10,
+            ..MemoryBusLimits::default()
+        });
+        let running = Topic::Run(Uuid::now_v7());
+        bus.publish(running, "values", Bytes::from(vec![b'x'; 1000]))
+            .await;
+        let finished = Topic::Run(Uuid::now_v7());
+        bus.publish(finished, "values", Bytes::from(vec![b'x'; 1000]))
+            .await;
+        bus.close(finished).await;
+        assert!(bus.is_open(running).await);
+        assert!(!bus.is_open(finished).await, "alone over the budget");
     }
 
     #[tokio::test]

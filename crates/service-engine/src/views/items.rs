@@ -4,7 +4,7 @@ use service_types::{Item, SearchItem, StoreListNamespaces, StorePut, StoreSearch
 
 use super::View;
 use crate::auth::Scope;
-use crate::items::{Tenant, refuse_reserved_root};
+use crate::namespaces::{Tenant, refuse_reserved_root};
 use crate::{EngineError, EngineResult};
 
 /// Store items. A caller whose scope is a namespace (a tenant) has a store of its own:

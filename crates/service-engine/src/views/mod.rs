@@ -88,6 +88,11 @@ impl<'a> System<'a> {
         }
     }
 
+    /// The store itself, unscoped (tests and trusted embedder code that inspect it).
+    pub fn store(self) -> &'a service_store::Store {
+        self.engine.store()
+    }
+
     /// Creates (once) the system assistant of every registered graph.
     pub async fn ensure_system_assistants(self) -> crate::EngineResult<()> {
         self.engine.ensure_system_assistants().await

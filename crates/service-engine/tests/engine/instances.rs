@@ -498,6 +498,7 @@ async fn a_wait_ends_when_its_run_settles_on_another_instance() {
     .expect("the wait ends")
     .unwrap();
     let settled = executing
+        .system()
         .store()
         .runs()
         .get(run.run_id)
