@@ -8,7 +8,7 @@ use service_graph::{GraphError, LongTermStore};
 use service_store::{IndexFields, ItemSearch, PutItem, SemanticIndex, Store};
 use service_types::{Item, Metadata};
 
-use crate::items::embed;
+use crate::embedding::embed;
 use crate::namespaces::refuse_reserved_root;
 
 /// The long-term store graphs get: the items repository, with the configured default

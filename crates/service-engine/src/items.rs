@@ -1,53 +1,13 @@
 //! The long-term store's engine calls, behind the items view (`views/items.rs`).
 
-use std::sync::atomic::{AtomicBool, Ordering};
-
 use serde_json::Value;
-use service_store::{
-    FieldVector, IndexFields, ItemSearch, NamespaceQuery, PutItem, SemanticIndex, StoreError,
-    StoreFilter,
-};
-use service_types::{Item, Metadata, SearchItem, StoreListNamespaces, StorePut, StoreSearch};
+use service_store::{IndexFields, ItemSearch, NamespaceQuery, PutItem, StoreFilter};
+use service_types::{Item, SearchItem, StoreListNamespaces, StorePut, StoreSearch};
 
+use crate::embedding::{embed, embedding_failed, ignored_query};
 use crate::limits::{clamped_limit, offset, search_limit};
 use crate::namespaces::validate_namespace;
-use crate::{Engine, EngineError, EngineResult, ErrorKind};
-
-/// The vectors of a put, embedded before the store is called (so never inside a
-/// database transaction); none without an index, where `index` is ignored as on the
-/// peers. The graphs' store handle embeds through it too.
-pub(crate) async fn embed(
-    index: Option<&SemanticIndex>,
-    value: &Metadata,
-    which: &IndexFields,
-) -> Result<Vec<FieldVector>, StoreError> {
-    match index {
-        Some(index) => index.vectors(value, which).await,
-        None => Ok(Vec::new()),
-    }
-}
-
-/// An embedder's failure as a client sees it: its cause in the message, 422 when the
-/// input was refused, else 503 (`embedding_failed`); nothing was written.
-fn embedding_failed(error: StoreError) -> EngineError {
-    let kind = match error.kind {
-        service_store::ErrorKind::Invalid => ErrorKind::Unprocessable,
-        _ => ErrorKind::Unavailable,
-    };
-    let mut failed = EngineError::new(kind, error.message.clone());
-    failed.code = Some("embedding_failed");
-    failed.with_source(error)
-}
-
-/// A `query` on a store without an index is ignored, as on the peers; said once.
-fn ignored_query() {
-    static SAID: AtomicBool = AtomicBool::new(false);
-    if !SAID.swap(true, Ordering::Relaxed) {
-        tracing::warn!(
-            "a store search carried a query but store.index is not configured: results come in recency order with score null"
-        );
-    }
-}
+use crate::{Engine, EngineError, EngineResult};
 
 impl Engine {
     /// Stores an item, embedded first when the store has an index (`index: false`
