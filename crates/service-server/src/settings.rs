@@ -119,7 +119,19 @@ impl ServerConfig {
         let mut engine = engine_config(mode, args, &knobs, &file);
         engine.store_index = match &file.store.index {
             Some(index) => {
-                let embedder = service_embed::from_config(&index.embed, index.dims, &lookup)
+                // As on the Python server, where langgraph.json's `env` is in the
+                // process environment: the embedder's key may come from there; a
+                // variable of the server's own environment wins.
+                let file_env = crate::graphs::config_env(config_dir, file.env.as_ref())?;
+                let embed_lookup = |name: &str| {
+                    lookup(name).or_else(|| {
+                        file_env
+                            .iter()
+                            .find(|(set, _)| set == name)
+                            .map(|(_, value)| value.clone())
+                    })
+                };
+                let embedder = service_embed::from_config(&index.embed, index.dims, &embed_lookup)
                     .map_err(ConfigError)?;
                 Some(SemanticIndex::new(embedder, index.fields(), index.hnsw))
             }
@@ -406,6 +418,13 @@ mod tests {
         assert_eq!(index.fields(), ["text"]);
         let error = resolve(Mode::Dev, &args, &[]).unwrap_err();
         assert!(error.0.contains("OPENAI_API_KEY"), "{error}");
+        std::fs::write(
+            dir.join("langgraph.json"),
+            r#"{"env": {"OPENAI_API_KEY": "sk-file"}, "store": {"index": {"embed": "openai:m", "dims": 8}}}"#,
+        )
+        .unwrap();
+        let from_file = resolve(Mode::Dev, &args, &[]).expect("the key from langgraph.json's env");
+        assert!(from_file.engine.store_index.is_some());
         let _ = std::fs::remove_dir_all(dir);
     }
 
