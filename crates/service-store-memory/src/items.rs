@@ -8,7 +8,7 @@ use service_store::semantic::{check_vector, compare_scored, cosine_similarity};
 use service_store::text::refuse_nul;
 use service_store::{
     FieldVector, ItemSearch, ItemsRepo, NamespaceQuery, PutItem, StoreError, StoreFilter,
-    StoreResult, compare_items, validate_item_ttl,
+    StoreResult, validate_item_ttl,
 };
 use service_types::{Item, SearchItem, Timestamp};
 
@@ -215,10 +215,8 @@ impl ItemsRepo for MemoryItems {
                     .collect(),
                 None => matches.map(|stored| (None, &stored.item)).collect(),
             };
-            match search.query {
-                Some(_) => scored.sort_by(|a, b| compare_scored(*a, *b)),
-                None => scored.sort_by(|a, b| compare_items(a.1, b.1)),
-            }
+            // Without a query nothing is scored: the plain order.
+            scored.sort_by(|a, b| compare_scored(*a, *b));
             paginate(scored, search.offset, Some(limit))
                 .into_iter()
                 .map(|(score, item)| SearchItem {
