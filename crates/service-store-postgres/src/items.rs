@@ -4,7 +4,8 @@
 //! Expiry is enforced in every read (`expires_at > now`) and by `sweep_expired`.
 //! With a semantic index an item's vectors live in `store_vectors` (written in the
 //! item's transaction, deleted with it by a foreign key); a query scores each
-//! candidate by its best vector in an exact scan.
+//! candidate by its best vector in an exact scan, or with `hnsw` reads the nearest
+//! vectors through the index.
 
 use async_trait::async_trait;
 use serde_json::Value;
