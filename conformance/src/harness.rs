@@ -7,7 +7,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde_json::{Value, json};
 use service_store::{
-    ErrorKind, ManualClock, NewRun, NewThread, PageLimits, PutItem, Settlement, Store, StoreResult,
+    ErrorKind, IndexSpec, ManualClock, NewRun, NewThread, PageLimits, PutItem, Settlement, Store,
+    StoreResult,
 };
 use service_types::{IfExists, Metadata, Run, RunStatus, Thread, ThreadStatus, Timestamp};
 use uuid::Uuid;
@@ -19,6 +20,9 @@ pub struct TestEnv {
     pub clock: Arc<ManualClock>,
     /// The page bounds the driver must enforce (SERVICE_MAX_PAGE_SIZE).
     pub limits: PageLimits,
+    /// The semantic index to build the store with (`store.index`); `None` for every
+    /// rule but the semantic ones. A driver without semantic search ignores it.
+    pub index: Option<IndexSpec>,
 }
 
 /// Builds a fresh, empty store per test (for SQL: a fresh schema).
@@ -73,20 +77,26 @@ pub struct Harness {
 impl Harness {
     /// A fresh store with default page bounds.
     pub async fn new(factory: &Factory) -> Self {
-        Self::with_limits(factory, PageLimits::default()).await
+        Self::build(factory, PageLimits::default(), None).await
     }
 
     /// A fresh store whose max page size is `max_page_size`.
     pub async fn with_max_page_size(factory: &Factory, max_page_size: usize) -> Self {
-        Self::with_limits(factory, PageLimits::new(max_page_size)).await
+        Self::build(factory, PageLimits::new(max_page_size), None).await
     }
 
-    async fn with_limits(factory: &Factory, limits: PageLimits) -> Self {
+    /// A fresh store with a semantic index of `spec`.
+    pub async fn with_index(factory: &Factory, spec: IndexSpec) -> Self {
+        Self::build(factory, PageLimits::default(), Some(spec)).await
+    }
+
+    async fn build(factory: &Factory, limits: PageLimits, index: Option<IndexSpec>) -> Self {
         let clock = Arc::new(ManualClock::new(start_time()));
         let store = factory
             .build(TestEnv {
                 clock: clock.clone(),
                 limits,
+                index,
             })
             .await;
         Self { store, clock }
@@ -206,6 +216,7 @@ impl Harness {
             key: key.to_owned(),
             value: obj(value),
             ttl_minutes,
+            vectors: Vec::new(),
         };
         self.store.items().put(item).await.expect("put item");
     }

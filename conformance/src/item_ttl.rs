@@ -120,6 +120,7 @@ pub async fn item_ttl_must_be_positive_and_at_most_100_years(factory: Factory) {
         key: "k".into(),
         value: obj(json!({})),
         ttl_minutes: Some(ttl_minutes),
+        vectors: Vec::new(),
     };
     for ttl in [
         -1.0,

@@ -23,6 +23,7 @@ pub mod model;
 pub mod namespaces;
 pub mod ordering;
 pub mod runs;
+pub mod semantic;
 pub mod state_holds;
 pub mod store_filter;
 pub mod text;
@@ -35,27 +36,61 @@ pub use harness::{Factory, Harness, StoreFactory, TestEnv, run};
 /// its store with `$factory` (an expression implementing [`StoreFactory`], e.g. an
 /// `async fn(TestEnv) -> Store`). Tests land in one module per SPEC section.
 ///
-/// A driver without a deliveries repository says so with
-/// `conformance_tests!(factory, without: [deliveries])`: the delivery rules are then
-/// reported as ignored ("driver has no deliveries repository"), and one more test
-/// checks that the store really has none. Without that declaration a delivery rule
-/// fails on such a store.
+/// A driver without a deliveries repository, or without semantic search, says so:
+/// `conformance_tests!(factory, without: [deliveries])`,
+/// `without: [semantic_search]` or `without: [deliveries, semantic_search]`. The rules
+/// of what it lacks are then reported as ignored (with the reason), and one more test
+/// checks that the store really lacks it. Without that declaration such a rule fails
+/// on the store rather than pass unchecked.
 #[macro_export]
 macro_rules! conformance_tests {
     ($factory:expr) => {
-        $crate::__conformance_tests!(($factory) run);
+        $crate::__conformance_tests!(($factory) run run);
     };
     ($factory:expr, without: [deliveries]) => {
-        $crate::__conformance_tests!(($factory) skip);
+        $crate::__conformance_tests!(($factory) skip run);
+        $crate::__declared_without!(($factory) deliveries);
+    };
+    ($factory:expr, without: [semantic_search]) => {
+        $crate::__conformance_tests!(($factory) run skip);
+        $crate::__declared_without!(($factory) semantic_search);
+    };
+    ($factory:expr, without: [deliveries, semantic_search]) => {
+        $crate::__conformance_tests!(($factory) skip skip);
+        $crate::__declared_without!(($factory) deliveries semantic_search);
+    };
+}
 
+/// The checks that a driver really lacks what it declared it lacks.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __declared_without {
+    (($factory:expr) $($capability:ident)+) => {
         mod declared_without {
             #[allow(unused_imports)]
             use super::*;
 
-            #[test]
-            fn the_store_has_no_deliveries_repository() {
-                $crate::run($factory, $crate::deliveries::store_has_no_deliveries_repository);
-            }
+            $($crate::__lacks!(($factory) $capability);)+
+        }
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __lacks {
+    (($factory:expr) deliveries) => {
+        #[test]
+        fn the_store_has_no_deliveries_repository() {
+            $crate::run(
+                $factory,
+                $crate::deliveries::store_has_no_deliveries_repository,
+            );
+        }
+    };
+    (($factory:expr) semantic_search) => {
+        #[test]
+        fn the_store_has_no_semantic_search() {
+            $crate::run($factory, $crate::semantic::store_has_no_semantic_search);
         }
     };
 }
@@ -63,7 +98,7 @@ macro_rules! conformance_tests {
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __conformance_tests {
-    (($factory:expr) $deliveries:ident) => {
+    (($factory:expr) $deliveries:ident $semantic:ident) => {
         $crate::__conformance_suite! {
             ($factory)
             store_filter: [
@@ -223,6 +258,20 @@ macro_rules! __conformance_tests {
                 delivery_claim_due_is_exclusive_and_recovers_stalled,
                 delivery_rows_survive_thread_and_run_delete,
                 delivery_rows_keep_their_owner_and_list_within_it,
+            ]
+        }
+        $crate::__conformance_section! {
+            ($factory) $semantic "driver has no semantic search"
+            semantic: [
+                semantic_query_ranks_by_cosine_similarity_best_first,
+                semantic_score_is_cosine_similarity_and_null_without_query,
+                semantic_filter_and_paging_apply_to_the_ranked_candidates,
+                semantic_namespace_prefix_bounds_the_candidates,
+                semantic_vectors_of_other_dims_are_invalid_and_write_nothing,
+                semantic_update_replaces_the_items_vectors,
+                semantic_delete_removes_the_vectors,
+                semantic_unindexed_items_follow_every_scored_one,
+                semantic_a_store_without_an_index_refuses_vectors,
             ]
         }
 

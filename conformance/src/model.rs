@@ -167,6 +167,7 @@ async fn check_items(factory: Factory, ops: Vec<ItemOp>) -> Result<(), TestCaseE
                     key: key.clone(),
                     value: obj(json!({"n": value})),
                     ttl_minutes: ttl,
+                    vectors: Vec::new(),
                 };
                 h.store
                     .items()

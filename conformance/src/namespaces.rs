@@ -195,6 +195,7 @@ pub async fn namespace_empty_or_dotted_label_is_invalid(factory: Factory) {
             key: "k".into(),
             value: obj(json!({})),
             ttl_minutes: None,
+            vectors: Vec::new(),
         };
         assert_kind(h.store.items().put(put).await, ErrorKind::Invalid);
     }

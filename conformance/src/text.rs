@@ -70,6 +70,7 @@ pub async fn nul_in_an_item_is_invalid_and_writes_nothing(factory: Factory) {
             key,
             value: obj(value),
             ttl_minutes: None,
+            vectors: Vec::new(),
         };
         assert_kind(h.store.items().put(put).await, ErrorKind::Invalid);
     }

@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use service_store::SemanticIndex;
+
 use crate::bus::MemoryBusLimits;
 
 /// How the engine runs.
@@ -29,6 +31,10 @@ pub struct EngineConfig {
     pub sweep_interval: Duration,
     /// Threads without their own ttl get this one (minutes).
     pub thread_default_ttl_minutes: Option<f64>,
+    /// The semantic index (`store.index`): puts are embedded with it before the store
+    /// is called, and a search's `query` ranks by it. The store must be built with its
+    /// spec. `None`: `index` and `query` are ignored (`score: null`), as on the peers.
+    pub store_index: Option<SemanticIndex>,
 }
 
 impl Default for EngineConfig {
@@ -45,6 +51,7 @@ impl Default for EngineConfig {
             store_refresh_on_read: true,
             sweep_interval: Duration::from_secs(60 * 60),
             thread_default_ttl_minutes: None,
+            store_index: None,
         }
     }
 }

@@ -111,7 +111,11 @@ impl Engine {
             graphs: Arc::clone(&graphs),
             coordinator: Arc::clone(&coordinator),
             store: parts.store.clone(),
-            long_term: graph_store(parts.store.clone(), parts.config.store_default_ttl_minutes),
+            long_term: graph_store(
+                parts.store.clone(),
+                parts.config.store_default_ttl_minutes,
+                parts.config.store_index.clone(),
+            ),
             frames: frames.clone(),
             run_timeout: parts.config.run_timeout,
         };

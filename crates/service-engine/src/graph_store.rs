@@ -5,21 +5,31 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use service_graph::{GraphError, LongTermStore};
-use service_store::{ItemSearch, PutItem, Store};
+use service_store::{IndexFields, ItemSearch, PutItem, SemanticIndex, Store};
 use service_types::{Item, Metadata};
 
+use crate::embedding::embed;
 use crate::namespaces::refuse_reserved_root;
 
 /// The long-term store graphs get: the items repository, with the configured default
-/// ttl on what they put.
-pub(crate) fn graph_store(store: Store, default_ttl: Option<f64>) -> Arc<dyn LongTermStore> {
-    Arc::new(StoreBridge { store, default_ttl })
+/// ttl on what they put, embedded with the semantic index when there is one.
+pub(crate) fn graph_store(
+    store: Store,
+    default_ttl: Option<f64>,
+    index: Option<SemanticIndex>,
+) -> Arc<dyn LongTermStore> {
+    Arc::new(StoreBridge {
+        store,
+        default_ttl,
+        index,
+    })
 }
 
 /// [`LongTermStore`] over the items repository.
 struct StoreBridge {
     store: Store,
     default_ttl: Option<f64>,
+    index: Option<SemanticIndex>,
 }
 
 /// Graphs share the store with clients but never a tenant's part of it.
@@ -40,11 +50,15 @@ impl LongTermStore for StoreBridge {
         value: Metadata,
     ) -> Result<(), GraphError> {
         graph_namespace(namespace)?;
+        let vectors = embed(self.index.as_ref(), &value, &IndexFields::Configured)
+            .await
+            .map_err(graph_error)?;
         let item = PutItem {
             namespace: namespace.to_vec(),
             key: key.to_owned(),
             value,
             ttl_minutes: self.default_ttl,
+            vectors,
         };
         self.store.items().put(item).await.map_err(graph_error)
     }
@@ -97,5 +111,31 @@ mod tests {
     fn graphs_are_refused_the_reserved_root() {
         assert!(graph_namespace(&[TENANT_ROOT.to_owned()]).is_err());
         assert!(graph_namespace(&["memories".to_owned()]).is_ok());
+    }
+
+    #[tokio::test]
+    async fn a_graphs_put_is_embedded_with_the_configured_fields() {
+        use service_store::{ManualClock, WordHashEmbedder};
+        use service_store_memory::{MemoryOptions, memory_store};
+        let index = SemanticIndex::new(
+            Arc::new(WordHashEmbedder::new(16)),
+            vec!["text".into()],
+            false,
+        );
+        let clock = Arc::new(ManualClock::new(
+            service_types::Timestamp::from_unix_micros(0),
+        ));
+        let store = memory_store(MemoryOptions::new(clock).with_index(index.spec()));
+        let handle = graph_store(store.clone(), None, Some(index.clone()));
+        let serde_json::Value::Object(value) = serde_json::json!({"text": "a cat"}) else {
+            unreachable!("an object literal")
+        };
+        handle.put(&["m".to_owned()], "k", value).await.unwrap();
+        let search = ItemSearch {
+            query: Some(index.query("a cat").await.unwrap()),
+            ..ItemSearch::default()
+        };
+        let found = store.items().search(&search).await.unwrap();
+        assert!((found[0].score.expect("scored") - 1.0).abs() < 1e-6);
     }
 }

@@ -1,27 +1,37 @@
 //! The long-term store's engine calls, behind the items view (`views/items.rs`).
 
 use serde_json::Value;
-use service_store::{ItemSearch, NamespaceQuery, PutItem, StoreFilter};
+use service_store::{IndexFields, ItemSearch, NamespaceQuery, PutItem, StoreFilter};
 use service_types::{Item, SearchItem, StoreListNamespaces, StorePut, StoreSearch};
 
+use crate::embedding::{embed, embedding_failed, ignored_query};
 use crate::limits::{clamped_limit, offset, search_limit};
 use crate::namespaces::validate_namespace;
 use crate::{Engine, EngineError, EngineResult};
 
 impl Engine {
-    /// Stores an item; the configured default ttl applies when none is given.
+    /// Stores an item, embedded first when the store has an index (`index: false`
+    /// skips, a list of paths replaces the configured fields); the configured default
+    /// ttl applies when none is given. An embedder failure fails the put and writes
+    /// nothing.
     pub(crate) async fn put_item(&self, body: StorePut) -> EngineResult<()> {
         validate_namespace(&body.namespace)?;
         let Value::Object(value) = body.value else {
             return Err(EngineError::unprocessable("value must be an object"));
         };
+        let which = IndexFields::from_request(body.index.as_ref())
+            .map_err(|error| EngineError::unprocessable(error.message))?;
         let ttl_minutes = body.ttl.or(self.config().store_default_ttl_minutes);
         crate::limits::check_ttl_minutes(ttl_minutes)?;
+        let vectors = embed(self.config().store_index.as_ref(), &value, &which)
+            .await
+            .map_err(embedding_failed)?;
         let item = PutItem {
             namespace: body.namespace,
             key: body.key,
             value,
             ttl_minutes,
+            vectors,
         };
         Ok(self.store().items().put(item).await?)
     }
@@ -43,16 +53,29 @@ impl Engine {
         Ok(self.store().items().delete(namespace, key).await?)
     }
 
-    /// Filtered search under a namespace prefix.
+    /// Filtered search under a namespace prefix, ranked by `query` when the store has
+    /// an index.
     pub(crate) async fn search_items(&self, body: StoreSearch) -> EngineResult<Vec<SearchItem>> {
         let filter = match &body.filter {
             Some(filter) => StoreFilter::from_object(filter)?,
             None => StoreFilter::default(),
         };
+        // An empty query is no query, as on the peers (`if op.query`).
+        let query = match (
+            body.query.filter(|text| !text.is_empty()),
+            &self.config().store_index,
+        ) {
+            (Some(text), Some(index)) => Some(index.query(&text).await.map_err(embedding_failed)?),
+            (Some(_), None) => {
+                ignored_query();
+                None
+            }
+            (None, _) => None,
+        };
         let search = ItemSearch {
             namespace_prefix: body.namespace_prefix,
             filter,
-            query: body.query,
+            query,
             limit: search_limit(body.limit)?,
             offset: offset(body.offset)?,
             refresh_ttl: body.refresh_ttl.unwrap_or(false),

@@ -12,6 +12,7 @@ pub mod coordination;
 mod crons;
 mod deliveries;
 mod drive;
+mod embedding;
 mod engine;
 mod error;
 mod frames;

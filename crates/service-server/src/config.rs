@@ -142,6 +142,64 @@ pub(crate) struct StoreConfig {
     /// Item expiry.
     #[serde(default)]
     pub ttl: Option<StoreTtl>,
+    /// The semantic index.
+    #[serde(default)]
+    pub index: Option<StoreIndex>,
+    /// SPEC's store adapter: refused, not built yet.
+    #[serde(default)]
+    pub adapter: Option<serde_json::Value>,
+}
+
+/// `store.index`: what embeds the items and how their vectors are searched.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct StoreIndex {
+    /// The embedder: `openai:<model>`.
+    pub embed: String,
+    /// Dimensions of its vectors.
+    pub dims: usize,
+    /// Field paths embedded by default (LangGraph's syntax); absent is `["$"]`, the
+    /// whole value.
+    #[serde(default)]
+    pub fields: Option<Vec<String>>,
+    /// An approximate (HNSW) index on PostgreSQL; off is an exact scan.
+    #[serde(default)]
+    pub hnsw: bool,
+}
+
+/// pgvector's limits: a `vector` column holds at most 16,000 dimensions, an HNSW index
+/// at most 2,000.
+const MAX_DIMS: usize = 16_000;
+const MAX_HNSW_DIMS: usize = 2_000;
+
+impl StoreIndex {
+    /// The default field paths.
+    pub(crate) fn fields(&self) -> Vec<String> {
+        self.fields.clone().unwrap_or_else(|| vec!["$".to_owned()])
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        if !(1..=MAX_DIMS).contains(&self.dims) {
+            return Err(ConfigError(format!(
+                "store.index.dims must be between 1 and {MAX_DIMS}, got {}",
+                self.dims
+            )));
+        }
+        if self.hnsw && self.dims > MAX_HNSW_DIMS {
+            return Err(ConfigError(format!(
+                "store.index.hnsw indexes at most {MAX_HNSW_DIMS} dimensions (pgvector), store.index.dims is {}; turn hnsw off for an exact scan",
+                self.dims
+            )));
+        }
+        match &self.fields {
+            Some(fields) if fields.is_empty() || fields.iter().any(|f| f.trim().is_empty()) => {
+                Err(ConfigError(
+                    "store.index.fields must list non-empty field paths (omit it to embed the whole value, \"$\")".into(),
+                ))
+            }
+            _ => Ok(()),
+        }
+    }
 }
 
 /// `store.ttl`, in minutes.
@@ -279,6 +337,14 @@ impl ConfigFile {
                 ttl.sweep_interval_minutes,
             )?;
         }
+        if let Some(index) = &self.store.index {
+            index.validate()?;
+        }
+        if self.store.adapter.is_some() {
+            return Err(ConfigError(
+                "store.adapter is not supported yet: the store is this server's own (in memory, or PostgreSQL with DATABASE_URL); remove the key".into(),
+            ));
+        }
         if let Some(ttl) = &self.checkpointer.ttl {
             positive("checkpointer.ttl.default_ttl", ttl.default_ttl)?;
             positive(
@@ -415,8 +481,52 @@ mod tests {
     }
 
     #[test]
+    fn store_index_is_read_as_langgraph_json_writes_it_and_checked() {
+        let config: ConfigFile = serde_json::from_str(
+            r#"{"store": {"index": {"embed": "openai:text-embedding-3-small", "dims": 1536, "fields": ["text", "meta.title"]}}}"#,
+        )
+        .unwrap();
+        config.validate().unwrap();
+        let index = config.store.index.unwrap();
+        assert_eq!(index.fields(), ["text", "meta.title"]);
+        assert!(!index.hnsw, "exact by default");
+        let whole: ConfigFile =
+            serde_json::from_str(r#"{"store": {"index": {"embed": "openai:m", "dims": 8}}}"#)
+                .unwrap();
+        assert_eq!(whole.store.index.unwrap().fields(), ["$"]);
+        for (text, says) in [
+            (r#"{"embed": "openai:m", "dims": 0}"#, "store.index.dims"),
+            (
+                r#"{"embed": "openai:m", "dims": 16001}"#,
+                "store.index.dims",
+            ),
+            (
+                r#"{"embed": "openai:m", "dims": 3072, "hnsw": true}"#,
+                "store.index.hnsw",
+            ),
+            (
+                r#"{"embed": "openai:m", "dims": 8, "fields": []}"#,
+                "store.index.fields",
+            ),
+        ] {
+            let config: ConfigFile =
+                serde_json::from_str(&format!(r#"{{"store": {{"index": {text}}}}}"#)).unwrap();
+            let error = config.validate().unwrap_err();
+            assert!(error.0.contains(says), "{text}: {error}");
+        }
+        let typo = serde_json::from_str::<ConfigFile>(
+            r#"{"store": {"index": {"embed": "openai:m", "dims": 8, "field": ["a"]}}}"#,
+        );
+        assert!(typo.unwrap_err().to_string().contains("field"));
+    }
+
+    #[test]
     fn settings_of_features_not_built_yet_are_refused_naming_the_key() {
         for (text, key) in [
+            (
+                r#"{"store": {"adapter": "./store.py:store"}}"#,
+                "store.adapter",
+            ),
             (r#"{"http": {"console": true}}"#, "http.console"),
             (r#"{"http": {"console": "/console"}}"#, "http.console"),
         ] {

@@ -96,9 +96,19 @@ pub(crate) fn bridge_options(
         .filter(|dependency| dependency.starts_with('.') || dependency.starts_with('/'))
         .map(|dependency| base.join(dependency))
         .collect();
-    options.env = match env {
-        None => Vec::new(),
-        Some(serde_json::Value::Object(vars)) => vars
+    options.env = config_env(base, env)?;
+    Ok(options)
+}
+
+/// The config file's `env` (langgraph.json): a map of variables, or the path of a
+/// `.env` file relative to `base`.
+pub(crate) fn config_env(
+    base: &Path,
+    env: Option<&serde_json::Value>,
+) -> Result<Vec<(String, String)>, ConfigError> {
+    match env {
+        None => Ok(Vec::new()),
+        Some(serde_json::Value::Object(vars)) => Ok(vars
             .iter()
             .map(|(name, value)| {
                 let value = match value {
@@ -107,15 +117,12 @@ pub(crate) fn bridge_options(
                 };
                 (name.clone(), value)
             })
-            .collect(),
-        Some(serde_json::Value::String(file)) => dotenv(&base.join(file))?,
-        Some(other) => {
-            return Err(ConfigError(format!(
-                "env must be a map of variables or the path of a .env file, got {other}"
-            )));
-        }
-    };
-    Ok(options)
+            .collect()),
+        Some(serde_json::Value::String(file)) => dotenv(&base.join(file)),
+        Some(other) => Err(ConfigError(format!(
+            "env must be a map of variables or the path of a .env file, got {other}"
+        ))),
+    }
 }
 
 /// `NAME=value` lines of a .env file (`export`, quotes and comments allowed).

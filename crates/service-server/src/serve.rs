@@ -119,9 +119,12 @@ pub(crate) async fn serve(
             Engine::with_coordinator(parts, coordinator)
         }
         None => {
-            let store = memory_store(
-                MemoryOptions::new(clock.clone()).with_max_page_size(engine_config.max_page_size),
-            );
+            let mut options =
+                MemoryOptions::new(clock.clone()).with_max_page_size(engine_config.max_page_size);
+            if let Some(index) = &engine_config.store_index {
+                options = options.with_index(index.spec());
+            }
+            let store = memory_store(options);
             Engine::new(EngineParts {
                 webhooks: webhooks(&store)?,
                 store,

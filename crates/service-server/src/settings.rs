@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use service_engine::EngineConfig;
 use service_engine::bus::MemoryBusLimits;
+use service_store::SemanticIndex;
 use service_store_postgres::PgOptions;
 use tracing_subscriber::EnvFilter;
 
@@ -115,7 +116,27 @@ impl ServerConfig {
             )?)
         };
         let queue = queue(mode, args, &knobs, &file, &mut warnings);
-        let engine = engine_config(mode, args, &knobs, &file);
+        let mut engine = engine_config(mode, args, &knobs, &file);
+        engine.store_index = match &file.store.index {
+            Some(index) => {
+                // As on the Python server, where langgraph.json's `env` is in the
+                // process environment: the embedder's key may come from there; a
+                // variable of the server's own environment wins.
+                let file_env = crate::graphs::config_env(config_dir, file.env.as_ref())?;
+                let embed_lookup = |name: &str| {
+                    lookup(name).or_else(|| {
+                        file_env
+                            .iter()
+                            .find(|(set, _)| set == name)
+                            .map(|(_, value)| value.clone())
+                    })
+                };
+                let embedder = service_embed::from_config(&index.embed, index.dims, &embed_lookup)
+                    .map_err(ConfigError)?;
+                Some(SemanticIndex::new(embedder, index.fields(), index.hnsw))
+            }
+            None => None,
+        };
         let database = match (mode, &knobs.database_url) {
             (Mode::Start, Some(url)) => Some(database(url, &knobs, &engine, &mut warnings)?),
             (Mode::Start, None) => {
@@ -279,6 +300,7 @@ fn database(
     })?;
     let mut options = PgOptions::new(url);
     options.max_page_size = engine.max_page_size;
+    options.index = engine.store_index.as_ref().map(SemanticIndex::spec);
     if let Some(pool_max) = knobs.db_pool_max {
         options.pool_max = pool_max;
     }
@@ -348,6 +370,7 @@ fn engine_config(
         store_refresh_on_read: store_ttl.is_none_or(|ttl| ttl.refresh_on_read),
         sweep_interval,
         thread_default_ttl_minutes: thread_ttl.and_then(|ttl| ttl.default_ttl),
+        store_index: None,
     }
 }
 
@@ -374,6 +397,36 @@ mod tests {
     }
 
     const DATABASE: (&str, &str) = ("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/db");
+
+    #[test]
+    fn store_index_builds_its_embedder_at_boot_or_fails_naming_what_is_missing() {
+        let dir = std::env::temp_dir().join(format!("store-index-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("langgraph.json");
+        std::fs::write(
+            &path,
+            r#"{"store": {"index": {"embed": "openai:text-embedding-3-small", "dims": 1536, "fields": ["text"]}}}"#,
+        )
+        .unwrap();
+        let args = ServeArgs {
+            config: Some(path),
+            ..ServeArgs::default()
+        };
+        let config = resolve(Mode::Dev, &args, &[("OPENAI_API_KEY", "sk-test")]).unwrap();
+        let index = config.engine.store_index.expect("an index");
+        assert_eq!(index.spec().dims, 1536);
+        assert_eq!(index.fields(), ["text"]);
+        let error = resolve(Mode::Dev, &args, &[]).unwrap_err();
+        assert!(error.0.contains("OPENAI_API_KEY"), "{error}");
+        std::fs::write(
+            dir.join("langgraph.json"),
+            r#"{"env": {"OPENAI_API_KEY": "sk-file"}, "store": {"index": {"embed": "openai:m", "dims": 8}}}"#,
+        )
+        .unwrap();
+        let from_file = resolve(Mode::Dev, &args, &[]).expect("the key from langgraph.json's env");
+        assert!(from_file.engine.store_index.is_some());
+        let _ = std::fs::remove_dir_all(dir);
+    }
 
     #[test]
     fn a_flag_wins_over_its_variable_which_wins_over_the_default() {

@@ -4,10 +4,11 @@ use async_trait::async_trait;
 use parking_lot::RwLock;
 use service_store::namespace::{literal_prefix, matches_prefix, validate_namespace};
 use service_store::page::paginate;
+use service_store::semantic::{check_vector, compare_scored, cosine_similarity};
 use service_store::text::refuse_nul;
 use service_store::{
-    ItemSearch, ItemsRepo, NamespaceQuery, PutItem, StoreFilter, StoreResult, compare_items,
-    validate_item_ttl,
+    FieldVector, ItemSearch, ItemsRepo, NamespaceQuery, PutItem, StoreError, StoreFilter,
+    StoreResult, validate_item_ttl,
 };
 use service_types::{Item, SearchItem, Timestamp};
 
@@ -47,9 +48,9 @@ impl Namespace {
         &'a self,
         filter: &'a StoreFilter,
         now: Timestamp,
-    ) -> Box<dyn Iterator<Item = &'a Item> + 'a> {
+    ) -> Box<dyn Iterator<Item = &'a Stored> + 'a> {
         let selected = move |stored: &'a Stored| {
-            (stored.is_live(now) && filter.matches(&stored.item.value)).then_some(&stored.item)
+            (stored.is_live(now) && filter.matches(&stored.item.value)).then_some(stored)
         };
         match self.index.candidates(filter) {
             Some(keys) => Box::new(
@@ -66,9 +67,18 @@ struct Stored {
     item: Item,
     ttl_minutes: Option<f64>,
     expires_at: Option<Timestamp>,
+    vectors: Vec<FieldVector>,
 }
 
 impl Stored {
+    /// The best similarity of any of its vectors to `query`; `None` without vectors.
+    fn score(&self, query: &[f32]) -> Option<f64> {
+        self.vectors
+            .iter()
+            .map(|field| cosine_similarity(&field.vector, query))
+            .max_by(f64::total_cmp)
+    }
+
     fn is_live(&self, now: Timestamp) -> bool {
         self.expires_at.is_none_or(|at| at > now)
     }
@@ -85,6 +95,17 @@ impl MemoryItems {
         Self {
             env,
             state: RwLock::default(),
+        }
+    }
+
+    /// Refuses a vector this store cannot hold: any without an index, or one of other
+    /// dims than the index's.
+    fn check(&self, vector: &[f32]) -> StoreResult<()> {
+        match self.env.index {
+            Some(spec) => check_vector(vector, spec.dims),
+            None => Err(StoreError::unsupported(
+                "semantic search is not configured: set store.index",
+            )),
         }
     }
 }
@@ -106,6 +127,9 @@ impl ItemsRepo for MemoryItems {
         validate_namespace(&put.namespace)?;
         refuse_nul("", &put)?;
         validate_item_ttl(put.ttl_minutes)?;
+        for field in &put.vectors {
+            self.check(&field.vector)?;
+        }
         let now = self.env.clock.now();
         let mut map = self.state.write();
         let namespace = map.entry(put.namespace.clone()).or_default();
@@ -124,6 +148,7 @@ impl ItemsRepo for MemoryItems {
             },
             ttl_minutes: put.ttl_minutes,
             expires_at: put.ttl_minutes.map(|minutes| now.plus_minutes(minutes)),
+            vectors: put.vectors,
         };
         namespace.insert(stored);
         Ok(())
@@ -175,34 +200,43 @@ impl ItemsRepo for MemoryItems {
     async fn search(&self, search: &ItemSearch) -> StoreResult<Vec<SearchItem>> {
         refuse_nul("", search)?;
         let limit = self.env.limits.search(search.limit)?;
+        if let Some(query) = &search.query {
+            self.check(query)?;
+        }
         let now = self.env.clock.now();
-        let page: Vec<Item> = {
+        let page: Vec<SearchItem> = {
             let map = self.state.read();
+            let matches = under(&map, &search.namespace_prefix)
+                .flat_map(|(_, space)| space.matching(&search.filter, now));
             // Sorted and paged by reference: only the page's items are cloned.
-            let mut matches: Vec<&Item> = under(&map, &search.namespace_prefix)
-                .flat_map(|(_, space)| space.matching(&search.filter, now))
-                .collect();
-            matches.sort_by(|a, b| compare_items(a, b));
-            paginate(matches, search.offset, Some(limit))
+            let mut scored: Vec<(Option<f64>, &Item)> = match &search.query {
+                Some(query) => matches
+                    .map(|stored| (stored.score(query), &stored.item))
+                    .collect(),
+                None => matches.map(|stored| (None, &stored.item)).collect(),
+            };
+            // Without a query nothing is scored: the plain order.
+            scored.sort_by(|a, b| compare_scored(*a, *b));
+            paginate(scored, search.offset, Some(limit))
                 .into_iter()
-                .cloned()
+                .map(|(score, item)| SearchItem {
+                    item: item.clone(),
+                    score,
+                })
                 .collect()
         };
         if search.refresh_ttl {
             let mut map = self.state.write();
-            for item in &page {
+            for found in &page {
                 if let Some(stored) = map
-                    .get_mut(&item.namespace)
-                    .and_then(|space| space.items.get_mut(&item.key))
+                    .get_mut(&found.item.namespace)
+                    .and_then(|space| space.items.get_mut(&found.item.key))
                 {
                     stored.refresh(now);
                 }
             }
         }
-        Ok(page
-            .into_iter()
-            .map(|item| SearchItem { item, score: None })
-            .collect())
+        Ok(page)
     }
 
     async fn list_namespaces(&self, query: &NamespaceQuery) -> StoreResult<Vec<Vec<String>>> {

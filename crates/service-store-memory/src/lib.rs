@@ -8,7 +8,9 @@
 //! keys have their own. Secondary indexes keep the common calls off full scans: runs
 //! by thread, the pending-run queue, crons by thread, deliveries by run, items in a
 //! `BTreeMap` keyed by namespace path so a prefix is a range scan, and per namespace an
-//! equality index over the items' top-level scalars for filtered searches.
+//! equality index over the items' top-level scalars for filtered searches. Built with
+//! an [`IndexSpec`], items keep their vectors and a query ranks the candidates the
+//! prefix and filter leave by exact cosine similarity.
 
 mod assistants;
 mod core;
@@ -23,7 +25,7 @@ mod threads;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use service_store::{Clock, PageLimits, Store, StoreHealth, StoreParts, StoreResult};
+use service_store::{Clock, IndexSpec, PageLimits, Store, StoreHealth, StoreParts, StoreResult};
 
 /// Construction options of the memory driver.
 #[derive(Clone, Debug)]
@@ -32,6 +34,8 @@ pub struct MemoryOptions {
     pub clock: Arc<dyn Clock>,
     /// Page bounds (SERVICE_MAX_PAGE_SIZE).
     pub limits: PageLimits,
+    /// The semantic index (`store.index`); `None` refuses vectors and queries.
+    pub index: Option<IndexSpec>,
 }
 
 impl MemoryOptions {
@@ -40,7 +44,15 @@ impl MemoryOptions {
         Self {
             clock,
             limits: PageLimits::default(),
+            index: None,
         }
+    }
+
+    /// Holds vectors of `spec.dims` and ranks searches by them (`hnsw` changes
+    /// nothing here: the scan is always exact).
+    pub fn with_index(mut self, spec: IndexSpec) -> Self {
+        self.index = Some(spec);
+        self
     }
 
     /// Sets the largest page any list returns.
@@ -55,6 +67,7 @@ pub fn memory_store(options: MemoryOptions) -> Store {
     let env = Env {
         clock: options.clock,
         limits: options.limits,
+        index: options.index,
     };
     let assistants = Arc::new(assistants::MemoryAssistants::new(env.clone()));
     let core = Arc::new(core::MemoryCore::new(env.clone(), assistants.clone()));
@@ -68,7 +81,7 @@ pub fn memory_store(options: MemoryOptions) -> Store {
         deliveries: Some(core),
         health: Arc::new(InProcess),
         durable: false,
-        semantic_search: false,
+        semantic_search: options.index.is_some(),
     })
 }
 
@@ -88,4 +101,5 @@ impl StoreHealth for InProcess {
 struct Env {
     clock: Arc<dyn Clock>,
     limits: PageLimits,
+    index: Option<IndexSpec>,
 }

@@ -8,6 +8,7 @@ async fn factory(env: TestEnv) -> Store {
     memory_store(MemoryOptions {
         clock: env.clock,
         limits: env.limits,
+        index: env.index,
     })
 }
 

@@ -21,6 +21,8 @@ pub(crate) struct Db {
     pub(crate) pool: Pool,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) limits: PageLimits,
+    /// The semantic index, when configured.
+    pub(crate) vectors: Option<crate::vectors::Vectors>,
     /// Dropped after the pool (field order), e.g. a test schema guard.
     pub(crate) _guard: Option<Arc<dyn Any + Send + Sync>>,
 }

@@ -2,12 +2,17 @@
 //! ordering and paging all run in SQL (see `filter::namespace_prefix`); the literal
 //! head of a prefix is an index range scan on the primary key (ns_path, key).
 //! Expiry is enforced in every read (`expires_at > now`) and by `sweep_expired`.
+//! With a semantic index an item's vectors live in `store_vectors` (written in the
+//! item's transaction, deleted with it by a foreign key); a query scores each
+//! candidate by its best vector in an exact scan, or with `hnsw` reads the nearest
+//! vectors through the index.
 
 use async_trait::async_trait;
 use serde_json::Value;
 use service_store::namespace::validate_namespace;
+use service_store::semantic::check_vector;
 use service_store::{
-    ItemSearch, ItemsRepo, NamespaceQuery, PutItem, StoreResult, validate_item_ttl,
+    ItemSearch, ItemsRepo, NamespaceQuery, PutItem, StoreError, StoreResult, validate_item_ttl,
 };
 use service_types::{Item, SearchItem, Timestamp};
 use tokio_postgres::Row;
@@ -15,8 +20,15 @@ use tokio_postgres::Row;
 use crate::db::{Cached, Columns, Db, Sql, at, count, object, push_where, ts};
 use crate::error::store_error;
 use crate::filter::{namespace_prefix, namespace_suffix, store_filter};
+use crate::vectors::{Vectors, hnsw_candidates, vector_text};
 
 const COLUMNS: &str = "namespace, key, value, created_at, updated_at";
+/// [`COLUMNS`] of the join's item side.
+const ITEM_COLUMNS: &str = "i.namespace, i.key, i.value, i.created_at, i.updated_at";
+/// Plain search order.
+const RECENT: &str = "updated_at DESC, namespace, key";
+/// Semantic search order: best score first, unscored last, then the plain order.
+const SCORED: &str = "score DESC NULLS LAST, updated_at DESC, namespace, key";
 
 /// The expiry a refresh (or a put) sets: `now + ttl`, computed from whole
 /// microseconds exactly as `Timestamp::plus_minutes` does.
@@ -34,30 +46,105 @@ fn item(row: &Row) -> StoreResult<Item> {
     })
 }
 
+/// Inserts or replaces an item: $1 ns_path, $2 key, $3 namespace, $4 value, $5 now,
+/// $6 ttl in microseconds.
+const PUT: &str = "INSERT INTO store_items (ns_path, key, namespace, value, created_at,
+         updated_at, ttl_micros, expires_at)
+     VALUES ($1, $2, $3, $4, $5, $5, $6::bigint,
+         CASE WHEN $6::bigint IS NULL THEN NULL
+         ELSE $5::timestamptz + $6::bigint * interval '1 microsecond' END)
+     ON CONFLICT (ns_path, key) DO UPDATE SET
+         value = EXCLUDED.value,
+         created_at = CASE
+             WHEN store_items.expires_at IS NULL OR store_items.expires_at > $5
+             THEN store_items.created_at ELSE $5 END,
+         updated_at = $5,
+         ttl_micros = EXCLUDED.ttl_micros,
+         expires_at = EXCLUDED.expires_at";
+
 fn ttl_micros(minutes: Option<f64>) -> Option<i64> {
     minutes.map(|minutes| (minutes * 60_000_000.0) as i64)
 }
 
 /// The search statement (shared with the EXPLAIN check): live items under the
 /// prefix matching the filter, newest first (ties by namespace then key), paged;
-/// with `refresh_ttl`, the returned rows' expiry moves in the same statement.
-pub(crate) fn search_sql(search: &ItemSearch, limit: usize, now: Timestamp) -> Sql {
+/// with a query (and `vectors`), best score first, unscored items last. With
+/// `refresh_ttl`, the returned rows' expiry moves in the same statement.
+pub(crate) fn search_sql(
+    search: &ItemSearch,
+    limit: usize,
+    now: Timestamp,
+    vectors: Option<&Vectors>,
+) -> Sql {
     let mut sql = Sql::new("");
     let now_p = sql.bind(at(now));
     let mut conditions = vec![format!("(expires_at IS NULL OR expires_at > {now_p})")];
     conditions.extend(namespace_prefix(&mut sql, &search.namespace_prefix));
     conditions.extend(store_filter(&mut sql, "value", &search.filter));
-    let limit_p = sql.bind(count(limit));
-    let offset_p = sql.bind(count(search.offset));
     let mut select = Sql::new("");
-    std::mem::swap(&mut select, &mut sql);
-    select.push(&format!(
-        "WITH page AS (SELECT ns_path, {COLUMNS} FROM store_items"
-    ));
-    push_where(&mut select, &conditions);
-    select.push(&format!(
-        " ORDER BY updated_at DESC, namespace, key LIMIT {limit_p} OFFSET {offset_p})"
-    ));
+    let order = match (&search.query, vectors) {
+        (Some(query), Some(vectors)) if vectors.spec.hnsw => {
+            // Approximate: the nearest vectors through the HNSW index, joined to the
+            // candidate items; an item without vectors is never among them.
+            let query_p = sql.bind(vector_text(query));
+            let nearest_p = sql.bind(count(hnsw_candidates(search.offset + limit)));
+            let limit_p = sql.bind(count(limit));
+            let offset_p = sql.bind(count(search.offset));
+            std::mem::swap(&mut select, &mut sql);
+            let distance = format!(
+                "v.embedding {} CAST({query_p}::text AS {})",
+                vectors.cosine(),
+                vectors.vector_type()
+            );
+            select.push(&format!(
+                "WITH nearest AS (SELECT i.ns_path, {ITEM_COLUMNS}, 1 - ({distance}) AS score
+                 FROM store_vectors v JOIN (SELECT ns_path, {COLUMNS} FROM store_items"
+            ));
+            push_where(&mut select, &conditions);
+            select.push(&format!(
+                ") i ON i.ns_path = v.ns_path AND i.key = v.key
+                 ORDER BY {distance} LIMIT {nearest_p}),
+                 best AS (SELECT DISTINCT ON (ns_path, key) * FROM nearest
+                          ORDER BY ns_path, key, score DESC),
+                 page AS (SELECT * FROM best ORDER BY {SCORED}
+                          LIMIT {limit_p} OFFSET {offset_p})"
+            ));
+            SCORED
+        }
+        (Some(query), Some(vectors)) => {
+            let query_p = sql.bind(vector_text(query));
+            let limit_p = sql.bind(count(limit));
+            let offset_p = sql.bind(count(search.offset));
+            std::mem::swap(&mut select, &mut sql);
+            select.push(&format!(
+                "WITH page AS (SELECT ns_path, {COLUMNS},
+                    (SELECT max(1 - (v.embedding {} CAST({query_p}::text AS {})))
+                     FROM store_vectors v
+                     WHERE v.ns_path = store_items.ns_path AND v.key = store_items.key) AS score
+                 FROM store_items",
+                vectors.cosine(),
+                vectors.vector_type()
+            ));
+            push_where(&mut select, &conditions);
+            select.push(&format!(
+                " ORDER BY {SCORED} LIMIT {limit_p} OFFSET {offset_p})"
+            ));
+            SCORED
+        }
+        _ => {
+            let limit_p = sql.bind(count(limit));
+            let offset_p = sql.bind(count(search.offset));
+            std::mem::swap(&mut select, &mut sql);
+            select.push(&format!(
+                "WITH page AS (SELECT ns_path, {COLUMNS}, NULL::float8 AS score FROM store_items"
+            ));
+            push_where(&mut select, &conditions);
+            select.push(&format!(
+                " ORDER BY {RECENT} LIMIT {limit_p} OFFSET {offset_p})"
+            ));
+            RECENT
+        }
+    };
     if search.refresh_ttl {
         select.push(&format!(
             ", refreshed AS (UPDATE store_items s SET expires_at = {}
@@ -66,9 +153,20 @@ pub(crate) fn search_sql(search: &ItemSearch, limit: usize, now: Timestamp) -> S
         ));
     }
     select.push(&format!(
-        " SELECT {COLUMNS} FROM page ORDER BY updated_at DESC, namespace, key"
+        " SELECT {COLUMNS}, score FROM page ORDER BY {order}"
     ));
     select
+}
+
+impl Db {
+    /// The index a vector must fit: `Unsupported` without one, `Invalid` for other dims.
+    fn index_for(&self, vector: &[f32]) -> StoreResult<&Vectors> {
+        let vectors = self.vectors.as_ref().ok_or_else(|| {
+            StoreError::unsupported("semantic search is not configured: set store.index")
+        })?;
+        check_vector(vector, vectors.spec.dims)?;
+        Ok(vectors)
+    }
 }
 
 #[async_trait]
@@ -76,36 +174,55 @@ impl ItemsRepo for Db {
     async fn put(&self, put: PutItem) -> StoreResult<()> {
         validate_namespace(&put.namespace)?;
         validate_item_ttl(put.ttl_minutes)?;
+        for field in &put.vectors {
+            self.index_for(&field.vector)?;
+        }
         let now = at(self.now());
         let ttl = ttl_micros(put.ttl_minutes);
-        let client = self.client().await?;
-        client
-            .execute_cached(
-                "INSERT INTO store_items (ns_path, key, namespace, value, created_at,
-                         updated_at, ttl_micros, expires_at)
-                     VALUES ($1, $2, $3, $4, $5, $5, $6::bigint,
-                         CASE WHEN $6::bigint IS NULL THEN NULL
-                         ELSE $5::timestamptz + $6::bigint * interval '1 microsecond' END)
-                     ON CONFLICT (ns_path, key) DO UPDATE SET
-                         value = EXCLUDED.value,
-                         created_at = CASE
-                             WHEN store_items.expires_at IS NULL OR store_items.expires_at > $5
-                             THEN store_items.created_at ELSE $5 END,
-                         updated_at = $5,
-                         ttl_micros = EXCLUDED.ttl_micros,
-                         expires_at = EXCLUDED.expires_at",
-                &[
-                    &put.namespace.join("."),
-                    &put.key,
-                    &put.namespace,
-                    &Value::Object(put.value),
-                    &now,
-                    &ttl,
-                ],
-            )
-            .await
-            .map_err(store_error)?;
-        Ok(())
+        let path = put.namespace.join(".");
+        let value = Value::Object(put.value);
+        let item: [&(dyn tokio_postgres::types::ToSql + Sync); 6] =
+            [&path, &put.key, &put.namespace, &value, &now, &ttl];
+        let mut client = self.client().await?;
+        let Some(vectors) = &self.vectors else {
+            client
+                .execute_cached(PUT, &item)
+                .await
+                .map_err(store_error)?;
+            return Ok(());
+        };
+        // The item and its vectors change together: a reader never sees one without
+        // the other. The embedding happened before, outside this transaction.
+        let fields: Vec<&str> = put
+            .vectors
+            .iter()
+            .map(|field| field.field.as_str())
+            .collect();
+        let texts: Vec<String> = put
+            .vectors
+            .iter()
+            .map(|field| vector_text(&field.vector))
+            .collect();
+        let tx = client.transaction().await.map_err(store_error)?;
+        tx.execute_cached(PUT, &item).await.map_err(store_error)?;
+        tx.execute_cached(
+            "DELETE FROM store_vectors WHERE ns_path = $1 AND key = $2",
+            &[&path, &put.key],
+        )
+        .await
+        .map_err(store_error)?;
+        if !fields.is_empty() {
+            let insert = format!(
+                "INSERT INTO store_vectors (ns_path, key, field, embedding)
+                 SELECT $1, $2, field, CAST(embedding AS {})
+                 FROM unnest($3::text[], $4::text[]) AS given (field, embedding)",
+                vectors.vector_type()
+            );
+            tx.execute(&insert, &[&path, &put.key, &fields, &texts])
+                .await
+                .map_err(store_error)?;
+        }
+        tx.commit().await.map_err(store_error)
     }
 
     async fn get(
@@ -154,17 +271,35 @@ impl ItemsRepo for Db {
 
     async fn search(&self, search: &ItemSearch) -> StoreResult<Vec<SearchItem>> {
         let limit = self.limits.search(search.limit)?;
-        let sql = search_sql(search, limit, self.now());
-        let client = self.client().await?;
-        let rows = client
-            .query(&sql.text, &sql.params())
-            .await
-            .map_err(store_error)?;
+        let vectors = match &search.query {
+            Some(query) => Some(self.index_for(query)?),
+            None => None,
+        };
+        let sql = search_sql(search, limit, self.now(), vectors);
+        let mut client = self.client().await?;
+        let rows = match vectors.filter(|vectors| vectors.spec.hnsw) {
+            // The HNSW settings hold for this search's transaction only.
+            Some(vectors) => {
+                let tx = client.transaction().await.map_err(store_error)?;
+                let settings = vectors.hnsw_settings(hnsw_candidates(search.offset + limit));
+                tx.batch_execute(&settings).await.map_err(store_error)?;
+                let rows = tx
+                    .query(&sql.text, &sql.params())
+                    .await
+                    .map_err(store_error)?;
+                tx.commit().await.map_err(store_error)?;
+                rows
+            }
+            None => client
+                .query(&sql.text, &sql.params())
+                .await
+                .map_err(store_error)?,
+        };
         rows.iter()
             .map(|row| {
                 Ok(SearchItem {
                     item: item(row)?,
-                    score: None,
+                    score: Columns::of(row, "store_items").column("score")?,
                 })
             })
             .collect()

@@ -7,7 +7,8 @@
 //! JSONB containment (`@>`, GIN indexes), sorting and paging run in SQL; every
 //! timestamp comes from the injected [`Clock`] and is passed as a parameter (the
 //! database's `now()` is never used), so a test's `ManualClock` drives TTLs,
-//! schedules and ordering.
+//! schedules and ordering. With [`PgOptions::index`], item vectors live in pgvector
+//! (set up at connect, see `vectors`), and a query ranks by exact cosine distance.
 
 mod assistants;
 mod checkpoint;
@@ -23,6 +24,7 @@ pub mod migrate;
 pub mod plans;
 mod runs;
 mod threads;
+mod vectors;
 
 use std::any::Any;
 use std::fmt;
@@ -31,7 +33,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
-use service_store::{Clock, PageLimits, Store, StoreHealth, StoreParts, StoreResult};
+use service_store::{Clock, IndexSpec, PageLimits, Store, StoreHealth, StoreParts, StoreResult};
 use tokio_postgres::NoTls;
 
 pub use checkpoint::PostgresSaver;
@@ -57,6 +59,9 @@ pub struct PgOptions {
     /// Schema holding the tables (created if missing); `None` uses the server's
     /// search_path (normally `public`).
     pub schema: Option<String>,
+    /// The semantic index (`store.index`): pgvector and the vectors table are set up
+    /// at connect only when this is set.
+    pub index: Option<IndexSpec>,
 }
 
 impl PgOptions {
@@ -71,6 +76,7 @@ impl PgOptions {
             statement_timeout: Some(Duration::from_secs(30)),
             max_page_size: service_store::page::DEFAULT_MAX_PAGE_SIZE,
             schema: None,
+            index: None,
         }
     }
 
@@ -172,6 +178,10 @@ impl PostgresStore {
             return Err(PgError::Config("pool_max must be at least 1".to_owned()));
         }
         migrate::run(&options).await?;
+        let vectors = match options.index {
+            Some(spec) => Some(vectors::prepare(&options, spec).await?),
+            None => None,
+        };
         let pools = PgPools {
             store: build_pool(&options, "service-store")?,
             checkpointer: build_pool(&options, "service-checkpointer")?,
@@ -181,6 +191,7 @@ impl PostgresStore {
             pool: pools.store.clone(),
             clock,
             limits: PageLimits::new(options.max_page_size),
+            vectors,
             _guard: guard.clone(),
         });
         let store = Store::new(StoreParts {
@@ -193,7 +204,7 @@ impl PostgresStore {
             deliveries: Some(db.clone()),
             health: db,
             durable: true,
-            semantic_search: false,
+            semantic_search: options.index.is_some(),
         });
         let saver = Arc::new(PostgresSaver::with_guard(pools.checkpointer.clone(), guard));
         Ok(Self {

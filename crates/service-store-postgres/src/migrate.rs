@@ -13,6 +13,9 @@
 //!   and an INVALID index left by an interrupted concurrent build is dropped before
 //!   its statement is retried.
 //!
+//! - The semantic index's tables are not a migration: they exist only when
+//!   `store.index` is configured, set up by `vectors::prepare` under the same lock.
+//!
 //! See docs/migrations.md for why this is not sqlx's migrator.
 
 use std::time::{Duration, Instant};
@@ -139,13 +142,7 @@ pub async fn run_migrations(
     options: &PgOptions,
     migrations: &[Migration],
 ) -> Result<Vec<i32>, PgError> {
-    let config = options.pg_config("service-migrate")?;
-    let (client, connection) = config.connect(NoTls).await?;
-    let task = tokio::spawn(async move {
-        if let Err(error) = connection.await {
-            tracing::debug!(%error, "migration connection closed");
-        }
-    });
+    let (client, task) = connect_dedicated(options, "service-migrate").await?;
     let result = apply(&client, options.schema.as_deref(), migrations).await;
     drop(client);
     // The connection ends once the client is gone; the session lock goes with it.
@@ -153,19 +150,27 @@ pub async fn run_migrations(
     result
 }
 
+/// One connection of its own (not pooled), whose session locks end with it.
+pub(crate) async fn connect_dedicated(
+    options: &PgOptions,
+    application_name: &str,
+) -> Result<(Client, tokio::task::JoinHandle<()>), PgError> {
+    let config = options.pg_config(application_name)?;
+    let (client, connection) = config.connect(NoTls).await?;
+    let task = tokio::spawn(async move {
+        if let Err(error) = connection.await {
+            tracing::debug!(%error, "dedicated connection closed");
+        }
+    });
+    Ok((client, task))
+}
+
 async fn apply(
     client: &Client,
     schema: Option<&str>,
     migrations: &[Migration],
 ) -> Result<Vec<i32>, PgError> {
-    let scope = match schema {
-        Some(schema) => schema.to_owned(),
-        None => client
-            .query_one("SELECT coalesce(current_schema(), 'public')", &[])
-            .await?
-            .try_get(0)?,
-    };
-    lock(client, &scope).await?;
+    let scope = lock(client, schema).await?;
     if let Some(schema) = schema {
         client
             .batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS {schema}"))
@@ -210,23 +215,43 @@ async fn apply(
         );
         done.push(migration.version);
     }
+    unlock(client, &scope).await?;
+    Ok(done)
+}
+
+/// Releases the lock [`lock`] took.
+pub(crate) async fn unlock(client: &Client, scope: &str) -> Result<(), PgError> {
     client
         .execute(
             "SELECT pg_advisory_unlock(hashtext('service-migrations:' || $1::text))",
             &[&scope],
         )
         .await?;
-    Ok(done)
+    Ok(())
 }
 
 /// How long a boot waits for another boot's migrations before giving up.
 const LOCK_WAIT: Duration = Duration::from_secs(600);
 
+/// Takes the session advisory lock of the schema's migrations (`schema`, else the
+/// connection's current schema) and returns its scope, for [`unlock`].
+pub(crate) async fn lock(client: &Client, schema: Option<&str>) -> Result<String, PgError> {
+    let scope = match schema {
+        Some(schema) => schema.to_owned(),
+        None => client
+            .query_one("SELECT coalesce(current_schema(), 'public')", &[])
+            .await?
+            .try_get(0)?,
+    };
+    take_lock(client, &scope).await?;
+    Ok(scope)
+}
+
 /// Takes the session advisory lock of `scope`, polling `pg_try_advisory_lock`
 /// between short sleeps. A blocking `pg_advisory_lock` would deadlock: the waiting
 /// statement is an open transaction, and `CREATE INDEX CONCURRENTLY` in the boot
 /// holding the lock waits for every older transaction to finish.
-async fn lock(client: &Client, scope: &str) -> Result<(), PgError> {
+async fn take_lock(client: &Client, scope: &str) -> Result<(), PgError> {
     let started = Instant::now();
     let mut pause = Duration::from_millis(20);
     loop {
@@ -320,7 +345,10 @@ pub fn concurrent_index_name(statement: &str) -> Option<String> {
 
 /// Drops `index` in the current schema if an interrupted concurrent build left it
 /// INVALID (IF NOT EXISTS would otherwise skip it and keep the broken index).
-async fn drop_invalid_index(client: &Client, index: &str) -> Result<(), tokio_postgres::Error> {
+pub(crate) async fn drop_invalid_index(
+    client: &Client,
+    index: &str,
+) -> Result<(), tokio_postgres::Error> {
     let invalid = client
         .query_opt(
             "SELECT 1 FROM pg_index i

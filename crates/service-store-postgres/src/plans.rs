@@ -91,7 +91,7 @@ pub async fn explain_all(
         limit: Some(10),
         ..ItemSearch::default()
     };
-    let (text, sql) = explain_sql(items::search_sql(&search, 10, now));
+    let (text, sql) = explain_sql(items::search_sql(&search, 10, now, None));
     plans.push((NAMES[4], explain(client, &text, &sql.params()).await?));
 
     plans.push((

@@ -1,5 +1,6 @@
 //! The shared conformance suite (every rule plus the proptest model tests) against
-//! the PostgreSQL driver, each test in a fresh schema.
+//! the PostgreSQL driver, each test in a fresh schema; the semantic rules on the
+//! pgvector server (`PGVECTOR_TEST_URL`).
 
 mod support;
 
@@ -7,7 +8,7 @@ use service_conformance::TestEnv;
 use service_store::Store;
 
 async fn factory(env: TestEnv) -> Store {
-    support::fresh_store(env.clock, env.limits.max_page_size())
+    support::fresh_store_with(env.clock, env.limits.max_page_size(), env.index)
         .await
         .store()
 }

@@ -1,4 +1,5 @@
-//! Long-term store items: namespaced key/value with optional per-item ttl.
+//! Long-term store items: namespaced key/value with optional per-item ttl and, when
+//! the store has a semantic index, the item's vectors.
 
 use std::cmp::Ordering;
 
@@ -8,6 +9,7 @@ use service_types::{Item, Metadata, SearchItem, Timestamp, ttl_minutes_valid};
 use crate::StoreResult;
 use crate::filter::StoreFilter;
 use crate::namespace::NamespaceQuery;
+use crate::semantic::FieldVector;
 use crate::threads::ttl_refused;
 
 /// A write.
@@ -22,6 +24,9 @@ pub struct PutItem {
     /// Lifetime in minutes; the caller resolves `store.ttl.default_ttl`. `None` never
     /// expires.
     pub ttl_minutes: Option<f64>,
+    /// The item's vectors, replacing any it had; empty leaves it unindexed. Embedded
+    /// by the caller (see [`crate::SemanticIndex::vectors`]) before the put.
+    pub vectors: Vec<FieldVector>,
 }
 
 /// A search: namespace prefix, filter (applied before paging), page.
@@ -31,8 +36,10 @@ pub struct ItemSearch {
     pub namespace_prefix: Vec<String>,
     /// Conditions on the value's top-level keys.
     pub filter: StoreFilter,
-    /// Semantic query; ignored (score null) when no index is configured.
-    pub query: Option<String>,
+    /// The embedded semantic query: rank by cosine similarity, best first, unscored
+    /// items after every scored one (see [`crate::semantic::compare_scored`]).
+    /// `None` is the plain order, with `score: null` on every item.
+    pub query: Option<Vec<f32>>,
     /// Page size; above 1000 is rejected, absent means the max page size.
     pub limit: Option<usize>,
     /// Rows to skip.
@@ -61,7 +68,10 @@ pub fn validate_item_ttl(ttl_minutes: Option<f64>) -> StoreResult<()> {
 /// namespace then key ascending. An expired item reads as absent at once.
 #[async_trait]
 pub trait ItemsRepo: Send + Sync {
-    /// Inserts or replaces; the expiry restarts from now. Bad namespace: `Invalid`.
+    /// Inserts or replaces, vectors included, in one step; the expiry restarts from
+    /// now. Bad namespace: `Invalid`. Vectors on a store without a semantic index:
+    /// `Unsupported`; a vector of other dims than the index's: `Invalid` (see
+    /// [`crate::semantic::check_vector`]); either writes nothing.
     async fn put(&self, item: PutItem) -> StoreResult<()>;
 
     /// The live item; with `refresh`, a live item's expiry moves to now + its ttl.
@@ -72,10 +82,12 @@ pub trait ItemsRepo: Send + Sync {
         refresh: bool,
     ) -> StoreResult<Option<Item>>;
 
-    /// Deletes it (absent is fine).
+    /// Deletes it and its vectors (absent is fine).
     async fn delete(&self, namespace: &[String], key: &str) -> StoreResult<()>;
 
-    /// Live items under the prefix matching the filter, sorted and paged.
+    /// Live items under the prefix matching the filter, sorted and paged; with a
+    /// query vector, ranked by it and scored. A query on a store without a semantic
+    /// index: `Unsupported`; of other dims than the index's: `Invalid`.
     async fn search(&self, search: &ItemSearch) -> StoreResult<Vec<SearchItem>>;
 
     /// Distinct namespaces of live items per SPEC "Namespace rules".

@@ -21,6 +21,7 @@ pub mod ordering;
 pub mod page;
 mod runs;
 pub mod schedule;
+pub mod semantic;
 mod store;
 pub mod text;
 mod threads;
@@ -42,6 +43,9 @@ pub use runs::{
     ActiveRunsQuery, AssistantStamp, CancelOutcome, ClaimNext, Claimed, NewRun, RunListQuery,
     RunsRepo, Settled, SettledAndMirrored, SettledRun, Settlement, ThreadRunCreated,
     WebhookRequest, final_status, webhook_status,
+};
+pub use semantic::{
+    Embedder, FieldVector, IndexFields, IndexSpec, SemanticIndex, WordHashEmbedder,
 };
 pub use store::{Capabilities, Store, StoreHealth, StoreParts};
 pub use threads::{

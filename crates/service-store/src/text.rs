@@ -230,10 +230,7 @@ impl Text for PutItem {
 
 impl Text for ItemSearch {
     fn nul_path(&self) -> Option<String> {
-        first(&[
-            ("namespace_prefix", &self.namespace_prefix),
-            ("query", &self.query),
-        ])
+        first(&[("namespace_prefix", &self.namespace_prefix)])
     }
 }
 

@@ -7,6 +7,7 @@ mod instances;
 mod observed;
 mod queue;
 mod schedules;
+mod semantic;
 mod state;
 mod streams;
 mod support;
