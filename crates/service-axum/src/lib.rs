@@ -10,6 +10,7 @@
 //! ```
 
 pub mod auth;
+mod console;
 mod cors;
 mod error;
 mod extract;
@@ -25,6 +26,7 @@ use service_engine::Engine;
 
 use crate::auth::{Access, Auth};
 
+pub use console::{ConsoleMountError, console, console_mount};
 pub use error::{ApiError, ApiResult, status_of};
 pub use routes::RouteInfo;
 
