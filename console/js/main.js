@@ -49,8 +49,14 @@ function serverBox() {
   const reset = () => {
     forgetBaseUrl();
     const url = new URL(location.href);
-    url.searchParams.delete("baseUrl");
-    location.replace(url.href);
+    if (url.searchParams.has("baseUrl")) {
+      // Loads the page again without the parameter, which would set it anew.
+      url.searchParams.delete("baseUrl");
+      location.replace(url.href);
+      return;
+    }
+    base.value = baseUrl();
+    route();
   };
   return h(
     "form.server",

@@ -53,11 +53,15 @@ export async function render({ signal }) {
 
   async function pickAssistant() {
     fill(status);
+    // Nothing is sent until the schemas say whether this is a chat.
+    send.disabled = true;
     try {
       state.schemas = await get(`/assistants/${select.value}/schemas`);
     } catch (error) {
       state.schemas = null;
       fill(status, errorBox(error));
+    } finally {
+      send.disabled = false;
     }
     fill(inputLabel, chat() ? "Message" : "Input (JSON)");
     input.value = chat() ? "" : "{}";
@@ -144,10 +148,17 @@ export async function render({ signal }) {
     }
   }
 
+  /** The run's status once its stream has ended. A stopped run settles just after
+   *  its stream closes, so an active status is read again for a few seconds. */
   async function showRun() {
     if (!state.run) return fill(runLine);
     try {
-      const run = await get(`/threads/${state.thread}/runs/${state.run}`);
+      let run;
+      for (let tries = 0; tries < 20; tries++) {
+        run = await get(`/threads/${state.thread}/runs/${state.run}`);
+        if (!["pending", "running"].includes(run.status)) break;
+        await new Promise((resolve) => setTimeout(resolve, 250));
+      }
       fill(runLine, "Run ", link(`/runs/${state.thread}/${state.run}`, short(state.run), { id: "pg-run" }), " ", badge(run.status));
     } catch (error) {
       fill(runLine, errorBox(error));
