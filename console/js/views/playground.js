@@ -6,6 +6,7 @@ import { CAPS, CONSOLE_SOURCE, assistants, get, post, stream } from "../api.js";
 import { badge, errorBox, fill, h, jsonBox, link, pageHead, parseJson, short } from "../ui.js";
 
 const MODES = ["values", "updates", "custom", "events"];
+const LAST_ASSISTANT = "console.assistant";
 
 /** Chat mode needs a `messages` channel in the input schema (SPEC, assistants). */
 export function hasMessages(schemas) {
@@ -21,6 +22,9 @@ export async function render({ signal }) {
     { id: "pg-assistant" },
     list.map((a) => h("option", { value: a.assistant_id }, a.name === a.graph_id ? a.name : `${a.name} (${a.graph_id})`)),
   );
+  // The assistant picked last time, when it still exists.
+  const remembered = localStorage.getItem(LAST_ASSISTANT);
+  if (list.some((a) => a.assistant_id === remembered)) select.value = remembered;
   const modeBoxes = MODES.map((mode) =>
     h("label.check", h("input", { type: "checkbox", value: mode, checked: mode !== "events" }), mode),
   );
@@ -166,6 +170,7 @@ export async function render({ signal }) {
   }
 
   select.addEventListener("change", () => {
+    localStorage.setItem(LAST_ASSISTANT, select.value);
     state.thread = null;
     showThread();
     fill(chatLog);

@@ -81,6 +81,7 @@ export function errorChain(error) {
 async function detail(threadId, runId, signal) {
   const base = `/threads/${threadId}/runs/${runId}`;
   const run = await get(base);
+  const assistant = await get(`/assistants/${run.assistant_id}`).catch(() => null);
   const status = h("div");
   const tail = h("ol.frames", { id: "run-tail" });
   const tailNote = h("p.muted", { "aria-live": "polite" });
@@ -136,7 +137,7 @@ async function detail(threadId, runId, signal) {
           "dl.facts",
           h("dt", "Status"), h("dd", { id: "run-status" }, badge(run.status)),
           h("dt", "Thread"), h("dd", link(`/threads/${threadId}`, short(threadId))),
-          h("dt", "Assistant"), h("dd", short(run.assistant_id)),
+          h("dt", "Assistant"), h("dd", assistant ? link(`/assistants/${run.assistant_id}`, assistant.name) : short(run.assistant_id)),
           h("dt", "Created"), h("dd", time(run.created_at)),
           h("dt", "Updated"), h("dd", time(run.updated_at)),
           h("dt", "Webhook"), h("dd", webhook ? redactWebhook(webhook) : "none"),

@@ -242,7 +242,7 @@ test("the console fits a phone and follows a dark system theme", async () => {
   await shot(page, "phone");
   await page.setViewportSize({ width: 1280, height: 860 });
   await page.emulateMedia({ colorScheme: "dark" });
-  await visit("playground");
+  await visit("overview");
   const background = await page.evaluate(() => getComputedStyle(document.body).backgroundColor);
   assert.equal(background, "rgb(15, 18, 22)");
   await shot(page, "dark");
