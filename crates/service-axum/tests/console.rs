@@ -53,7 +53,7 @@ async fn text(response: Response) -> String {
     String::from_utf8(bytes.to_vec()).unwrap()
 }
 
-fn header_of<'a>(response: &'a Response, name: header::HeaderName) -> &'a str {
+fn header_of(response: &Response, name: header::HeaderName) -> &str {
     response
         .headers()
         .get(name)
