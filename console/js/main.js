@@ -2,7 +2,7 @@
 // Each view renders once per visit; nothing refreshes on its own.
 
 import { apiKey, baseUrl, forgetBaseUrl, setApiKey } from "./api.js";
-import { errorBox, fill, h } from "./ui.js";
+import { errorBox, fill, h, loading } from "./ui.js";
 import * as playground from "./views/playground.js";
 import * as overview from "./views/overview.js";
 import * as assistants from "./views/assistants.js";
@@ -91,6 +91,8 @@ async function route() {
     return;
   }
   document.title = `${view[1]} · Console`;
+  // The view before goes at once: what shows is always the view asked for.
+  fill(main, loading());
   try {
     fill(main, await view[2].render({ parts, query, signal: current.signal }));
   } catch (error) {

@@ -85,6 +85,9 @@ export const badge = (status) => h(`span.badge.status-${status}`, status);
 // The tail: a v7 UUID begins with its timestamp, so ids made together share a head.
 export const short = (id) => (id ? String(id).slice(-8) : "—");
 
+/** Renders the current view again, as a user's Reload does (never on its own). */
+export const rerender = () => window.dispatchEvent(new HashChangeEvent("hashchange"));
+
 /** A link to a hash route. */
 export const link = (route, text, attrs = {}) => h("a", { href: `#${route}`, ...attrs }, text);
 

@@ -124,7 +124,6 @@ export async function render({ signal }) {
       state.run = null;
       drawFrames();
       state.controller = new AbortController();
-      signal.addEventListener("abort", () => state.controller?.abort(), { once: true });
       stop.disabled = false;
       fill(runLine, h("span.loading", { role: "status" }, "Running…"));
       await stream(
@@ -191,6 +190,8 @@ export async function render({ signal }) {
     },
     "New thread",
   );
+  // Leaving the view closes the stream, which cancels the run like Stop.
+  signal.addEventListener("abort", () => state.controller?.abort(), { once: true });
   showThread();
   await pickAssistant();
 

@@ -2,7 +2,7 @@
 // error with its cause chain, webhook deliveries (destination redacted), and a live
 // tail of an active run's frames, joined with cancel_on_disconnect off.
 
-import { CAPS, get, post, stream } from "../api.js";
+import { CAPS, assistants, get, post, stream } from "../api.js";
 import {
   actionButton,
   badge,
@@ -13,6 +13,7 @@ import {
   jsonBox,
   link,
   pageHead,
+  rerender,
   section,
   short,
   table,
@@ -48,12 +49,12 @@ export async function render({ parts, signal }) {
   return h(
     "div.view",
     pageHead("Runs", `The latest ${CAPS.runs} runs of the most recently updated threads.`),
-    section("Runs", () => recentRuns(CAPS.runs), (runs) =>
+    section("Runs", () => Promise.all([recentRuns(CAPS.runs), assistants()]), ([runs, list]) =>
       table(runs, [
         ["Run", (r) => link(`/runs/${r.thread_id}/${r.run_id}`, short(r.run_id))],
         ["Status", (r) => badge(r.status)],
         ["Thread", (r) => link(`/threads/${r.thread_id}`, short(r.thread_id))],
-        ["Assistant", (r) => short(r.assistant_id)],
+        ["Assistant", (r) => list.find((a) => a.assistant_id === r.assistant_id)?.name ?? short(r.assistant_id)],
         ["Created", (r) => time(r.created_at)],
       ], "No runs yet."),
     ),
@@ -126,7 +127,7 @@ async function detail(threadId, runId, signal) {
   const webhook = run.kwargs?.webhook;
   const view = h(
     "div.view",
-    pageHead(`Run ${short(runId)}`, null, cancel, h("button.ghost", { type: "button", onclick: () => window.dispatchEvent(new HashChangeEvent("hashchange")) }, "Reload")),
+    pageHead(`Run ${short(runId)}`, null, cancel, h("button.ghost", { type: "button", onclick: rerender }, "Reload")),
     status,
     h(
       "div.grid",

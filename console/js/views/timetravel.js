@@ -36,11 +36,13 @@ export async function render({ parts }) {
 }
 
 async function travel(threadId) {
-  const [history, run, thread] = await Promise.all([
-    post(`/threads/${threadId}/history`, { limit: CAPS.checkpoints }),
+  const readHistory = () => post(`/threads/${threadId}/history`, { limit: CAPS.checkpoints });
+  const [first, run, thread] = await Promise.all([
+    readHistory(),
     latestRun(threadId),
     get(`/threads/${threadId}`),
   ]);
+  let history = first;
   const assistantId = run?.assistant_id ?? thread.metadata?.assistant_id ?? thread.metadata?.graph_id;
   const idOf = (s) => s.checkpoint?.checkpoint_id;
   const selected = h("section.card", { id: "tt-selected" });
@@ -96,7 +98,9 @@ async function travel(threadId) {
         "div.row",
         actionButton("Fork", async () => {
           const id = await fork(state, editor.value);
-          reload();
+          history = await readHistory();
+          fill(list.querySelector("#tt-list"), rows());
+          fillCompare();
           return `Forked: new checkpoint ${short(id)}; nothing ran.`;
         }, { status }),
         actionButton("Fork and run", async () => {
@@ -112,9 +116,12 @@ async function travel(threadId) {
 
   const from = h("select", { id: "tt-from", "aria-label": "Compare from", onchange: () => drawDiff() });
   const to = h("select", { id: "tt-to", "aria-label": "Compare to", onchange: () => drawDiff() });
-  for (const [i, s] of history.entries()) {
-    from.append(h("option", { value: i, selected: i === 1 }, `${short(idOf(s))} (step ${s.metadata?.step ?? "?"})`));
-    to.append(h("option", { value: i, selected: i === 0 }, `${short(idOf(s))} (step ${s.metadata?.step ?? "?"})`));
+  /** The compare pickers over the history, newest against the one before. */
+  function fillCompare() {
+    const option = (s, i, selected) => h("option", { value: i, selected }, `${short(idOf(s))} (step ${s.metadata?.step ?? "?"})`);
+    fill(from, history.map((s, i) => option(s, i, i === 1)));
+    fill(to, history.map((s, i) => option(s, i, i === 0)));
+    drawDiff();
   }
   function drawDiff() {
     const a = history[from.value];
@@ -133,10 +140,7 @@ async function travel(threadId) {
         : empty(history.length < 2 ? "One checkpoint: nothing to compare." : "The values are the same."),
     );
   }
-  function reload() {
-    window.dispatchEvent(new HashChangeEvent("hashchange"));
-  }
-
+  fillCompare();
   select(current);
   return h(
     "div.view",

@@ -42,6 +42,7 @@ async function threadOf(graph, input) {
 before(async () => {
   seeded.echo = await threadOf("echo", { messages: [{ type: "human", content: "seeded" }] });
   seeded.approval = await threadOf("approval", { topic: "launch" });
+  seeded.rejected = await threadOf("approval", { topic: "rollback" });
   seeded.fail = await threadOf("fail", {});
   seeded.steps = await threadOf("steps", { n: 2 });
   await api(BASE_URL, "PUT", "/store/items", { namespace: ["notes", "alice"], key: "milk", value: { kind: "note", text: "buy milk" } });
@@ -142,7 +143,7 @@ test("a failed run shows its error with the cause chain, and an active run is ta
   const thread = await post("/threads", {});
   const slow = await post(`/threads/${thread.thread_id}/runs`, { assistant_id: "slow", input: { delay_ms: 1500 }, stream_mode: ["values", "updates"] });
   await visit(`runs/${thread.thread_id}/${slow.run_id}`);
-  await page.getByText("The run has ended").waitFor({ timeout: 15_000 });
+  await page.getByText("The run has ended; reload to see its final status.").waitFor({ timeout: 15_000 });
   assert.ok((await page.locator("#run-tail .frame").count()) >= 1, "the tail showed the run's frames");
   const settled = () => get(`/threads/${thread.thread_id}/runs/${slow.run_id}`).then((r) => r.status === "success");
   await eventually(settled, "the watched run succeeds (watching does not cancel it)");
@@ -164,6 +165,12 @@ test("an approval interrupt is approved from the interrupts view", async () => {
   await card.getByRole("button", { name: "Approve" }).click();
   await card.getByText("Resumed: run").waitFor();
   await eventually(async () => (await get(`/threads/${seeded.approval}`)).values?.status === "approved", "the thread reaches approved");
+  // Free text resumes with its JSON when it parses: `false` rejects like Reject.
+  const other = page.locator(`li.interrupt[data-thread="${seeded.rejected}"]`);
+  await other.getByRole("textbox", { name: "Free-text answer" }).fill("false");
+  await other.getByRole("button", { name: "Send answer" }).click();
+  await other.getByText("Resumed: run").waitFor();
+  await eventually(async () => (await get(`/threads/${seeded.rejected}`)).values?.status === "rejected", "the thread reaches rejected");
 });
 
 test("time travel forks a checkpoint and runs from it", async () => {
@@ -174,6 +181,9 @@ test("time travel forks a checkpoint and runs from it", async () => {
   const values = JSON.parse(await page.inputValue("#tt-values"));
   await page.fill("#tt-values", JSON.stringify({ ...values, n: 4 }));
   await shot(page, "timetravel");
+  await page.getByRole("button", { name: "Fork", exact: true }).click();
+  await page.getByText(/Forked: new checkpoint .*; nothing ran\./).waitFor();
+  assert.equal((await get(`/threads/${seeded.steps}/runs`)).length, runsBefore.length, "a fork runs nothing");
   await page.getByRole("button", { name: "Fork and run" }).click();
   await page.locator(".tt-run").waitFor();
   const runId = (await page.locator(".tt-run").getAttribute("href")).split("/").pop();
