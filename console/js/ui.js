@@ -85,6 +85,14 @@ export const badge = (status) => h(`span.badge.status-${status}`, status);
 // The tail: a v7 UUID begins with its timestamp, so ids made together share a head.
 export const short = (id) => (id ? String(id).slice(-8) : "—");
 
+/** Appends `item`, dropping the oldest beyond `cap` (the run tail keeps the latest
+ *  frames). */
+export function pushCapped(list, item, cap) {
+  list.push(item);
+  if (list.length > cap) list.splice(0, list.length - cap);
+  return list;
+}
+
 /** Renders the current view again, as a user's Reload does (never on its own). */
 export const rerender = () => window.dispatchEvent(new HashChangeEvent("hashchange"));
 

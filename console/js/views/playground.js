@@ -3,7 +3,7 @@
 // started with on_disconnect=cancel). The thread is created on the first send.
 
 import { CAPS, CONSOLE_SOURCE, assistants, get, post, stream } from "../api.js";
-import { badge, errorBox, fill, h, jsonBox, link, pageHead, parseJson, short } from "../ui.js";
+import { badge, errorBox, fill, h, jsonBox, link, pageHead, parseJson, pushCapped, short } from "../ui.js";
 
 const MODES = ["values", "updates", "custom", "events"];
 const LAST_ASSISTANT = "console.assistant";
@@ -134,8 +134,7 @@ export async function render({ signal }) {
           signal: state.controller.signal,
           onFrame(frame) {
             if (frame.event === "metadata" && frame.data?.run_id) state.run = frame.data.run_id;
-            state.frames.push(frame);
-            if (state.frames.length > CAPS.frames) state.frames.shift();
+            pushCapped(state.frames, frame, CAPS.frames);
             if (frame.event === "values" && chat()) drawChat(frame.data);
             drawFrames();
           },

@@ -13,6 +13,7 @@ import {
   jsonBox,
   link,
   pageHead,
+  pushCapped,
   rerender,
   section,
   short,
@@ -102,8 +103,7 @@ async function detail(threadId, runId, signal) {
         lastEventId: -1,
         onFrame(frame) {
           seen++;
-          frames.push(frame);
-          if (frames.length > CAPS.frames) frames.shift();
+          pushCapped(frames, frame, CAPS.frames);
           drawTail();
         },
       });

@@ -9,6 +9,8 @@ import { isFiveFields, nextText } from "../../../console/js/views/crons.js";
 import { hasMessages } from "../../../console/js/views/playground.js";
 import { diff } from "../../../console/js/views/timetravel.js";
 import { parseNamespace } from "../../../console/js/views/store.js";
+import { CAPS } from "../../../console/js/api.js";
+import { pushCapped } from "../../../console/js/ui.js";
 
 test("free text resumes with its JSON when it parses, else with the text", () => {
   assert.equal(resumeValue("true"), true);
@@ -54,4 +56,16 @@ test("a namespace is typed with slashes or dots", () => {
   assert.deepEqual(parseNamespace("users/u1"), ["users", "u1"]);
   assert.deepEqual(parseNamespace(" notes.alice "), ["notes", "alice"]);
   assert.deepEqual(parseNamespace(""), []);
+});
+
+test("a run's tail keeps the latest 500 frames, and the lists keep SPEC's caps", () => {
+  const frames = [];
+  for (let i = 1; i <= 600; i++) pushCapped(frames, i, CAPS.frames);
+  assert.equal(frames.length, 500);
+  assert.equal(frames[0], 101);
+  assert.equal(frames.at(-1), 600);
+  assert.deepEqual(
+    { threads: CAPS.threads, runs: CAPS.runs, checkpoints: CAPS.checkpoints, assistants: CAPS.assistants, crons: CAPS.crons },
+    { threads: 50, runs: 50, checkpoints: 20, assistants: 100, crons: 100 },
+  );
 });
