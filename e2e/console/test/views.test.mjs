@@ -246,9 +246,12 @@ test("the views are reachable from the keyboard", async () => {
 
 test("the console fits a phone and follows a dark system theme", async () => {
   await page.setViewportSize({ width: 390, height: 844 });
-  await visit("overview");
-  const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
-  assert.ok(overflow <= 0, `the page is ${overflow}px wider than the phone`);
+  const views = ["playground", "assistants", "threads", `threads/${seeded.steps}`, "runs", "channels", "interrupts", `timetravel/${seeded.steps}`, "store", "crons", "overview"];
+  for (const view of views) {
+    await visit(view);
+    const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+    assert.ok(overflow <= 0, `${view} is ${overflow}px wider than the phone`);
+  }
   await shot(page, "phone");
   await page.setViewportSize({ width: 1280, height: 860 });
   await page.emulateMedia({ colorScheme: "dark" });
