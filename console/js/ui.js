@@ -104,7 +104,8 @@ export const link = (route, text, attrs = {}) => h("a", { href: `#${route}`, ...
  *  element; `.reload()` runs it again. */
 export function section(title, load, render, actions = []) {
   const body = h("div.section-body");
-  const el = h("section.card", title ? h("header.card-head", h("h2", title), actions) : null, body);
+  // Untitled, it is only a place for what it loads (cards of their own, say).
+  const el = title ? h("section.card", h("header.card-head", h("h2", title), actions), body) : h("section", body);
   el.reload = async () => {
     fill(body, loading());
     try {

@@ -14,6 +14,9 @@ export function resumeValue(text) {
   }
 }
 
+/** The thread's pending interrupts, across its tasks. */
+const pendingOf = (thread) => Object.values(thread.interrupts ?? {}).flat();
+
 export async function render() {
   return h(
     "div.view",
@@ -22,7 +25,10 @@ export async function render() {
       null,
       async () => {
         const threads = await post("/threads/search", { status: "interrupted", limit: CAPS.threads, sort_by: "updated_at", sort_order: "desc" });
-        return Promise.all(threads.map(async (thread) => ({ thread, run: await latestRun(thread.thread_id) })));
+        // A thread paused without an interrupt (a cancelled run, interrupt_before) has
+        // nothing to answer.
+        const waiting = threads.filter((thread) => pendingOf(thread).length);
+        return Promise.all(waiting.map(async (thread) => ({ thread, run: await latestRun(thread.thread_id) })));
       },
       (rows) => (rows.length ? h("ul.cards", rows.map(card)) : h("p.empty", "No thread is waiting on an interrupt.")),
     ),
@@ -32,7 +38,7 @@ export async function render() {
 function card({ thread, run }) {
   const status = h("div", { "aria-live": "polite" });
   const id = thread.thread_id;
-  const pending = Object.values(thread.interrupts ?? {}).flat();
+  const pending = pendingOf(thread);
   const resume = async (value) => {
     const started = await post(`/threads/${id}/runs`, { assistant_id: run.assistant_id, command: { resume: value } });
     // Answered: the interrupt is no longer pending, so its controls go.

@@ -8,7 +8,7 @@ import { empty, errorBox, fill, h, jsonBox, loading, pageHead, parseJson, sectio
 export const parseNamespace = (text) => text.split(/[/.]/).map((s) => s.trim()).filter(Boolean);
 
 export async function render() {
-  const results = h("div", { id: "store-results" });
+  const results = h("div", { id: "store-results" }, empty("Pick a namespace, or search."));
   const prefix = h("input", { id: "store-prefix", type: "text", placeholder: "users/u1", autocomplete: "off" });
   const filter = h("input.mono", { id: "store-filter", type: "text", placeholder: '{"kind": "note"}', autocomplete: "off" });
   const query = h("input", { id: "store-query", type: "text", placeholder: "semantic query (needs an index)", autocomplete: "off" });
