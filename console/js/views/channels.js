@@ -1,5 +1,6 @@
 // Channels: the inbound channel routes the server has (read-only; changes take
-// effect after a restart). A server without channel routes has no inventory route.
+// effect after a restart). A server without channel routes has no inventory route:
+// /info's flags.channels says so, and a 404 means the same.
 
 import { ApiError, get } from "../api.js";
 import { empty, h, pageHead, section, table } from "../ui.js";
@@ -11,6 +12,9 @@ export async function render() {
     section(
       "Channel routes",
       async () => {
+        // A server that says it has no channel routes is not asked for them.
+        const info = await get("/info");
+        if (info?.flags?.channels === false) return null;
         try {
           return await get("/channels");
         } catch (error) {
