@@ -38,7 +38,7 @@ function serverBox() {
     type: "password",
     value: apiKey(),
     autocomplete: "off",
-    placeholder: "x-api-key (when the server needs one)",
+    placeholder: "x-api-key, when needed",
     "aria-label": "API key",
   });
   const save = (event) => {

@@ -121,7 +121,13 @@ export function section(title, load, render, actions = []) {
 
 export const loading = () => h("p.loading", { role: "status" }, "Loading…");
 
-export const errorBox = (error) => h("p.error", { role: "alert" }, error?.message ?? String(error));
+export const errorBox = (error) =>
+  h(
+    "p.error",
+    { role: "alert" },
+    error?.message ?? String(error),
+    error?.status === 401 ? h("span.hint", " Type a key in the API key box at the top.") : null,
+  );
 
 export const empty = (text) => h("p.empty", text);
 
