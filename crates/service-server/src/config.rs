@@ -308,9 +308,18 @@ impl ConfigFile {
             None => Ok(ConsoleSetting::Unset),
             Some(serde_json::Value::Bool(false)) => Ok(ConsoleSetting::Off),
             Some(serde_json::Value::Bool(true)) => Ok(ConsoleSetting::At(DEFAULT_CONSOLE.into())),
-            Some(serde_json::Value::String(path)) => service_axum::console_mount(path)
-                .map(ConsoleSetting::At)
-                .map_err(|error| ConfigError(format!("http.console: {error}"))),
+            Some(serde_json::Value::String(path)) => {
+                let mount = service_axum::console_mount(path)
+                    .map_err(|error| ConfigError(format!("http.console: {error}")))?;
+                // The console finds the API one segment above its own path, and this
+                // server's API is at the root.
+                if mount.matches('/').count() > 1 {
+                    return Err(ConfigError(format!(
+                        "http.console: {path:?} must be one segment, such as \"/console\": the console finds the API one segment above it"
+                    )));
+                }
+                Ok(ConsoleSetting::At(mount))
+            }
             Some(other) => Err(ConfigError(format!(
                 "http.console must be a boolean or a path, got {other}"
             ))),
@@ -443,8 +452,8 @@ mod tests {
                 ConsoleSetting::At("/console".into()),
             ),
             (
-                r#"{"http": {"console": "/admin/ui/"}}"#,
-                ConsoleSetting::At("/admin/ui".into()),
+                r#"{"http": {"console": "/ui/"}}"#,
+                ConsoleSetting::At("/ui".into()),
             ),
         ] {
             let config: ConfigFile = serde_json::from_str(text).unwrap();
@@ -453,6 +462,7 @@ mod tests {
         for text in [
             r#"{"http": {"console": "/"}}"#,
             r#"{"http": {"console": "/threads"}}"#,
+            r#"{"http": {"console": "/admin/ui"}}"#,
             r#"{"http": {"console": 1}}"#,
         ] {
             let config: ConfigFile = serde_json::from_str(text).unwrap();

@@ -91,6 +91,29 @@ fn dev_serves_the_console_and_no_console_or_start_leave_it_out() {
 }
 
 #[test]
+fn start_serves_the_console_at_the_path_http_console_names() {
+    let config = ConfigFile::write("console", &serde_json::json!({"http": {"console": "/ui"}}));
+    let mut child = server()
+        .args(["start", "--port", "0", "--config", &config.path()])
+        .env_remove("DATABASE_URL")
+        .env_remove("DATABASE_URI")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut log = BufReader::new(child.stdout.take().unwrap());
+    let address = listening_address(&mut log);
+    let status = |path: &str| {
+        let answer = request(&address, "GET", path, "");
+        answer.lines().next().unwrap_or_default().to_owned()
+    };
+    assert!(status("/ui/").starts_with("HTTP/1.1 200"));
+    assert!(status("/ui").starts_with("HTTP/1.1 302"));
+    assert!(status("/console/").starts_with("HTTP/1.1 404"));
+    terminate_cleanly_within(&mut child, Duration::from_secs(10));
+}
+
+#[test]
 fn an_unknown_config_file_key_stops_the_boot() {
     let config = ConfigFile::write("config", &serde_json::json!({"grpahs": {}}));
     let output = server()
