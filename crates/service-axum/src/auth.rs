@@ -5,7 +5,7 @@
 //! store's query, what is made is stamped.
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use async_trait::async_trait;
 use axum::body::Body;
@@ -25,6 +25,10 @@ use crate::extract::{BodyLimit, QueryParams, read_body};
 
 /// The identity of requests to a router without an authenticator.
 const ANONYMOUS: &str = "anonymous";
+
+/// The one principal of every request to a router without an authenticator.
+static ANONYMOUS_PRINCIPAL: LazyLock<Arc<Principal>> =
+    LazyLock::new(|| Arc::new(Principal::new(ANONYMOUS)));
 
 /// Turns a request's credentials into a principal.
 #[async_trait]
@@ -222,6 +226,6 @@ impl<S: Send + Sync> FromRequestParts<S> for CallerOf {
 fn principal_of(parts: &Parts) -> Arc<Principal> {
     match parts.extensions.get::<Authenticated>() {
         Some(authenticated) => authenticated.0.clone(),
-        None => Arc::new(Principal::new(ANONYMOUS)),
+        None => Arc::clone(&ANONYMOUS_PRINCIPAL),
     }
 }

@@ -21,8 +21,12 @@ mod routes;
 mod sse;
 mod streams;
 
+use std::sync::Arc;
+
 use axum::Router;
+use axum::extract::State;
 use service_engine::Engine;
+use service_engine::auth::Authorizer;
 
 use crate::auth::{Access, Auth};
 
@@ -104,7 +108,12 @@ pub fn router_with(engine: Engine, options: RouterOptions) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(engine.clone());
-    let limit = extract::BodyLimit(options.max_body_bytes);
+    let context = RequestContext {
+        body_limit: extract::BodyLimit(options.max_body_bytes),
+        limits: options.limits,
+        slots: streams::StreamSlots::new(options.limits.max_streams_per_principal),
+        authorizer: options.auth.authorizer,
+    };
     // Wrapping the whole route table (not each route) lets an idempotent replay
     // re-dispatch to a different route (the join of the recorded run).
     let mut router = Router::new()
@@ -113,14 +122,10 @@ pub fn router_with(engine: Engine, options: RouterOptions) -> Router {
             engine,
             idempotency::idempotency,
         ))
-        .layer(axum::Extension(limit))
-        .layer(axum::Extension(options.limits))
-        .layer(axum::Extension(streams::StreamSlots::new(
-            options.limits.max_streams_per_principal,
-        )));
-    if let Some(authorizer) = options.auth.authorizer {
-        router = router.layer(axum::Extension(authorizer));
-    }
+        .layer(axum::middleware::map_request_with_state(
+            context,
+            with_context,
+        ));
     if let Some(authenticator) = options.auth.authenticator {
         let public = table
             .iter()
@@ -137,6 +142,30 @@ pub fn router_with(engine: Engine, options: RouterOptions) -> Router {
         ));
     }
     router.layer(axum::middleware::from_fn(cors::cors))
+}
+
+/// What every request carries to the routes, put in by one layer (each layer of the
+/// router costs boxed-service clones on every request).
+#[derive(Clone)]
+struct RequestContext {
+    body_limit: extract::BodyLimit,
+    limits: ClientLimits,
+    slots: streams::StreamSlots,
+    authorizer: Option<Arc<dyn Authorizer>>,
+}
+
+async fn with_context(
+    State(context): State<RequestContext>,
+    mut request: axum::extract::Request,
+) -> axum::extract::Request {
+    let extensions = request.extensions_mut();
+    extensions.insert(context.body_limit);
+    extensions.insert(context.limits);
+    extensions.insert(context.slots);
+    if let Some(authorizer) = context.authorizer {
+        extensions.insert(authorizer);
+    }
+    request
 }
 
 /// Every route the router serves with `options`, with what each asks the authorizer.

@@ -150,7 +150,7 @@ impl Engine {
     }
 
     /// The store.
-    pub fn store(&self) -> &Store {
+    pub(crate) fn store(&self) -> &Store {
         &self.inner.store
     }
 

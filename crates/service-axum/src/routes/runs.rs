@@ -8,7 +8,8 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use serde_json::{Value, json};
 use service_engine::auth::{Action, Resource};
-use service_engine::bus::{Replay, Subscription};
+use service_engine::bus::Replay;
+use service_engine::views::Watched;
 use service_engine::{Caller, Engine, RunStream, RunTarget, RunToJoin, run_not_found};
 use service_types::{BulkCancel, CancelAction, OnDisconnect, Run, RunCreate, RunStatus};
 use uuid::Uuid;
@@ -167,7 +168,7 @@ async fn stream(
     let resumable = body.stream_resumable.unwrap_or(false);
     let cancel = body.on_disconnect == Some(OnDisconnect::Cancel);
     let runs = engine.as_caller(caller).runs();
-    let (run, subscription) = runs.create_watched(target, body).await?;
+    let (run, watched) = runs.create_watched(target, body).await?;
     let stateless = target == RunTarget::Stateless;
     let location = run_path(prefix, &run, stateless);
     let extra = headers(&[
@@ -176,7 +177,7 @@ async fn stream(
     ]);
     let body = SseBody {
         prelude: Vec::new(),
-        subscription: Some(subscription),
+        subscription: Some(watched.into_frames()),
         with_ids: resumable,
         filter: ModeFilter::default(),
         on_drop: cancel_on_drop(engine, caller, &run, cancel),
@@ -214,7 +215,7 @@ async fn result_response(
     caller: &Caller,
     prefix: &MountPrefix,
     run: &Run,
-    subscription: Option<Subscription>,
+    watched: Option<Watched>,
     on_drop: Option<OnDrop>,
 ) -> Response {
     let path = thread_path(prefix, run);
@@ -225,11 +226,14 @@ async fn result_response(
     let (engine, caller, run_id) = (engine.clone(), caller.clone(), run.run_id);
     let result = async move {
         let runs = engine.as_caller(&caller).runs();
-        // The run was created or found by this caller; the check cannot refuse it.
-        let body = runs
-            .result(run_id, subscription)
-            .await
-            .unwrap_or_else(|_| json!({ "__error__": run_not_found() }));
+        let body = match watched {
+            Some(watched) => runs.wait(watched).await,
+            // Found by this caller, so the check cannot refuse it.
+            None => runs
+                .result(run_id)
+                .await
+                .unwrap_or_else(|_| json!({ "__error__": run_not_found() })),
+        };
         Bytes::from(json::to_vec(&body).unwrap_or_else(|_| b"{}".to_vec()))
     };
     waiting_json_response(result, extra, on_drop).await
@@ -244,9 +248,9 @@ async fn wait(
 ) -> ApiResult<Response> {
     let cancel = body.on_disconnect == Some(OnDisconnect::Cancel);
     let runs = engine.as_caller(caller).runs();
-    let (run, subscription) = runs.create_watched(target, body).await?;
+    let (run, watched) = runs.create_watched(target, body).await?;
     let on_drop = cancel_on_drop(engine, caller, &run, cancel);
-    Ok(result_response(engine, caller, prefix, &run, Some(subscription), on_drop).await)
+    Ok(result_response(engine, caller, prefix, &run, Some(watched), on_drop).await)
 }
 
 async fn wait_on_thread(
@@ -402,7 +406,7 @@ async fn join(
             let on_drop = cancel_on_drop(&engine, &caller, &run, cancel);
             Ok(result_response(&engine, &caller, &prefix, &run, None, on_drop).await)
         }
-        RunToJoin::Forgotten => Ok(Json(runs.result(run_id, None).await?).into_response()),
+        RunToJoin::Forgotten => Ok(Json(runs.result(run_id).await?).into_response()),
         RunToJoin::Unknown => Ok(Json(json!({ "__error__": run_not_found() })).into_response()),
     }
 }

@@ -86,7 +86,7 @@ impl<'a> Assistants<'a> {
 
     /// An assistant's versions.
     pub async fn versions(
-        &self,
+        self,
         id: &str,
         query: AssistantVersionsQuery,
     ) -> EngineResult<Vec<AssistantVersion>> {
@@ -111,7 +111,7 @@ impl<'a> Assistants<'a> {
 
     /// The assistant's subgraphs' schemas, under `namespace` when given.
     pub async fn subgraphs(
-        &self,
+        self,
         id: &str,
         namespace: Option<String>,
         recurse: bool,

@@ -20,7 +20,7 @@ impl<'a> Deliveries<'a> {
 
     /// A run's deliveries, oldest first.
     pub async fn list(
-        &self,
+        self,
         thread_id: Uuid,
         run_id: Uuid,
         query: &DeliveryQuery,
@@ -35,7 +35,7 @@ impl<'a> Deliveries<'a> {
 
     /// Attempts a delivery again now.
     pub async fn replay(
-        &self,
+        self,
         thread_id: Uuid,
         run_id: Uuid,
         delivery_id: Uuid,

@@ -43,7 +43,7 @@ impl<'a> Items<'a> {
 
     /// Reads an item (`refresh`: extend its expiry).
     pub async fn get(
-        &self,
+        self,
         namespace: Vec<String>,
         key: &str,
         refresh: Option<bool>,

@@ -21,7 +21,7 @@ pub use crons::Crons;
 pub use deliveries::Deliveries;
 pub use items::Items;
 pub use protocol::Protocol;
-pub use runs::Runs;
+pub use runs::{Runs, Watched};
 pub use threads::Threads;
 
 use crate::Engine;
@@ -86,6 +86,11 @@ impl<'a> System<'a> {
             engine: self.engine,
             caller: &SYSTEM,
         }
+    }
+
+    /// The store itself, unscoped (tests and trusted embedder code that inspect it).
+    pub fn store(self) -> &'a service_store::Store {
+        self.engine.store()
     }
 
     /// Creates (once) the system assistant of every registered graph.

@@ -33,7 +33,7 @@ impl<'a> Protocol<'a> {
 
     /// `run.start` on the thread (made for it, stamped, when it does not exist).
     pub async fn start_run(
-        &self,
+        self,
         thread_id: Uuid,
         params: RunStartParams,
     ) -> Result<Run, ProtocolFailure> {
@@ -45,7 +45,7 @@ impl<'a> Protocol<'a> {
 
     /// `input.respond`: resumes the thread's paused run.
     pub async fn respond(
-        &self,
+        self,
         thread_id: Uuid,
         params: InputRespondParams,
     ) -> Result<Run, ProtocolFailure> {
@@ -58,7 +58,7 @@ impl<'a> Protocol<'a> {
 
     /// `agent.getTree`: the run's graph and the subgraphs it is paused in.
     pub async fn agent_tree(
-        &self,
+        self,
         thread_id: Uuid,
         run_id: Option<Uuid>,
     ) -> Result<Value, ProtocolFailure> {

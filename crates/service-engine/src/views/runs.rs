@@ -37,13 +37,28 @@ impl<'a> Runs<'a> {
     /// [`create`](Self::create), subscribed to the run's frames from before it can be
     /// claimed (for a stream or a wait).
     pub async fn create_watched(
-        &self,
+        self,
         target: RunTarget,
         body: RunCreate,
-    ) -> EngineResult<(Run, Subscription)> {
-        self.0
+    ) -> EngineResult<(Run, Watched)> {
+        let (run, subscription) = self
+            .0
             .engine
             .create_run_watched(self.0.caller, target, body)
+            .await?;
+        let watched = Watched {
+            run_id: run.run_id,
+            subscription,
+        };
+        Ok((run, watched))
+    }
+
+    /// Waits until a run [`create_watched`](Self::create_watched) made ends, and
+    /// returns its wait body. Nothing to check: only its creator holds the watch.
+    pub async fn wait(self, watched: Watched) -> Value {
+        self.0
+            .engine
+            .run_result_from(watched.run_id, Some(watched.subscription))
             .await
     }
 
@@ -55,7 +70,7 @@ impl<'a> Runs<'a> {
 
     /// A thread's runs, newest first.
     pub async fn list(
-        &self,
+        self,
         thread_id: Uuid,
         limit: Option<i64>,
         offset: Option<i64>,
@@ -77,7 +92,7 @@ impl<'a> Runs<'a> {
 
     /// Cancels a run of a thread.
     pub async fn cancel(
-        &self,
+        self,
         thread_id: Uuid,
         run_id: Uuid,
         action: CancelAction,
@@ -101,7 +116,7 @@ impl<'a> Runs<'a> {
 
     /// A run's stream from `replay`; `None` for a run unknown there.
     pub async fn join_stream(
-        &self,
+        self,
         thread_id: Option<Uuid>,
         run_id: Uuid,
         replay: Replay,
@@ -114,17 +129,34 @@ impl<'a> Runs<'a> {
             .await)
     }
 
-    /// Waits until the run ends and returns its wait/join body, reading
-    /// `subscription` (from [`create_watched`](Self::create_watched)) first. The run
-    /// must be within the caller's scope (its own stamp says so, also for a run whose
-    /// thread is gone); a run joined as [`RunToJoin::Forgotten`] is answered from what
-    /// its topic still holds.
-    pub async fn result(
-        self,
-        run_id: Uuid,
-        subscription: Option<Subscription>,
-    ) -> EngineResult<Value> {
+    /// Waits until the run ends and returns its wait/join body. The run must be within
+    /// the caller's scope (its own stamp says so, also for a run whose thread is gone);
+    /// a run joined as [`RunToJoin::Forgotten`] is answered from what its topic still
+    /// holds.
+    pub async fn result(self, run_id: Uuid) -> EngineResult<Value> {
         self.check(None, run_id).await?;
-        Ok(self.0.engine.run_result_from(run_id, subscription).await)
+        Ok(self.0.engine.run_result_from(run_id, None).await)
+    }
+}
+
+/// A run created for a stream or a wait, subscribed to its frames from before it could
+/// be claimed, so none is missed.
+pub struct Watched {
+    run_id: Uuid,
+    subscription: Subscription,
+}
+
+impl Watched {
+    /// The run's frames, for a stream.
+    pub fn into_frames(self) -> Subscription {
+        self.subscription
+    }
+}
+
+impl std::fmt::Debug for Watched {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Watched")
+            .field("run_id", &self.run_id)
+            .finish_non_exhaustive()
     }
 }

@@ -90,7 +90,7 @@ impl<'a> Threads<'a> {
 
     /// The thread's state, at a checkpoint when given.
     pub async fn state(
-        &self,
+        self,
         thread_id: Uuid,
         checkpoint: Option<Checkpoint>,
         subgraphs: bool,
@@ -104,7 +104,7 @@ impl<'a> Threads<'a> {
 
     /// Writes the thread's state through its graph.
     pub async fn update_state(
-        &self,
+        self,
         thread_id: Uuid,
         body: ThreadStateUpdate,
     ) -> EngineResult<Value> {
@@ -120,7 +120,7 @@ impl<'a> Threads<'a> {
 
     /// The thread's checkpoints, newest first.
     pub async fn history(
-        &self,
+        self,
         thread_id: Uuid,
         query: HistoryQuery,
     ) -> EngineResult<Vec<ThreadState>> {
@@ -130,7 +130,7 @@ impl<'a> Threads<'a> {
 
     /// The thread's stream from `replay`.
     pub async fn join_stream(
-        &self,
+        self,
         thread_id: Uuid,
         replay: Replay,
     ) -> EngineResult<Option<Subscription>> {

@@ -109,7 +109,13 @@ async fn a_watched_run_on_a_new_thread_is_created_claimed_for_an_idle_worker() {
         .await
         .unwrap();
     let slow = eventually(|| async {
-        let run = engine.store().runs().get(slow.run_id).await.ok()??;
+        let run = engine
+            .system()
+            .store()
+            .runs()
+            .get(slow.run_id)
+            .await
+            .ok()??;
         (run.status == RunStatus::Running).then_some(run)
     })
     .await;
@@ -123,6 +129,7 @@ async fn a_watched_run_on_a_new_thread_is_created_claimed_for_an_idle_worker() {
         .unwrap();
     assert_eq!(
         engine
+            .system()
             .store()
             .runs()
             .get(behind.run_id)

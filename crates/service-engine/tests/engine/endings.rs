@@ -187,7 +187,10 @@ async fn a_rolled_back_run_loses_its_checkpoints_before_it_settles() {
     });
     let checkpointer: Arc<dyn Checkpointer> = witness.clone();
     let harness = harness_with(EngineConfig::default(), checkpointer.clone());
-    witness.store.set(harness.engine.store().clone()).ok();
+    witness
+        .store
+        .set(harness.engine.system().store().clone())
+        .ok();
     let Harness { engine, .. } = start(harness).await;
 
     let thread = new_thread(&engine).await;
@@ -249,6 +252,7 @@ async fn a_run_whose_stored_options_do_not_decode_fails_naming_them() {
     let thread = new_thread(engine).await;
     let run_id = Uuid::now_v7();
     engine
+        .system()
         .store()
         .runs()
         .create(

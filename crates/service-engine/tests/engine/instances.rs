@@ -488,16 +488,12 @@ async fn a_wait_ends_when_its_run_settles_on_another_instance() {
     executing.start();
     let result = tokio::time::timeout(
         Duration::from_secs(10),
-        waiting
-            .system()
-            .view()
-            .runs()
-            .result(run.run_id, Some(subscription)),
+        waiting.system().view().runs().wait(subscription),
     )
     .await
-    .expect("the wait ends")
-    .unwrap();
+    .expect("the wait ends");
     let settled = executing
+        .system()
         .store()
         .runs()
         .get(run.run_id)

@@ -61,7 +61,7 @@ async fn a_watched_stateless_run_answers_even_after_the_bus_forgot_it() {
     // Settled and cleaned up: a stateless run's row goes with its thread.
     thread_gone(&engine, run.thread_id).await;
     for _ in 0..2 {
-        let (other, watching) = engine
+        let (_other, watching) = engine
             .system()
             .view()
             .runs()
@@ -71,25 +71,13 @@ async fn a_watched_stateless_run_answers_even_after_the_bus_forgot_it() {
             )
             .await
             .unwrap();
-        engine
-            .system()
-            .view()
-            .runs()
-            .result(other.run_id, Some(watching))
-            .await
-            .unwrap();
+        engine.system().view().runs().wait(watching).await;
     }
 
     // Without the subscription taken at creation, the result is gone.
     let late = result_of(&engine, run.run_id).await;
     assert_eq!(late["__error__"]["message"], "404: Run not found");
-    let body = engine
-        .system()
-        .view()
-        .runs()
-        .result(run.run_id, Some(subscription))
-        .await
-        .unwrap();
+    let body = engine.system().view().runs().wait(subscription).await;
     assert_eq!(body["messages"][1]["content"], "echo: watched");
 }
 
@@ -112,13 +100,7 @@ async fn a_thread_made_by_its_run_names_the_graph_and_is_idle_after_it() {
     assert_eq!(run.thread_id, thread);
     // The run's metadata takes in its new thread's, which names the graph.
     assert_eq!(run.metadata["graph_id"], "echo");
-    let result = engine
-        .system()
-        .view()
-        .runs()
-        .result(run.run_id, Some(watching))
-        .await
-        .unwrap();
+    let result = engine.system().view().runs().wait(watching).await;
     assert_eq!(result["messages"][1]["content"], "echo: new");
     assert_eq!(settled(&engine, &run).await.status, RunStatus::Success);
     let made = eventually(|| async {
@@ -195,13 +177,14 @@ async fn a_run_stream_starts_with_metadata_before_the_run_starts() {
     let thread = new_thread(&engine).await;
     let mut delayed = run_body("echo", json!({"messages": []}));
     delayed.after_seconds = Some(30.0);
-    let (run, mut subscription) = engine
+    let (run, watched) = engine
         .system()
         .view()
         .runs()
         .create_watched(RunTarget::Thread(thread), delayed)
         .await
         .unwrap();
+    let mut subscription = watched.into_frames();
     let first = tokio::time::timeout(
         Duration::from_secs(5),
         futures::StreamExt::next(&mut subscription),
@@ -236,7 +219,7 @@ async fn a_run_stream_starts_with_metadata_before_the_run_starts() {
         )
         .await
         .unwrap();
-    let frames = frames(subscription).await;
+    let frames = frames(subscription.into_frames()).await;
     let events: Vec<&str> = frames.iter().map(|(event, _)| event.as_str()).collect();
     assert_eq!(events.first(), Some(&"metadata"));
     assert_eq!(events.iter().filter(|e| **e == "metadata").count(), 1);

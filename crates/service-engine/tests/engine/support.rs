@@ -164,7 +164,7 @@ pub(crate) async fn idle_workers(engine: &Engine, count: usize) {
 pub(crate) async fn result_of(engine: &Engine, run_id: Uuid) -> Value {
     tokio::time::timeout(
         Duration::from_secs(30),
-        engine.system().view().runs().result(run_id, None),
+        engine.system().view().runs().result(run_id),
     )
     .await
     .expect("the run ended within 30 s")
