@@ -196,8 +196,15 @@ impl Asset {
             .flat_map(|value| value.split(','))
             .any(|coding| {
                 let mut parts = coding.split(';');
-                parts.next().map(str::trim) == Some("gzip")
-                    && !parts.any(|param| param.trim().replace(' ', "") == "q=0")
+                // `gzip;q=0` (or `q=0.0`) refuses it.
+                let refused = |param: &str| {
+                    param
+                        .trim()
+                        .strip_prefix("q=")
+                        .and_then(|q| q.trim().parse::<f32>().ok())
+                        == Some(0.0)
+                };
+                parts.next().map(str::trim) == Some("gzip") && !parts.any(refused)
             });
         let mut response = match (&self.gzip, accepts_gzip) {
             (Some(packed), true) => {

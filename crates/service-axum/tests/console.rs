@@ -38,9 +38,18 @@ async fn app(options: RouterOptions) -> Router {
 }
 
 async fn send(app: &Router, method: Method, uri: &str, gzip: bool) -> Response {
+    send_accepting(app, method, uri, gzip.then_some("gzip, br")).await
+}
+
+async fn send_accepting(
+    app: &Router,
+    method: Method,
+    uri: &str,
+    accept_encoding: Option<&str>,
+) -> Response {
     let mut request = Request::builder().method(method).uri(uri);
-    if gzip {
-        request = request.header(header::ACCEPT_ENCODING, "gzip, br");
+    if let Some(accept) = accept_encoding {
+        request = request.header(header::ACCEPT_ENCODING, accept);
     }
     app.clone()
         .oneshot(request.body(Body::empty()).unwrap())
@@ -109,6 +118,14 @@ async fn assets_are_immutable_and_gzipped_when_asked() {
     assert_eq!(header_of(&packed, header::VARY), "accept-encoding");
     let packed_len = packed.into_body().collect().await.unwrap().to_bytes().len();
     assert!(packed_len < plain_len, "{packed_len} >= {plain_len}");
+    for refused in ["gzip;q=0", "br, gzip; q=0.0"] {
+        let response = send_accepting(&app, Method::GET, &uri, Some(refused)).await;
+        assert_eq!(
+            header_of(&response, header::CONTENT_ENCODING),
+            "",
+            "{refused}"
+        );
+    }
 }
 
 #[tokio::test]
