@@ -8,7 +8,7 @@ set positional-arguments
 dev *args:
     cargo run --release -p service-server -- dev "$@"
 
-# Every test: the Rust suites, then the SDK end-to-end suites in both modes
+# Every test: the Rust suites, the SDK end-to-end suites in both modes, the console in a browser
 test:
     scripts/test
 
@@ -29,3 +29,9 @@ lint:
 e2e *args:
     cargo build -p service-server
     E2E_SERVER_BIN="${CARGO_TARGET_DIR:-target}/debug/service-server" e2e/run.sh "$@"
+
+# The web console's browser tests (Debian's chromium) against a fresh debug build;
+# they refresh the screenshots in docs/console/
+console-test:
+    cargo build -p service-server
+    E2E_SUITES=console E2E_SERVER_BIN="${CARGO_TARGET_DIR:-target}/debug/service-server" e2e/run.sh

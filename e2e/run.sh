@@ -12,6 +12,8 @@
 # E2E_SERVER_BIN and E2E_SERVER_MODE are exported (the binary as an absolute path):
 # the auth tests start servers of their own with it, the same way (DATABASE_URL
 # passed through in start mode); without E2E_SERVER_BIN they are skipped.
+# E2E_SUITES=console runs the web console's browser tests (a `dev` server: the console
+# is on there; it writes screenshots of every view to docs/console/).
 # Optional: E2E_REFERENCE=1 when the server is the reference server (SPEC-only
 # assertions then xfail/skip instead of failing), E2E_SUITES="python js" to
 # choose suites, extra arguments are passed to pytest. The started server's log is
@@ -43,6 +45,13 @@ setup_python() {
     python3 -m venv "$venv"
   fi
   "$venv/bin/pip" install -q --disable-pip-version-check -r "$HERE/python/requirements.txt"
+}
+
+# The console suite drives Debian's chromium through playwright-core; no browser is
+# ever downloaded (.ci/run installs the chromium package).
+setup_console() {
+  [[ -x "${CHROMIUM:-/usr/bin/chromium}" ]] || { log "the console suite needs chromium at ${CHROMIUM:-/usr/bin/chromium} (apt-get install chromium)"; exit 2; }
+  (cd "$HERE/console" && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund --loglevel=error)
 }
 
 setup_js() {
@@ -109,6 +118,11 @@ for suite in $SUITES; do
       setup_js
       log "js suite against $E2E_BASE_URL"
       (cd "$HERE/js" && node --test --test-concurrency=1 --test-timeout=60000 test/*.test.mjs) || status=1
+      ;;
+    console)
+      setup_console
+      log "console suite against $E2E_BASE_URL"
+      (cd "$HERE/console" && node --test --test-concurrency=1 --test-timeout=120000 test/*.test.mjs) || status=1
       ;;
     hostile)
       log "hostile-input suite against $E2E_BASE_URL"

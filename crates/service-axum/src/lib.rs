@@ -10,6 +10,7 @@
 //! ```
 
 pub mod auth;
+mod console;
 mod cors;
 mod error;
 mod extract;
@@ -29,6 +30,7 @@ use service_engine::auth::Authorizer;
 
 use crate::auth::{Access, Auth};
 
+pub use console::{ConsoleMountError, console, console_mount};
 pub use error::{ApiError, ApiResult, status_of};
 pub use routes::RouteInfo;
 

@@ -37,9 +37,9 @@ pub struct ServeArgs {
     /// with REDIS_URL.
     #[arg(long)]
     pub queue: Option<String>,
-    /// Refused at boot: there is no web console yet. Hidden, and kept so that a caller
-    /// passing it learns why instead of reading clap's "unexpected argument".
-    #[arg(long, hide = true)]
+    /// Do not serve the web console (`dev` serves it at /console; `start` only when
+    /// the config file's `http.console` asks).
+    #[arg(long)]
     pub no_console: bool,
     /// Log run activity (start, finish, duration).
     #[arg(long)]

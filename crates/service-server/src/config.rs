@@ -126,8 +126,7 @@ pub(crate) struct ServiceConfig {
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct HttpConfig {
-    /// SPEC: `true` (mount at `/console`), `false`, or a mount path. Only `false` is
-    /// accepted: there is no console yet.
+    /// SPEC: `true` (mount at `/console`), `false`, or a mount path (not `/`).
     #[serde(default)]
     pub console: Option<serde_json::Value>,
     /// SPEC: turn off the run routes (and the deliveries routes).
@@ -366,17 +365,46 @@ impl ConfigFile {
                 "ui (generative UI components) is not supported yet; remove the key".into(),
             ));
         }
+        self.console().map(drop)
+    }
+
+    /// `http.console`: unset, off, or the mount path (`true` is `/console`).
+    pub(crate) fn console(&self) -> Result<ConsoleSetting, ConfigError> {
         match &self.http.console {
-            Some(serde_json::Value::Bool(false)) | None => Ok(()),
-            Some(serde_json::Value::Bool(true) | serde_json::Value::String(_)) => Err(ConfigError(
-                "http.console is not supported yet: this server has no web console; remove the key"
-                    .into(),
-            )),
+            None => Ok(ConsoleSetting::Unset),
+            Some(serde_json::Value::Bool(false)) => Ok(ConsoleSetting::Off),
+            Some(serde_json::Value::Bool(true)) => Ok(ConsoleSetting::At(DEFAULT_CONSOLE.into())),
+            Some(serde_json::Value::String(path)) => {
+                let mount = service_axum::console_mount(path)
+                    .map_err(|error| ConfigError(format!("http.console: {error}")))?;
+                // The console finds the API one segment above its own path, and this
+                // server's API is at the root.
+                if mount.matches('/').count() > 1 {
+                    return Err(ConfigError(format!(
+                        "http.console: {path:?} must be one segment, such as \"/console\": the console finds the API one segment above it"
+                    )));
+                }
+                Ok(ConsoleSetting::At(mount))
+            }
             Some(other) => Err(ConfigError(format!(
                 "http.console must be a boolean or a path, got {other}"
             ))),
         }
     }
+}
+
+/// Where the console is mounted when on without a path of its own.
+pub(crate) const DEFAULT_CONSOLE: &str = "/console";
+
+/// What the configuration file says about the console.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum ConsoleSetting {
+    /// No `http.console`: the mode decides.
+    Unset,
+    /// `false`.
+    Off,
+    /// `true` or a path: served at this mount path.
+    At(String),
 }
 
 #[cfg(test)]
@@ -521,22 +549,40 @@ mod tests {
     }
 
     #[test]
-    fn settings_of_features_not_built_yet_are_refused_naming_the_key() {
-        for (text, key) in [
+    fn a_store_adapter_is_refused_as_not_built_yet() {
+        let config: ConfigFile =
+            serde_json::from_str(r#"{"store": {"adapter": "./store.py:store"}}"#).unwrap();
+        let error = config.validate().unwrap_err();
+        assert!(error.0.contains("store.adapter"), "{error}");
+        assert!(error.0.contains("not supported yet"), "{error}");
+    }
+
+    #[test]
+    fn http_console_is_true_false_or_a_mount_path() {
+        for (text, setting) in [
+            ("{}", ConsoleSetting::Unset),
+            (r#"{"http": {"console": false}}"#, ConsoleSetting::Off),
             (
-                r#"{"store": {"adapter": "./store.py:store"}}"#,
-                "store.adapter",
+                r#"{"http": {"console": true}}"#,
+                ConsoleSetting::At("/console".into()),
             ),
-            (r#"{"http": {"console": true}}"#, "http.console"),
-            (r#"{"http": {"console": "/console"}}"#, "http.console"),
+            (
+                r#"{"http": {"console": "/ui/"}}"#,
+                ConsoleSetting::At("/ui".into()),
+            ),
+        ] {
+            let config: ConfigFile = serde_json::from_str(text).unwrap();
+            assert_eq!(config.console().unwrap(), setting, "{text}");
+        }
+        for text in [
+            r#"{"http": {"console": "/"}}"#,
+            r#"{"http": {"console": "/threads"}}"#,
+            r#"{"http": {"console": "/admin/ui"}}"#,
+            r#"{"http": {"console": 1}}"#,
         ] {
             let config: ConfigFile = serde_json::from_str(text).unwrap();
             let error = config.validate().unwrap_err();
-            assert!(error.0.contains(key), "{error}");
-            assert!(error.0.contains("not supported yet"), "{error}");
+            assert!(error.0.contains("http.console"), "{error}");
         }
-        let off: ConfigFile =
-            serde_json::from_str(r#"{"http": {"console": false, "disable_runs": false}}"#).unwrap();
-        off.validate().unwrap();
     }
 }

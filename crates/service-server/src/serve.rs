@@ -147,6 +147,9 @@ pub(crate) async fn serve(
     engine.start();
 
     let mut app = service_axum::router_with(engine.clone(), config.http);
+    if let Some(mount) = &config.console {
+        app = service_axum::console(mount).merge(app);
+    }
     if config.request_log {
         app = app.layer(axum::middleware::from_fn(log_request));
     }
@@ -165,6 +168,9 @@ pub(crate) async fn serve(
         graphs = ?engine.graph_ids(),
         "listening on http://{local}"
     );
+    if let Some(mount) = &config.console {
+        tracing::info!("console at http://{local}{mount}/");
+    }
     // Streamed answers (wait bodies, SSE) are written in several small pieces; without
     // TCP_NODELAY, Nagle's algorithm holds each back until the client's delayed ACK.
     let listener = listener.tap_io(|tcp| {

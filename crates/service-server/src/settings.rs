@@ -12,7 +12,7 @@ use service_store_postgres::PgOptions;
 use tracing_subscriber::EnvFilter;
 
 use crate::cli::{Mode, ServeArgs};
-use crate::config::ConfigFile;
+use crate::config::{ConfigFile, ConsoleSetting, DEFAULT_CONSOLE};
 use crate::env::{ConfigError, EnvKnobs};
 
 /// Everything a boot needs to know.
@@ -30,6 +30,8 @@ pub(crate) struct ServerConfig {
     pub request_log: bool,
     /// The HTTP adapter's settings (the request body limit).
     pub http: service_axum::RouterOptions,
+    /// The web console's mount path, when it is served.
+    pub console: Option<String>,
     /// The tracing filter.
     pub log_filter: String,
     /// The configuration file's `graphs` block, for the program's own graphs.
@@ -70,11 +72,6 @@ impl ServerConfig {
         names: impl IntoIterator<Item = String>,
         lookup: impl Fn(&str) -> Option<String>,
     ) -> Result<Self, ConfigError> {
-        if args.no_console {
-            return Err(ConfigError(
-                "--no-console is not supported yet: this server has no web console to turn off; drop the flag".into(),
-            ));
-        }
         let knobs = EnvKnobs::read(names, &lookup)?;
         let file = match &args.config {
             Some(path) => ConfigFile::load(path)?,
@@ -189,6 +186,13 @@ impl ServerConfig {
             None if args.verbose => "info,service_engine=debug".into(),
             None => "info".into(),
         };
+        // `--no-console` wins; then the file; unset, the mode decides.
+        let console = match file.console()? {
+            _ if args.no_console => None,
+            ConsoleSetting::At(mount) => Some(mount),
+            ConsoleSetting::Off => None,
+            ConsoleSetting::Unset => (mode == Mode::Dev).then(|| DEFAULT_CONSOLE.into()),
+        };
         let host = args.host.as_deref().unwrap_or(DEFAULT_HOST);
         let port = args.port.or(knobs.port).unwrap_or(DEFAULT_PORT);
         Ok(Self {
@@ -208,6 +212,7 @@ impl ServerConfig {
                 disable_runs: file.http.disable_runs.unwrap_or(false),
                 limits: client_limits(&knobs),
             },
+            console,
             log_filter,
             graph_aliases: plan.program,
             python,
@@ -579,14 +584,32 @@ mod tests {
     }
 
     #[test]
-    fn no_console_is_refused_naming_the_flag() {
-        let args = ServeArgs {
+    fn the_console_is_on_in_dev_off_in_start_and_no_console_wins() {
+        let no_console = ServeArgs {
             no_console: true,
             ..ServeArgs::default()
         };
-        let error = resolve(Mode::Start, &args, &[]).unwrap_err();
-        assert!(error.0.contains("--no-console"), "{error}");
-        assert!(error.0.contains("not supported yet"), "{error}");
+        let dev = resolve(Mode::Dev, &ServeArgs::default(), &[]).unwrap();
+        assert_eq!(dev.console.as_deref(), Some("/console"));
+        assert_eq!(resolve(Mode::Dev, &no_console, &[]).unwrap().console, None);
+        let start = resolve(Mode::Start, &ServeArgs::default(), &[]).unwrap();
+        assert_eq!(start.console, None);
+        let dir = std::env::temp_dir().join(format!("console-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("config.json");
+        std::fs::write(&path, r#"{"http": {"console": "/ui"}}"#).unwrap();
+        let with_file = |no_console| ServeArgs {
+            config: Some(path.clone()),
+            no_console,
+            ..ServeArgs::default()
+        };
+        let start = resolve(Mode::Start, &with_file(false), &[]).unwrap();
+        assert_eq!(start.console.as_deref(), Some("/ui"));
+        assert_eq!(
+            resolve(Mode::Start, &with_file(true), &[]).unwrap().console,
+            None
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

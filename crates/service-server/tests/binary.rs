@@ -1,5 +1,5 @@
 //! The server binary: configuration mistakes stop the boot with a message naming
-//! them, and SIGTERM stops a serving process cleanly.
+//! them, `dev` serves the console, and SIGTERM stops a serving process cleanly.
 
 mod support;
 
@@ -45,15 +45,72 @@ fn a_malformed_knob_value_stops_the_boot_naming_it() {
 #[test]
 fn a_setting_of_a_feature_not_built_yet_stops_the_boot_saying_so() {
     let output = server()
-        .args(["start", "--port", "0", "--no-console"])
+        .args(["start", "--port", "0"])
+        .env("SERVICE_HEAP_WARN_PERCENT", "85")
         .output()
         .unwrap();
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
-        stderr.contains("--no-console is not supported yet"),
+        stderr.contains("SERVICE_HEAP_WARN_PERCENT") && stderr.contains("not sample its heap yet"),
         "stderr: {stderr}"
     );
+}
+
+#[test]
+fn dev_serves_the_console_and_no_console_or_start_leave_it_out() {
+    for (args, served) in [
+        (&["dev"][..], true),
+        (&["dev", "--no-console"][..], false),
+        (&["start"][..], false),
+    ] {
+        let mut child = server()
+            .args(args)
+            .args(["--port", "0"])
+            .env_remove("DATABASE_URL")
+            .env_remove("DATABASE_URI")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut log = BufReader::new(child.stdout.take().unwrap());
+        let address = listening_address(&mut log);
+        let page = request(&address, "GET", "/console/", "");
+        let status = page.lines().next().unwrap_or_default().to_owned();
+        let expected = if served {
+            "HTTP/1.1 200"
+        } else {
+            "HTTP/1.1 404"
+        };
+        assert!(status.starts_with(expected), "{args:?}: {status}");
+        if served {
+            assert!(page.contains("<html"), "{args:?}: the console's page");
+        }
+        terminate_cleanly_within(&mut child, Duration::from_secs(10));
+    }
+}
+
+#[test]
+fn start_serves_the_console_at_the_path_http_console_names() {
+    let config = ConfigFile::write("console", &serde_json::json!({"http": {"console": "/ui"}}));
+    let mut child = server()
+        .args(["start", "--port", "0", "--config", &config.path()])
+        .env_remove("DATABASE_URL")
+        .env_remove("DATABASE_URI")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut log = BufReader::new(child.stdout.take().unwrap());
+    let address = listening_address(&mut log);
+    let status = |path: &str| {
+        let answer = request(&address, "GET", path, "");
+        answer.lines().next().unwrap_or_default().to_owned()
+    };
+    assert!(status("/ui/").starts_with("HTTP/1.1 200"));
+    assert!(status("/ui").starts_with("HTTP/1.1 302"));
+    assert!(status("/console/").starts_with("HTTP/1.1 404"));
+    terminate_cleanly_within(&mut child, Duration::from_secs(10));
 }
 
 #[test]

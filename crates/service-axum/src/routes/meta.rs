@@ -42,6 +42,9 @@ async fn info(State(engine): State<Engine>) -> Json<Value> {
             "langsmith": false,
             "langsmith_tracing_replicas": false,
             "langsmith_tracing_session_on_runs": false,
+            // No channel routes in this server yet, so no GET /channels: the console
+            // reads this instead of asking for a 404 (which a browser logs as an error).
+            "channels": false,
         },
         "host": {
             "kind": "self-hosted",
