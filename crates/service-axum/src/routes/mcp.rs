@@ -134,6 +134,7 @@ async fn mcp(
     request: Request,
 ) -> Response {
     let (parts, body) = request.into_parts();
+    // Outside the router (no list put in), loopback only: failing closed.
     let origins = parts
         .extensions
         .get::<Origins>()
@@ -153,65 +154,17 @@ async fn mcp(
         Ok(bytes) => bytes,
         Err(error) => return error.into_response(),
     };
-    let Ok(message) = serde_json::from_slice::<Value>(&bytes) else {
-        return refused(StatusCode::BAD_REQUEST, PARSE_ERROR, "Parse error");
-    };
-    let Value::Object(message) = message else {
-        // Batches left MCP in 2025-06-18; none of this server's clients send them.
-        return refused(
-            StatusCode::BAD_REQUEST,
-            INVALID_REQUEST,
-            "Invalid Request: one JSON-RPC object per POST",
-        );
-    };
-    if message.get("jsonrpc") != Some(&json!("2.0")) {
-        return refused(
-            StatusCode::BAD_REQUEST,
-            INVALID_REQUEST,
-            "Invalid Request: jsonrpc must be \"2.0\"",
-        );
-    }
-    let id = message.get("id").cloned();
-    if id
-        .as_ref()
-        .is_some_and(|id| !(id.is_string() || id.is_i64() || id.is_u64()))
-    {
-        return refused(
-            StatusCode::BAD_REQUEST,
-            INVALID_REQUEST,
-            "Invalid Request: id must be a string or an integer",
-        );
-    }
-    let method = match message.get("method") {
-        Some(Value::String(method)) => method.as_str(),
-        Some(_) => {
-            return refused(
-                StatusCode::BAD_REQUEST,
-                INVALID_REQUEST,
-                "Invalid Request: method must be a string",
-            );
-        }
-        // A response to a request of ours: this server sends none, so nothing awaits it.
-        None if id.is_some()
-            && (message.contains_key("result") || message.contains_key("error")) =>
-        {
-            return StatusCode::ACCEPTED.into_response();
-        }
-        None => {
-            return refused(
-                StatusCode::BAD_REQUEST,
-                INVALID_REQUEST,
-                "Invalid Request: no method",
-            );
+    let (id, method, params) = match parse(&bytes) {
+        Ok(Incoming::Call { id, method, params }) => (id, method, params),
+        Ok(Incoming::NoAnswer) => return StatusCode::ACCEPTED.into_response(),
+        Err(RpcError(code, message)) => {
+            return refused(StatusCode::BAD_REQUEST, code, &message);
         }
     };
-    let Some(id) = id else {
-        // Notifications (`notifications/initialized`, cancellations) need no answer.
-        return StatusCode::ACCEPTED.into_response();
-    };
-    let params = match message.get("params") {
+    let method = method.as_str();
+    let params = match params {
         None | Some(Value::Null) => Map::new(),
-        Some(Value::Object(params)) => params.clone(),
+        Some(Value::Object(params)) => params,
         Some(_) => {
             return Json(rpc_error(id, INVALID_PARAMS, "params must be an object")).into_response();
         }
@@ -234,6 +187,54 @@ async fn mcp(
         Err(RpcError(code, message)) => rpc_error(id, code, message),
     };
     Json(body).into_response()
+}
+
+/// What a POST carried.
+enum Incoming {
+    /// A request: it gets an answer.
+    Call {
+        id: Value,
+        method: String,
+        params: Option<Value>,
+    },
+    /// A notification, or a response to a request of ours (this server sends none, so
+    /// nothing awaits it).
+    NoAnswer,
+}
+
+/// The JSON-RPC message in `bytes`, or why it is none (answered with a 400).
+fn parse(bytes: &[u8]) -> Result<Incoming, RpcError> {
+    let invalid = |why: &str| RpcError(INVALID_REQUEST, format!("Invalid Request: {why}"));
+    let Ok(message) = serde_json::from_slice::<Value>(bytes) else {
+        return Err(RpcError(PARSE_ERROR, "Parse error".into()));
+    };
+    // Batches left MCP in 2025-06-18; none of this server's clients send them.
+    let Value::Object(mut message) = message else {
+        return Err(invalid("one JSON-RPC object per POST"));
+    };
+    if message.get("jsonrpc") != Some(&json!("2.0")) {
+        return Err(invalid("jsonrpc must be \"2.0\""));
+    }
+    let id = message.remove("id");
+    if id
+        .as_ref()
+        .is_some_and(|id| !(id.is_string() || id.is_i64() || id.is_u64()))
+    {
+        return Err(invalid("id must be a string or an integer"));
+    }
+    match (message.remove("method"), id) {
+        (Some(Value::String(method)), Some(id)) => Ok(Incoming::Call {
+            id,
+            method,
+            params: message.remove("params"),
+        }),
+        (Some(Value::String(_)), None) => Ok(Incoming::NoAnswer),
+        (Some(_), _) => Err(invalid("method must be a string")),
+        (None, Some(_)) if message.contains_key("result") || message.contains_key("error") => {
+            Ok(Incoming::NoAnswer)
+        }
+        (None, _) => Err(invalid("no method")),
+    }
 }
 
 fn initialize(params: &Map<String, Value>) -> Value {
