@@ -4,8 +4,9 @@ input (invalid JSON, wrong types, NUL and invalid UTF-8, huge and negative numbe
 deep nesting, oversized bodies, unknown ids, bad headers, bad query strings).
 
 Fails on any 5xx, any error answer whose body is not the JSON error body of
-contract/errors.md (`{"detail": ...}`; the one exception is `GET /store/items`
-without a key, `{"error": ...}`), or a server that stops answering.
+contract/errors.md (`{"detail": ...}`; the exceptions are `GET /store/items`
+without a key, `{"error": ...}`, and `/mcp`, whose request errors are JSON-RPC's
+`{"error": {"code": ..., "message": ...}}`), or a server that stops answering.
 
     E2E_BASE_URL=http://127.0.0.1:2024 python3 e2e/hostile/run.py
 
@@ -103,6 +104,11 @@ def check(method, path, body=None, headers=None, label=""):
     except ValueError:
         FAIL.add(what, f"{status} with a body that is not JSON: {data[:200]!r}")
         return status, None
+    if path.startswith("/mcp") and isinstance(parsed, dict) and "detail" not in parsed:
+        error = parsed.get("error")
+        if not isinstance(error, dict) or not isinstance(error.get("code"), int):
+            FAIL.add(what, f"{status} without a JSON-RPC error: {data[:200]!r}")
+        return status, parsed
     store_get = method == "GET" and path.startswith("/store/items")
     key = "error" if store_get and "detail" not in parsed else "detail"
     if not isinstance(parsed, dict) or not isinstance(parsed.get(key), str):

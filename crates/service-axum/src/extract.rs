@@ -98,7 +98,7 @@ where
 /// A 422 naming where a NUL is in JSON text. JSON can only spell NUL as the escape
 /// `\u0000`, so a body without that text is passed over without parsing; one with it
 /// is parsed once more to find where.
-fn refuse_nul_in_json(text: &[u8]) -> Result<(), ApiError> {
+pub(crate) fn refuse_nul_in_json(text: &[u8]) -> Result<(), ApiError> {
     const ESCAPE: &[u8] = b"\\u0000";
     if !text.windows(ESCAPE.len()).any(|window| window == ESCAPE) {
         return Ok(());

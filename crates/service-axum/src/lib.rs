@@ -46,10 +46,15 @@ pub struct RouterOptions {
     /// Authentication and authorization; none by default.
     pub auth: Auth,
     /// Leaves out the run routes (protocol v2's thread commands and event streams
-    /// among them) and the deliveries routes (`http.disable_runs`).
+    /// among them), the deliveries routes and MCP, whose tools are runs
+    /// (`http.disable_runs`).
     pub disable_runs: bool,
     /// Caps on what one client may ask for or hold open.
     pub limits: ClientLimits,
+    /// Browser origins (`scheme://host[:port]`, or `*` for any) allowed to call the
+    /// MCP endpoint besides loopback ones: the configured CORS origins. A request
+    /// without `Origin` (not from a browser) is not checked.
+    pub allowed_origins: Vec<String>,
 }
 
 impl Default for RouterOptions {
@@ -59,6 +64,7 @@ impl Default for RouterOptions {
             auth: Auth::default(),
             disable_runs: false,
             limits: ClientLimits::default(),
+            allowed_origins: Vec::new(),
         }
     }
 }
@@ -113,6 +119,7 @@ pub fn router_with(engine: Engine, options: RouterOptions) -> Router {
         limits: options.limits,
         slots: streams::StreamSlots::new(options.limits.max_streams_per_principal),
         authorizer: options.auth.authorizer,
+        origins: routes::mcp::Origins(options.allowed_origins.into()),
     };
     // Wrapping the whole route table (not each route) lets an idempotent replay
     // re-dispatch to a different route (the join of the recorded run).
@@ -152,6 +159,7 @@ struct RequestContext {
     limits: ClientLimits,
     slots: streams::StreamSlots,
     authorizer: Option<Arc<dyn Authorizer>>,
+    origins: routes::mcp::Origins,
 }
 
 async fn with_context(
@@ -162,6 +170,7 @@ async fn with_context(
     extensions.insert(context.body_limit);
     extensions.insert(context.limits);
     extensions.insert(context.slots);
+    extensions.insert(context.origins);
     if let Some(authorizer) = context.authorizer {
         extensions.insert(authorizer);
     }
@@ -187,6 +196,7 @@ fn route_table(disable_runs: bool) -> routes::Table {
         .merge(routes::runs::routes())
         .merge(routes::protocol::routes())
         .merge(routes::deliveries::routes())
+        .merge(routes::mcp::routes())
 }
 
 async fn not_found() -> ApiError {

@@ -30,7 +30,7 @@ fn the_hostile_route_table_lists_every_route() {
 }
 
 #[test]
-fn disable_runs_leaves_out_the_run_and_delivery_routes() {
+fn disable_runs_leaves_out_the_run_delivery_and_mcp_routes() {
     let options = RouterOptions {
         disable_runs: true,
         ..RouterOptions::default()
@@ -61,4 +61,6 @@ fn disable_runs_leaves_out_the_run_and_delivery_routes() {
             .any(|route| route.path == "/threads/{thread_id}")
     );
     assert!(routes.iter().any(|route| route.path == "/runs/crons"));
+    // MCP's tools are runs.
+    assert!(!routes.iter().any(|route| route.path == "/mcp"));
 }

@@ -211,6 +211,9 @@ impl ServerConfig {
                     .unwrap_or_default(),
                 disable_runs: file.http.disable_runs.unwrap_or(false),
                 limits: client_limits(&knobs),
+                // No CORS origins are configurable yet (`http.cors`), so MCP admits
+                // browsers on loopback only.
+                allowed_origins: Vec::new(),
             },
             console,
             log_filter,

@@ -360,6 +360,13 @@ fn bobs_request(route: &RouteInfo, a: &Alices) -> (String, Option<Value>, Expect
             (format!("/threads/{t}/stream/events"), None, Refused)
         }
         ("POST", "/invoke/{graph_id}") => ("/invoke/nothing-here".into(), Some(json!({})), Refused),
+        // Her assistant is named "alice's": as a tool, `alices`. Bob has no such tool.
+        ("POST", "/mcp") => (
+            "/mcp".into(),
+            Some(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": "alices", "arguments": {}}})),
+            Refused,
+        ),
         (method, path) => panic!(
             "no two-tenant case for {method} {path}: add one to bobs_request, saying what \
              another owner's request must get"
@@ -437,6 +444,40 @@ async fn every_route_refuses_another_owner_on_postgres() {
         .await
         .expect("the walk holds");
     database.drop().await;
+}
+
+/// MCP's tools are the assistants the caller may read: bob's list has none of
+/// alice's, while hers has her assistant (the walk shows he cannot call it).
+#[test]
+fn mcp_lists_only_the_callers_own_assistants_as_tools() {
+    let (instance, _config) = dev("mcp", json!({}));
+    let (alice, bob) = alice_and_bob(&instance);
+    let a = make_alices(&alice);
+    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"});
+    let names = |tenant: &Tenant<'_>| -> Vec<String> {
+        let answer = tenant.ok("POST", "/mcp", Some(list.clone()));
+        answer["result"]["tools"]
+            .as_array()
+            .expect("tools")
+            .iter()
+            .filter_map(|tool| tool["name"].as_str().map(str::to_owned))
+            .collect()
+    };
+    let (hers, his) = (names(&alice), names(&bob));
+    assert!(hers.contains(&"alices".to_owned()), "{hers:?}");
+    assert!(!his.contains(&"alices".to_owned()), "{his:?}");
+    assert!(
+        his.contains(&"echo".to_owned()),
+        "the system assistants: {his:?}"
+    );
+    let called = bob.ok(
+        "POST",
+        "/mcp",
+        Some(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "alices", "arguments": {}}})),
+    );
+    assert_eq!(called["error"]["code"], -32602, "{called}");
+    assert!(!called.to_string().contains(&a.assistant), "{called}");
 }
 
 /// `GET /threads/{own}/runs/{another's run}/join` and `.../stream` from the first

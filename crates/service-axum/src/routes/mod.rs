@@ -3,6 +3,7 @@
 pub(crate) mod assistants;
 pub(crate) mod crons;
 pub(crate) mod deliveries;
+pub(crate) mod mcp;
 pub(crate) mod meta;
 pub(crate) mod protocol;
 pub(crate) mod runs;
