@@ -10,9 +10,7 @@ use crate::support::*;
 #[tokio::test]
 async fn a_worker_claims_its_next_queued_run_with_its_settle() {
     let (engine, runs) = one_worker_on_runs(ObservedRuns::default()).await;
-    let first = engine
-        .system()
-        .view()
+    let first = unscoped(&engine)
         .runs()
         .create(
             RunTarget::Thread(new_thread(&engine).await),
@@ -24,9 +22,7 @@ async fn a_worker_claims_its_next_queued_run_with_its_settle() {
     for n in 0..3 {
         let input = json!({"messages": [{"type": "human", "content": format!("hi {n}")}]});
         let thread = new_thread(&engine).await;
-        let run = engine
-            .system()
-            .view()
+        let run = unscoped(&engine)
             .runs()
             .create(RunTarget::Thread(thread), run_body("echo", input))
             .await
@@ -72,9 +68,7 @@ async fn a_watched_run_on_a_new_thread_is_created_claimed_for_an_idle_worker() {
     idle_workers(&engine, 1).await;
 
     let (target, body) = echo_on_new_thread("watched");
-    let (run, _frames) = engine
-        .system()
-        .view()
+    let (run, _frames) = unscoped(&engine)
         .runs()
         .create_watched(target, body)
         .await
@@ -86,21 +80,13 @@ async fn a_watched_run_on_a_new_thread_is_created_claimed_for_an_idle_worker() {
     assert_eq!(claims(), (0, 0), "created claimed");
 
     let (target, body) = echo_on_new_thread("background");
-    let run = engine
-        .system()
-        .view()
-        .runs()
-        .create(target, body)
-        .await
-        .unwrap();
+    let run = unscoped(&engine).runs().create(target, body).await.unwrap();
     assert_eq!(run.status, RunStatus::Pending);
     settled(&engine, &run).await;
     assert_eq!(claims(), (1, 0), "queued, then claimed by id");
 
     // The one worker is busy: a watched run waits, pending, for it.
-    let slow = engine
-        .system()
-        .view()
+    let slow = unscoped(&engine)
         .runs()
         .create(
             RunTarget::Thread(new_thread(&engine).await),
@@ -120,9 +106,7 @@ async fn a_watched_run_on_a_new_thread_is_created_claimed_for_an_idle_worker() {
     })
     .await;
     let (target, body) = echo_on_new_thread("behind");
-    let (behind, _frames) = engine
-        .system()
-        .view()
+    let (behind, _frames) = unscoped(&engine)
         .runs()
         .create_watched(target, body)
         .await
@@ -156,16 +140,12 @@ async fn a_run_created_claimed_is_cancelled_at_once() {
     let thread = Uuid::now_v7();
     let mut body = run_body("slow", json!({"delay_ms": 60_000}));
     body.if_not_exists = Some(IfNotExists::Create);
-    let (run, _frames) = engine
-        .system()
-        .view()
+    let (run, _frames) = unscoped(&engine)
         .runs()
         .create_watched(RunTarget::Thread(thread), body)
         .await
         .unwrap();
-    engine
-        .system()
-        .view()
+    unscoped(&engine)
         .runs()
         .cancel(thread, run.run_id, CancelAction::Interrupt)
         .await
@@ -197,9 +177,7 @@ async fn a_run_created_claimed_goes_before_runs_queued_meanwhile() {
             ..ThreadCreate::default()
         };
         threads.push(
-            engine
-                .system()
-                .view()
+            unscoped(&engine)
                 .threads()
                 .create(body)
                 .await
@@ -215,9 +193,7 @@ async fn a_run_created_claimed_goes_before_runs_queued_meanwhile() {
         async move {
             let mut body = run_body("echo", json!({"messages": []}));
             body.if_not_exists = Some(IfNotExists::Create);
-            engine
-                .system()
-                .view()
+            unscoped(&engine)
                 .runs()
                 .create_watched(RunTarget::Thread(with_low_bit(1)), body)
                 .await
@@ -229,9 +205,7 @@ async fn a_run_created_claimed_goes_before_runs_queued_meanwhile() {
     let slow = running_slow_run(&engine, threads[0]).await;
     let mut queued = Vec::new();
     for thread in &threads[1..] {
-        let run = engine
-            .system()
-            .view()
+        let run = unscoped(&engine)
             .runs()
             .create(
                 RunTarget::Thread(*thread),
@@ -244,9 +218,7 @@ async fn a_run_created_claimed_goes_before_runs_queued_meanwhile() {
     // Created claimed now, and handed over while the worker runs the slow run.
     hold.release();
     let (watched, _frames) = watched.await.unwrap();
-    engine
-        .system()
-        .view()
+    unscoped(&engine)
         .runs()
         .cancel(threads[0], slow.run_id, CancelAction::Interrupt)
         .await
@@ -288,9 +260,7 @@ async fn a_run_whose_new_thread_another_instance_made_meanwhile_runs_on_that_thr
         json!({"messages": [{"type": "human", "content": "hi"}]}),
     );
     body.if_not_exists = Some(IfNotExists::Create);
-    let run = engine
-        .system()
-        .view()
+    let run = unscoped(&engine)
         .runs()
         .create(RunTarget::Thread(thread), body)
         .await
@@ -300,7 +270,7 @@ async fn a_run_whose_new_thread_another_instance_made_meanwhile_runs_on_that_thr
         result_of(&engine, run.run_id).await["messages"][1]["content"],
         "echo: hi"
     );
-    let made = engine.system().view().threads().get(thread).await.unwrap();
+    let made = unscoped(&engine).threads().get(thread).await.unwrap();
     assert_eq!(
         (
             made.metadata["made"].clone(),

@@ -7,9 +7,7 @@ async fn cancel_stops_the_graph_mid_node() {
     let Harness { engine, .. } = started(EngineConfig::default()).await;
     let thread = new_thread(&engine).await;
     let run = running_slow_run(&engine, thread).await;
-    engine
-        .system()
-        .view()
+    unscoped(&engine)
         .runs()
         .cancel(thread, run.run_id, CancelAction::Interrupt)
         .await
@@ -18,9 +16,7 @@ async fn cancel_stops_the_graph_mid_node() {
     let run = settled(&engine, &run).await;
     assert_eq!(run.status, RunStatus::Cancelled);
     assert_ne!(
-        engine
-            .system()
-            .view()
+        unscoped(&engine)
             .threads()
             .get(thread)
             .await
@@ -38,9 +34,7 @@ async fn a_run_longer_than_the_run_timeout_ends_as_timeout() {
     };
     let Harness { engine, .. } = started(config).await;
     let thread = new_thread(&engine).await;
-    let run = engine
-        .system()
-        .view()
+    let run = unscoped(&engine)
         .runs()
         .create(
             RunTarget::Thread(thread),
@@ -51,9 +45,7 @@ async fn a_run_longer_than_the_run_timeout_ends_as_timeout() {
     let run = settled(&engine, &run).await;
     assert_eq!(run.status, RunStatus::Timeout);
     assert_eq!(
-        engine
-            .system()
-            .view()
+        unscoped(&engine)
             .threads()
             .get(thread)
             .await
@@ -67,9 +59,7 @@ async fn a_run_longer_than_the_run_timeout_ends_as_timeout() {
 async fn a_failed_run_records_its_error_chain_on_the_run_and_the_thread() {
     let Harness { engine, .. } = started(EngineConfig::default()).await;
     let thread = new_thread(&engine).await;
-    let run = engine
-        .system()
-        .view()
+    let run = unscoped(&engine)
         .runs()
         .create(
             RunTarget::Thread(thread),
@@ -83,7 +73,7 @@ async fn a_failed_run_records_its_error_chain_on_the_run_and_the_thread() {
     let run = settled(&engine, &run).await;
     assert_eq!(run.status, RunStatus::Error);
     assert_eq!(run.error.unwrap().message, "boom");
-    let thread = engine.system().view().threads().get(thread).await.unwrap();
+    let thread = unscoped(&engine).threads().get(thread).await.unwrap();
     assert_eq!(thread.status, ThreadStatus::Error);
     assert_eq!(thread.error.as_deref(), Some("boom"));
     assert_eq!(thread.metadata["error"], "boom");
@@ -195,17 +185,13 @@ async fn a_rolled_back_run_loses_its_checkpoints_before_it_settles() {
 
     let thread = new_thread(&engine).await;
     let run = running_slow_run(&engine, thread).await;
-    engine
-        .system()
-        .view()
+    unscoped(&engine)
         .runs()
         .cancel(thread, run.run_id, CancelAction::Rollback)
         .await
         .unwrap();
     eventually(|| async {
-        engine
-            .system()
-            .view()
+        unscoped(&engine)
             .runs()
             .get(thread, run.run_id)
             .await
@@ -223,9 +209,7 @@ async fn a_rolled_back_run_loses_its_checkpoints_before_it_settles() {
         .unwrap();
     assert!(history.is_empty(), "the run's checkpoints are gone");
     assert_ne!(
-        engine
-            .system()
-            .view()
+        unscoped(&engine)
             .threads()
             .get(thread)
             .await
@@ -242,13 +226,7 @@ async fn a_run_whose_stored_options_do_not_decode_fails_naming_them() {
     let harness = harness(EngineConfig::default());
     let engine = &harness.engine;
     engine.system().ensure_system_assistants().await.unwrap();
-    let assistant = engine
-        .system()
-        .view()
-        .assistants()
-        .get("echo")
-        .await
-        .unwrap();
+    let assistant = unscoped(engine).assistants().get("echo").await.unwrap();
     let thread = new_thread(engine).await;
     let run_id = Uuid::now_v7();
     engine
@@ -273,13 +251,7 @@ async fn a_run_whose_stored_options_do_not_decode_fails_naming_them() {
         .unwrap();
     // A starting instance searches the queue for what was queued before it.
     engine.start();
-    let run = engine
-        .system()
-        .view()
-        .runs()
-        .get(thread, run_id)
-        .await
-        .unwrap();
+    let run = unscoped(engine).runs().get(thread, run_id).await.unwrap();
     let run = settled(engine, &run).await;
     assert_eq!(run.status, RunStatus::Error);
     let error = run.error.unwrap();
@@ -300,9 +272,7 @@ async fn an_engine_without_webhooks_refuses_runs_that_carry_one() {
         webhook: Some("https://hooks.example.com/x".into()),
         ..run_body("echo", json!({}))
     };
-    let error = engine
-        .system()
-        .view()
+    let error = unscoped(&engine)
         .runs()
         .create(RunTarget::Stateless, body.clone())
         .await
@@ -314,9 +284,7 @@ async fn an_engine_without_webhooks_refuses_runs_that_carry_one() {
         run: body,
         ..CronCreate::default()
     };
-    let error = engine
-        .system()
-        .view()
+    let error = unscoped(&engine)
         .crons()
         .create(None, cron)
         .await

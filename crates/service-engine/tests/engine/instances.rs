@@ -55,9 +55,7 @@ async fn a_run_follows_its_assistant_as_changed_through_another_instance() {
         .unwrap()
     };
     let (running, editing) = (instance(), instance());
-    let assistant = editing
-        .system()
-        .view()
+    let assistant = unscoped(&editing)
         .assistants()
         .create(service_types::AssistantCreate {
             graph_id: Some("echo".into()),
@@ -69,9 +67,7 @@ async fn a_run_follows_its_assistant_as_changed_through_another_instance() {
     let id = assistant.assistant_id.to_string();
     let queue = || async {
         let thread = new_thread(&running).await;
-        running
-            .system()
-            .view()
+        unscoped(&running)
             .runs()
             .create(RunTarget::Thread(thread), run_body(&id, json!({})))
             .await
@@ -85,34 +81,26 @@ async fn a_run_follows_its_assistant_as_changed_through_another_instance() {
         metadata: Some(json!({"edition": 2}).as_object().cloned().unwrap()),
         ..Default::default()
     };
-    editing
-        .system()
-        .view()
+    unscoped(&editing)
         .assistants()
         .update(&id, patch)
         .await
         .unwrap();
     assert_eq!(queue().await.metadata["edition"], 2);
-    editing
-        .system()
-        .view()
+    unscoped(&editing)
         .assistants()
         .set_latest(&id, 1)
         .await
         .unwrap();
     assert_eq!(queue().await.metadata["edition"], 1);
 
-    editing
-        .system()
-        .view()
+    unscoped(&editing)
         .assistants()
         .delete(&id, false)
         .await
         .unwrap();
     let thread = new_thread(&running).await;
-    let gone = running
-        .system()
-        .view()
+    let gone = unscoped(&running)
         .runs()
         .create(RunTarget::Thread(thread), run_body(&id, json!({})))
         .await
@@ -261,9 +249,7 @@ async fn only_a_run_outliving_the_claim_delay_takes_its_threads_claim() {
     let (engine, _store, _clock) = coordinated(coordinator).await;
     engine.start();
     let thread = new_thread(&engine).await;
-    let quick = engine
-        .system()
-        .view()
+    let quick = unscoped(&engine)
         .runs()
         .create(RunTarget::Thread(thread), run_body("echo", json!({})))
         .await
@@ -274,9 +260,7 @@ async fn only_a_run_outliving_the_claim_delay_takes_its_threads_claim() {
     let slow = running_slow_run(&engine, thread).await;
     eventually(|| async { (claims.taken.load(SeqCst) == 1).then_some(()) }).await;
     assert_eq!(claims.released.load(SeqCst), 0, "held while the run runs");
-    engine
-        .system()
-        .view()
+    unscoped(&engine)
         .runs()
         .cancel(thread, slow.run_id, CancelAction::Interrupt)
         .await
@@ -302,9 +286,7 @@ async fn a_claim_taken_as_its_run_ends_is_still_released() {
     engine.start();
     let thread = new_thread(&engine).await;
     // Ends while its claim is being answered.
-    let run = engine
-        .system()
-        .view()
+    let run = unscoped(&engine)
         .runs()
         .create(
             RunTarget::Thread(thread),
@@ -353,9 +335,7 @@ async fn runs_queued_during_an_announcement_are_announced_once_after_it() {
     let mut runs = Vec::new();
     let queue = || async {
         let thread = new_thread(&engine).await;
-        engine
-            .system()
-            .view()
+        unscoped(&engine)
             .runs()
             .create(RunTarget::Thread(thread), run_body("echo", json!({})))
             .await
@@ -395,9 +375,7 @@ async fn runs_queued_within_the_announcement_spacing_are_announced_once_after_it
     let made = || coordinator.announced.load(SeqCst);
     let queue = || async {
         let thread = new_thread(&engine).await;
-        engine
-            .system()
-            .view()
+        unscoped(&engine)
             .runs()
             .create(RunTarget::Thread(thread), run_body("echo", json!({})))
             .await
@@ -421,9 +399,7 @@ async fn a_run_whose_executor_died_is_settled_as_an_error_once_its_claim_is_free
     let thread = new_thread(&engine).await;
     // Workers are not started: the run is claimed as another instance would, then
     // that instance "dies".
-    let run = engine
-        .system()
-        .view()
+    let run = unscoped(&engine)
         .runs()
         .create(RunTarget::Thread(thread), run_body("echo", json!({})))
         .await
@@ -440,9 +416,7 @@ async fn a_run_whose_executor_died_is_settled_as_an_error_once_its_claim_is_free
     coordinator.claims_freed.store(true, SeqCst);
     assert_eq!(engine.system().recover_orphaned_runs().await, 1);
 
-    let run = engine
-        .system()
-        .view()
+    let run = unscoped(&engine)
         .runs()
         .get(thread, run.run_id)
         .await
@@ -450,9 +424,7 @@ async fn a_run_whose_executor_died_is_settled_as_an_error_once_its_claim_is_free
     assert_eq!(run.status, RunStatus::Error);
     assert_eq!(run.error.unwrap().error, "ExecutorLost");
     assert_eq!(
-        engine
-            .system()
-            .view()
+        unscoped(&engine)
             .threads()
             .get(thread)
             .await
@@ -477,9 +449,7 @@ async fn a_wait_ends_when_its_run_settles_on_another_instance() {
     let (waiting, executing) = two_instances(coordinator).await;
     let thread = new_thread(&waiting).await;
     let input = json!({"messages": [{"type": "human", "content": "across"}]});
-    let (run, subscription) = waiting
-        .system()
-        .view()
+    let (run, subscription) = unscoped(&waiting)
         .runs()
         .create_watched(RunTarget::Thread(thread), run_body("echo", input))
         .await
@@ -488,7 +458,7 @@ async fn a_wait_ends_when_its_run_settles_on_another_instance() {
     executing.start();
     let result = tokio::time::timeout(
         Duration::from_secs(10),
-        waiting.system().view().runs().wait(subscription),
+        unscoped(&waiting).runs().wait(subscription),
     )
     .await
     .expect("the wait ends");
@@ -523,9 +493,7 @@ async fn a_cancel_recorded_on_another_instance_stops_the_run_through_its_announc
 
     let thread = new_thread(&executing).await;
     let run = running_slow_run(&executing, thread).await;
-    requesting
-        .system()
-        .view()
+    unscoped(&requesting)
         .runs()
         .cancel(thread, run.run_id, CancelAction::Interrupt)
         .await
@@ -538,9 +506,7 @@ async fn a_cancel_recorded_on_another_instance_stops_the_run_through_its_announc
         run_ids: Some(vec![run.run_id]),
         ..Default::default()
     };
-    requesting
-        .system()
-        .view()
+    unscoped(&requesting)
         .runs()
         .cancel_many(bulk, CancelAction::Interrupt)
         .await
@@ -550,9 +516,7 @@ async fn a_cancel_recorded_on_another_instance_stops_the_run_through_its_announc
     let run = running_slow_run(&executing, thread).await;
     let mut interrupting = run_body("echo", json!({}));
     interrupting.multitask_strategy = Some(MultitaskStrategy::Interrupt);
-    requesting
-        .system()
-        .view()
+    unscoped(&requesting)
         .runs()
         .create(RunTarget::Thread(thread), interrupting)
         .await
@@ -561,9 +525,7 @@ async fn a_cancel_recorded_on_another_instance_stops_the_run_through_its_announc
 
     let thread = new_thread(&executing).await;
     running_slow_run(&executing, thread).await;
-    requesting
-        .system()
-        .view()
+    unscoped(&requesting)
         .threads()
         .delete(thread)
         .await

@@ -8,9 +8,7 @@ async fn a_queued_run_executes_and_its_thread_mirrors_the_result() {
     let Harness { engine, .. } = started(EngineConfig::default()).await;
     let thread = new_thread(&engine).await;
     let input = json!({"messages": [{"type": "human", "content": "hi"}]});
-    let run = engine
-        .system()
-        .view()
+    let run = unscoped(&engine)
         .runs()
         .create(RunTarget::Thread(thread), run_body("echo", input))
         .await
@@ -20,7 +18,7 @@ async fn a_queued_run_executes_and_its_thread_mirrors_the_result() {
         "echo: hi"
     );
     assert_eq!(settled(&engine, &run).await.status, RunStatus::Success);
-    let thread = engine.system().view().threads().get(thread).await.unwrap();
+    let thread = unscoped(&engine).threads().get(thread).await.unwrap();
     assert_eq!(thread.status, ThreadStatus::Idle);
     assert_eq!(thread.values.unwrap()["messages"][1]["content"], "echo: hi");
 }
@@ -34,9 +32,7 @@ async fn enqueued_runs_on_one_thread_execute_one_at_a_time_in_order() {
         let mut body = run_body("slow", json!({"delay_ms": delay}));
         body.multitask_strategy = Some(MultitaskStrategy::Enqueue);
         runs.push(
-            engine
-                .system()
-                .view()
+            unscoped(&engine)
                 .runs()
                 .create(RunTarget::Thread(thread), body)
                 .await
@@ -44,9 +40,7 @@ async fn enqueued_runs_on_one_thread_execute_one_at_a_time_in_order() {
         );
     }
     eventually(|| async {
-        let first = engine
-            .system()
-            .view()
+        let first = unscoped(&engine)
             .runs()
             .get(thread, runs[0].run_id)
             .await
@@ -55,18 +49,14 @@ async fn enqueued_runs_on_one_thread_execute_one_at_a_time_in_order() {
     })
     .await;
     // Ten idle workers, yet the second run waits for the thread.
-    let second = engine
-        .system()
-        .view()
+    let second = unscoped(&engine)
         .runs()
         .get(thread, runs[1].run_id)
         .await
         .unwrap();
     assert_eq!(second.status, RunStatus::Pending);
     assert_eq!(
-        engine
-            .system()
-            .view()
+        unscoped(&engine)
             .threads()
             .get(thread)
             .await
@@ -77,9 +67,7 @@ async fn enqueued_runs_on_one_thread_execute_one_at_a_time_in_order() {
     assert_eq!(settled(&engine, &runs[0]).await.status, RunStatus::Success);
     assert_eq!(settled(&engine, &runs[1]).await.status, RunStatus::Success);
     assert_eq!(
-        engine
-            .system()
-            .view()
+        unscoped(&engine)
             .threads()
             .get(thread)
             .await
@@ -93,9 +81,7 @@ async fn enqueued_runs_on_one_thread_execute_one_at_a_time_in_order() {
 async fn reject_refuses_a_second_run_while_the_thread_is_busy() {
     let Harness { engine, .. } = started(EngineConfig::default()).await;
     let thread = new_thread(&engine).await;
-    engine
-        .system()
-        .view()
+    unscoped(&engine)
         .runs()
         .create(
             RunTarget::Thread(thread),
@@ -105,9 +91,7 @@ async fn reject_refuses_a_second_run_while_the_thread_is_busy() {
         .unwrap();
     let mut second = run_body("echo", json!({}));
     second.multitask_strategy = Some(MultitaskStrategy::Reject);
-    let error = engine
-        .system()
-        .view()
+    let error = unscoped(&engine)
         .runs()
         .create(RunTarget::Thread(thread), second)
         .await
@@ -123,18 +107,14 @@ async fn a_delayed_run_starts_when_due_with_no_other_work() {
     let thread = new_thread(&engine).await;
     let mut body = run_body("echo", json!({"messages": []}));
     body.after_seconds = Some(30.0);
-    let run = engine
-        .system()
-        .view()
+    let run = unscoped(&engine)
         .runs()
         .create(RunTarget::Thread(thread), body)
         .await
         .unwrap();
     // A run due now on another thread runs meanwhile; the delayed one waits.
     let other = new_thread(&engine).await;
-    let now = engine
-        .system()
-        .view()
+    let now = unscoped(&engine)
         .runs()
         .create(
             RunTarget::Thread(other),
@@ -145,9 +125,7 @@ async fn a_delayed_run_starts_when_due_with_no_other_work() {
     assert_eq!(settled(&engine, &now).await.status, RunStatus::Success);
     tokio::time::sleep(Duration::from_secs(29)).await;
     assert_eq!(
-        engine
-            .system()
-            .view()
+        unscoped(&engine)
             .runs()
             .get(thread, run.run_id)
             .await
@@ -170,9 +148,7 @@ async fn a_queued_run_its_claim_by_id_missed_still_starts_when_due() {
     // The workers have looked at the queue and sleep; the timer knows of no delay.
     tokio::time::sleep(Duration::from_millis(10)).await;
     let queued_at = clock.now();
-    let run = engine
-        .system()
-        .view()
+    let run = unscoped(&engine)
         .runs()
         .create(RunTarget::Thread(thread), run_body("echo", json!({})))
         .await
@@ -181,9 +157,7 @@ async fn a_queued_run_its_claim_by_id_missed_still_starts_when_due() {
     clock.set(queued_at.plus_millis(-1_000));
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(
-        engine
-            .system()
-            .view()
+        unscoped(&engine)
             .runs()
             .get(thread, run.run_id)
             .await

@@ -22,9 +22,7 @@ async fn a_due_cron_fires_one_run_per_occurrence() {
         ),
         ..CronCreate::default()
     };
-    let cron = engine
-        .system()
-        .view()
+    let cron = unscoped(&engine)
         .crons()
         .create(Some(thread), body)
         .await
@@ -32,9 +30,7 @@ async fn a_due_cron_fires_one_run_per_occurrence() {
     let next = cron.next_run_date.expect("next occurrence");
     engine.system().fire_due_crons().await;
     assert!(
-        engine
-            .system()
-            .view()
+        unscoped(&engine)
             .runs()
             .list(thread, None, None, None)
             .await
@@ -45,21 +41,13 @@ async fn a_due_cron_fires_one_run_per_occurrence() {
     clock.set(next);
     engine.system().fire_due_crons().await;
     engine.system().fire_due_crons().await;
-    let runs = engine
-        .system()
-        .view()
+    let runs = unscoped(&engine)
         .runs()
         .list(thread, None, None, None)
         .await
         .unwrap();
     assert_eq!(runs.len(), 1, "one occurrence fires exactly one run");
-    let advanced = engine
-        .system()
-        .view()
-        .crons()
-        .get(cron.cron_id)
-        .await
-        .unwrap();
+    let advanced = unscoped(&engine).crons().get(cron.cron_id).await.unwrap();
     assert!(advanced.next_run_date.unwrap() > next);
 }
 
@@ -70,18 +58,16 @@ async fn an_expired_thread_stays_readable_until_the_sweeper_collects_it() {
         ttl: Some(TtlSetting::Minutes(10.0)),
         ..ThreadCreate::default()
     };
-    let thread = engine
-        .system()
-        .view()
+    let thread = unscoped(&engine)
         .threads()
         .create(body)
         .await
         .unwrap()
         .thread_id;
     clock.advance(Duration::from_secs(11 * 60));
-    assert!(engine.system().view().threads().get(thread).await.is_ok());
+    assert!(unscoped(&engine).threads().get(thread).await.is_ok());
     engine.system().sweep_once().await;
-    assert!(engine.system().view().threads().get(thread).await.is_err());
+    assert!(unscoped(&engine).threads().get(thread).await.is_err());
 }
 
 /// A thread `if_not_exists: create` makes for its run gets the default thread ttl, as a
@@ -96,16 +82,12 @@ async fn a_thread_made_for_its_run_gets_the_default_ttl() {
     let thread = Uuid::now_v7();
     let mut body = run_body("echo", json!({"messages": []}));
     body.if_not_exists = Some(IfNotExists::Create);
-    engine
-        .system()
-        .view()
+    unscoped(&engine)
         .runs()
         .create(RunTarget::Thread(thread), body)
         .await
         .unwrap();
-    let ttl = engine
-        .system()
-        .view()
+    let ttl = unscoped(&engine)
         .threads()
         .get(thread)
         .await
@@ -129,18 +111,10 @@ async fn a_cron_patch_is_held_to_a_run_bodys_bounds() {
         run: run_body("echo", json!({"messages": []})),
         ..CronCreate::default()
     };
-    let cron = engine
-        .system()
-        .view()
-        .crons()
-        .create(None, body)
-        .await
-        .unwrap();
+    let cron = unscoped(&engine).crons().create(None, body).await.unwrap();
     let patch: service_types::CronPatch =
         serde_json::from_value(json!({"after_seconds": 1e30})).unwrap();
-    let error = engine
-        .system()
-        .view()
+    let error = unscoped(&engine)
         .crons()
         .update(cron.cron_id, patch)
         .await
@@ -148,9 +122,7 @@ async fn a_cron_patch_is_held_to_a_run_bodys_bounds() {
     assert!(error.to_string().contains("after_seconds"), "{error}");
     let fine: service_types::CronPatch =
         serde_json::from_value(json!({"after_seconds": 5})).unwrap();
-    engine
-        .system()
-        .view()
+    unscoped(&engine)
         .crons()
         .update(cron.cron_id, fine)
         .await
@@ -202,18 +174,14 @@ async fn a_cron_fires_within_its_creators_scope() {
         metadata: json!({"owner": "alice"}).as_object().cloned(),
         ..ThreadSearch::default()
     };
-    let threads = engine
-        .system()
-        .view()
+    let threads = unscoped(&engine)
         .threads()
         .search(search)
         .await
         .unwrap()
         .threads;
     assert_eq!(threads.len(), 1, "the firing's thread is alice's");
-    let runs = engine
-        .system()
-        .view()
+    let runs = unscoped(&engine)
         .runs()
         .list(threads[0].thread_id, None, None, None)
         .await

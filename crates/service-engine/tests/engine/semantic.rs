@@ -66,9 +66,7 @@ fn search(query: Option<&str>) -> StoreSearch {
 }
 
 async fn keys_and_scores(engine: &Engine, query: Option<&str>) -> Vec<(String, Option<f64>)> {
-    let found = engine
-        .system()
-        .view()
+    let found = unscoped(engine)
         .items()
         .search(search(query))
         .await
@@ -82,7 +80,7 @@ async fn keys_and_scores(engine: &Engine, query: Option<&str>) -> Vec<(String, O
 #[tokio::test]
 async fn a_put_is_embedded_and_a_query_ranks_by_it_best_first() {
     let engine = engine_with(Arc::new(WordHashEmbedder::new(64)));
-    let items = engine.system().view().items();
+    let items = unscoped(&engine).items();
     items
         .put(put("mat", json!({"text": "the cat sat on the mat"}), None))
         .await
@@ -103,7 +101,7 @@ async fn a_put_is_embedded_and_a_query_ranks_by_it_best_first() {
 #[tokio::test]
 async fn index_false_skips_and_a_list_of_paths_replaces_the_configured_fields() {
     let engine = engine_with(Arc::new(WordHashEmbedder::new(64)));
-    let items = engine.system().view().items();
+    let items = unscoped(&engine).items();
     let value = json!({"text": "stock prices", "title": "the cat sat on the mat"});
     items
         .put(put("title", value.clone(), Some(json!(["title"]))))
@@ -131,7 +129,7 @@ async fn index_false_skips_and_a_list_of_paths_replaces_the_configured_fields() 
 #[tokio::test]
 async fn an_embedder_failure_fails_the_put_with_its_cause_and_writes_nothing() {
     let engine = engine_with(Arc::new(Down));
-    let items = engine.system().view().items();
+    let items = unscoped(&engine).items();
     let error = items
         .put(put("k", json!({"text": "hello"}), None))
         .await
@@ -147,9 +145,7 @@ async fn an_embedder_failure_fails_the_put_with_its_cause_and_writes_nothing() {
     );
     let got = items.get(vec!["docs".into()], "k", None).await.unwrap();
     assert!(got.is_none(), "nothing was written");
-    let query = engine
-        .system()
-        .view()
+    let query = unscoped(&engine)
         .items()
         .search(search(Some("hello")))
         .await;
@@ -163,7 +159,7 @@ async fn an_embedder_failure_fails_the_put_with_its_cause_and_writes_nothing() {
 #[tokio::test]
 async fn a_query_without_an_index_is_ignored_and_every_score_is_null() {
     let engine = harness(EngineConfig::default()).engine;
-    let items = engine.system().view().items();
+    let items = unscoped(&engine).items();
     items
         .put(put("a", json!({"text": "x"}), Some(json!(["text"]))))
         .await

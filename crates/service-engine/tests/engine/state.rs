@@ -28,9 +28,7 @@ async fn a_state_edit_beside_an_active_run_is_refused_409_and_changes_nothing() 
     let Harness { engine, .. } = started(EngineConfig::default()).await;
     let thread = new_thread(&engine).await;
     let running = running_slow_run(&engine, thread).await;
-    let refused = engine
-        .system()
-        .view()
+    let refused = unscoped(&engine)
         .threads()
         .update_state(thread, done_update())
         .await
@@ -39,9 +37,7 @@ async fn a_state_edit_beside_an_active_run_is_refused_409_and_changes_nothing() 
         (refused.kind, refused.message.as_str()),
         (ErrorKind::Conflict, BUSY)
     );
-    let refused = engine
-        .system()
-        .view()
+    let refused = unscoped(&engine)
         .threads()
         .patch_state(thread, metadata(json!({"note": "x"})))
         .await
@@ -50,17 +46,13 @@ async fn a_state_edit_beside_an_active_run_is_refused_409_and_changes_nothing() 
         (refused.kind, refused.message.as_str()),
         (ErrorKind::Conflict, BUSY)
     );
-    engine
-        .system()
-        .view()
+    unscoped(&engine)
         .runs()
         .cancel(thread, running.run_id, CancelAction::Interrupt)
         .await
         .unwrap();
     settled(&engine, &running).await;
-    let state = engine
-        .system()
-        .view()
+    let state = unscoped(&engine)
         .threads()
         .state(thread, None, false)
         .await
@@ -73,16 +65,12 @@ async fn a_state_edit_beside_an_active_run_is_refused_409_and_changes_nothing() 
 
     let mut delayed = run_body("slow", json!({"delay_ms": 1}));
     delayed.after_seconds = Some(60.0);
-    let waiting = engine
-        .system()
-        .view()
+    let waiting = unscoped(&engine)
         .runs()
         .create(RunTarget::Thread(thread), delayed)
         .await
         .unwrap();
-    let refused = engine
-        .system()
-        .view()
+    let refused = unscoped(&engine)
         .threads()
         .update_state(thread, done_update())
         .await
@@ -92,23 +80,17 @@ async fn a_state_edit_beside_an_active_run_is_refused_409_and_changes_nothing() 
         ErrorKind::Conflict,
         "a pending run counts too"
     );
-    engine
-        .system()
-        .view()
+    unscoped(&engine)
         .runs()
         .cancel(thread, waiting.run_id, CancelAction::Interrupt)
         .await
         .unwrap();
-    engine
-        .system()
-        .view()
+    unscoped(&engine)
         .threads()
         .update_state(thread, done_update())
         .await
         .expect("no run is active now");
-    let state = engine
-        .system()
-        .view()
+    let state = unscoped(&engine)
         .threads()
         .state(thread, None, false)
         .await
@@ -122,9 +104,7 @@ async fn a_state_edit_beside_an_active_run_is_refused_409_and_changes_nothing() 
 async fn a_run_after_a_state_edit_starts_and_sees_the_edit() {
     let Harness { engine, .. } = started(EngineConfig::default()).await;
     let thread = new_thread(&engine).await;
-    let first = engine
-        .system()
-        .view()
+    let first = unscoped(&engine)
         .runs()
         .create(
             RunTarget::Thread(thread),
@@ -138,16 +118,12 @@ async fn a_run_after_a_state_edit_starts_and_sees_the_edit() {
         as_node: Some("echo".into()),
         ..ThreadStateUpdate::default()
     };
-    engine
-        .system()
-        .view()
+    unscoped(&engine)
         .threads()
         .update_state(thread, edit)
         .await
         .unwrap();
-    let next = engine
-        .system()
-        .view()
+    let next = unscoped(&engine)
         .runs()
         .create(
             RunTarget::Thread(thread),
@@ -157,9 +133,7 @@ async fn a_run_after_a_state_edit_starts_and_sees_the_edit() {
         .unwrap();
     let next = settled(&engine, &next).await;
     assert_eq!(next.status, RunStatus::Success);
-    let values = engine
-        .system()
-        .view()
+    let values = unscoped(&engine)
         .threads()
         .state(thread, None, false)
         .await
@@ -196,16 +170,12 @@ async fn supersteps_at_thread_creation_publish_a_state_update() {
         supersteps,
         ..ThreadCreate::default()
     };
-    engine
-        .system()
-        .view()
+    unscoped(&engine)
         .threads()
         .create(create(None))
         .await
         .unwrap();
-    let mut stream = engine
-        .system()
-        .view()
+    let mut stream = unscoped(&engine)
         .threads()
         .join_stream(thread_id, Replay::Live)
         .await
@@ -218,9 +188,7 @@ async fn supersteps_at_thread_creation_publish_a_state_update() {
             as_node: "echo".into(),
         }],
     }];
-    engine
-        .system()
-        .view()
+    unscoped(&engine)
         .threads()
         .create(create(Some(steps)))
         .await

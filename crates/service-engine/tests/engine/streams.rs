@@ -6,9 +6,7 @@ use crate::support::*;
 async fn a_stateless_run_deletes_its_thread_once_settled_yet_its_result_stays_answerable() {
     let Harness { engine, .. } = started(EngineConfig::default()).await;
     let input = json!({"messages": [{"type": "human", "content": "once"}]});
-    let run = engine
-        .system()
-        .view()
+    let run = unscoped(&engine)
         .runs()
         .create(RunTarget::Stateless, run_body("echo", input))
         .await
@@ -19,18 +17,14 @@ async fn a_stateless_run_deletes_its_thread_once_settled_yet_its_result_stays_an
 
     let mut kept = run_body("echo", json!({"messages": []}));
     kept.on_completion = Some(service_types::OnCompletion::Keep);
-    let run = engine
-        .system()
-        .view()
+    let run = unscoped(&engine)
         .runs()
         .create(RunTarget::Stateless, kept)
         .await
         .unwrap();
     result_of(&engine, run.run_id).await;
     assert_eq!(settled(&engine, &run).await.status, RunStatus::Success);
-    let thread = engine
-        .system()
-        .view()
+    let thread = unscoped(&engine)
         .threads()
         .get(run.thread_id)
         .await
@@ -51,9 +45,7 @@ async fn a_watched_stateless_run_answers_even_after_the_bus_forgot_it() {
     config.bus.max_retained_topics = 1;
     let Harness { engine, .. } = started(config).await;
     let input = json!({"messages": [{"type": "human", "content": "watched"}]});
-    let (run, subscription) = engine
-        .system()
-        .view()
+    let (run, subscription) = unscoped(&engine)
         .runs()
         .create_watched(RunTarget::Stateless, run_body("echo", input))
         .await
@@ -61,9 +53,7 @@ async fn a_watched_stateless_run_answers_even_after_the_bus_forgot_it() {
     // Settled and cleaned up: a stateless run's row goes with its thread.
     thread_gone(&engine, run.thread_id).await;
     for _ in 0..2 {
-        let (_other, watching) = engine
-            .system()
-            .view()
+        let (_other, watching) = unscoped(&engine)
             .runs()
             .create_watched(
                 RunTarget::Stateless,
@@ -71,13 +61,13 @@ async fn a_watched_stateless_run_answers_even_after_the_bus_forgot_it() {
             )
             .await
             .unwrap();
-        engine.system().view().runs().wait(watching).await;
+        unscoped(&engine).runs().wait(watching).await;
     }
 
     // Without the subscription taken at creation, the result is gone.
     let late = result_of(&engine, run.run_id).await;
     assert_eq!(late["__error__"]["message"], "404: Run not found");
-    let body = engine.system().view().runs().wait(subscription).await;
+    let body = unscoped(&engine).runs().wait(subscription).await;
     assert_eq!(body["messages"][1]["content"], "echo: watched");
 }
 
@@ -90,9 +80,7 @@ async fn a_thread_made_by_its_run_names_the_graph_and_is_idle_after_it() {
         json!({"messages": [{"type": "human", "content": "new"}]}),
     );
     body.if_not_exists = Some(service_types::IfNotExists::Create);
-    let (run, watching) = engine
-        .system()
-        .view()
+    let (run, watching) = unscoped(&engine)
         .runs()
         .create_watched(RunTarget::Thread(thread), body)
         .await
@@ -100,11 +88,11 @@ async fn a_thread_made_by_its_run_names_the_graph_and_is_idle_after_it() {
     assert_eq!(run.thread_id, thread);
     // The run's metadata takes in its new thread's, which names the graph.
     assert_eq!(run.metadata["graph_id"], "echo");
-    let result = engine.system().view().runs().wait(watching).await;
+    let result = unscoped(&engine).runs().wait(watching).await;
     assert_eq!(result["messages"][1]["content"], "echo: new");
     assert_eq!(settled(&engine, &run).await.status, RunStatus::Success);
     let made = eventually(|| async {
-        let made = engine.system().view().threads().get(thread).await.ok()?;
+        let made = unscoped(&engine).threads().get(thread).await.ok()?;
         (made.status == ThreadStatus::Idle).then_some(made)
     })
     .await;
@@ -120,17 +108,13 @@ async fn a_thread_made_by_its_run_names_the_graph_and_is_idle_after_it() {
         json!({"messages": [{"type": "human", "content": "again"}]}),
     );
     again.if_not_exists = Some(service_types::IfNotExists::Create);
-    let second = engine
-        .system()
-        .view()
+    let second = unscoped(&engine)
         .runs()
         .create(RunTarget::Thread(thread), again)
         .await
         .unwrap();
     assert_eq!(settled(&engine, &second).await.status, RunStatus::Success);
-    let values = engine
-        .system()
-        .view()
+    let values = unscoped(&engine)
         .threads()
         .get(thread)
         .await
@@ -144,9 +128,7 @@ async fn a_thread_made_by_its_run_names_the_graph_and_is_idle_after_it() {
     let mut rejected = run_body("echo", json!({}));
     rejected.if_not_exists = Some(service_types::IfNotExists::Create);
     rejected.multitask_strategy = Some(MultitaskStrategy::Reject);
-    let error = engine
-        .system()
-        .view()
+    let error = unscoped(&engine)
         .runs()
         .create(RunTarget::Thread(thread), rejected)
         .await
@@ -177,9 +159,7 @@ async fn a_run_stream_starts_with_metadata_before_the_run_starts() {
     let thread = new_thread(&engine).await;
     let mut delayed = run_body("echo", json!({"messages": []}));
     delayed.after_seconds = Some(30.0);
-    let (run, watched) = engine
-        .system()
-        .view()
+    let (run, watched) = unscoped(&engine)
         .runs()
         .create_watched(RunTarget::Thread(thread), delayed)
         .await
@@ -200,18 +180,14 @@ async fn a_run_stream_starts_with_metadata_before_the_run_starts() {
         serde_json::from_slice::<Value>(&first.data).unwrap(),
         json!({"run_id": run.run_id, "attempt": 1})
     );
-    let waiting = engine
-        .system()
-        .view()
+    let waiting = unscoped(&engine)
         .runs()
         .get(thread, run.run_id)
         .await
         .unwrap();
     assert_eq!(waiting.status, RunStatus::Pending);
 
-    let (run, subscription) = engine
-        .system()
-        .view()
+    let (run, subscription) = unscoped(&engine)
         .runs()
         .create_watched(
             RunTarget::Stateless,

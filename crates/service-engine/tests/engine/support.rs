@@ -8,6 +8,7 @@ pub(crate) use std::time::Duration;
 
 pub(crate) use serde_json::{Value, json};
 pub(crate) use service_engine::bus::MemoryBus;
+use service_engine::views::View;
 pub(crate) use service_engine::{Engine, EngineConfig, EngineParts, RunTarget};
 pub(crate) use service_graph::{Checkpointer, InMemorySaver};
 pub(crate) use service_store::{Clock, ManualClock};
@@ -80,6 +81,11 @@ where
     }
 }
 
+/// The engine's unscoped views, as the server's own work sees them.
+pub(crate) fn unscoped(engine: &Engine) -> View<'_> {
+    engine.system().view()
+}
+
 pub(crate) fn run_body(assistant: &str, input: Value) -> RunCreate {
     RunCreate {
         assistant_id: assistant.into(),
@@ -89,9 +95,7 @@ pub(crate) fn run_body(assistant: &str, input: Value) -> RunCreate {
 }
 
 pub(crate) async fn new_thread(engine: &Engine) -> Uuid {
-    engine
-        .system()
-        .view()
+    unscoped(engine)
         .threads()
         .create(ThreadCreate::default())
         .await
@@ -102,9 +106,7 @@ pub(crate) async fn new_thread(engine: &Engine) -> Uuid {
 /// Waits until the thread is deleted (a stateless run's, once settled).
 pub(crate) async fn thread_gone(engine: &Engine, thread_id: Uuid) {
     eventually(|| async {
-        engine
-            .system()
-            .view()
+        unscoped(engine)
             .threads()
             .get(thread_id)
             .await
@@ -116,9 +118,7 @@ pub(crate) async fn thread_gone(engine: &Engine, thread_id: Uuid) {
 
 pub(crate) async fn settled(engine: &Engine, run: &Run) -> Run {
     eventually(|| async {
-        let run = engine
-            .system()
-            .view()
+        let run = unscoped(engine)
             .runs()
             .get(run.thread_id, run.run_id)
             .await
@@ -130,9 +130,7 @@ pub(crate) async fn settled(engine: &Engine, run: &Run) -> Run {
 
 /// A `slow` run of a minute on `thread`, once a worker executes it.
 pub(crate) async fn running_slow_run(engine: &Engine, thread: Uuid) -> Run {
-    let run = engine
-        .system()
-        .view()
+    let run = unscoped(engine)
         .runs()
         .create(
             RunTarget::Thread(thread),
@@ -141,13 +139,7 @@ pub(crate) async fn running_slow_run(engine: &Engine, thread: Uuid) -> Run {
         .await
         .unwrap();
     eventually(|| async {
-        let run = engine
-            .system()
-            .view()
-            .runs()
-            .get(thread, run.run_id)
-            .await
-            .ok()?;
+        let run = unscoped(engine).runs().get(thread, run.run_id).await.ok()?;
         (run.status == RunStatus::Running).then_some(run)
     })
     .await
@@ -164,7 +156,7 @@ pub(crate) async fn idle_workers(engine: &Engine, count: usize) {
 pub(crate) async fn result_of(engine: &Engine, run_id: Uuid) -> Value {
     tokio::time::timeout(
         Duration::from_secs(30),
-        engine.system().view().runs().result(run_id),
+        unscoped(engine).runs().result(run_id),
     )
     .await
     .expect("the run ended within 30 s")
