@@ -26,7 +26,7 @@ impl<'a> Deliveries<'a> {
         query: &DeliveryQuery,
     ) -> EngineResult<Vec<Delivery>> {
         let scope = self.0.caller.scope();
-        self.0.engine.thread_within(thread_id, scope).await?;
+        self.0.thread(thread_id).await?;
         self.0
             .engine
             .list_deliveries(thread_id, run_id, query, scope)
@@ -41,7 +41,7 @@ impl<'a> Deliveries<'a> {
         delivery_id: Uuid,
     ) -> EngineResult<Delivery> {
         let scope = self.0.caller.scope();
-        self.0.engine.thread_within(thread_id, scope).await?;
+        self.0.thread(thread_id).await?;
         self.0
             .engine
             .replay_delivery(thread_id, run_id, delivery_id, scope)

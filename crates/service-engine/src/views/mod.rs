@@ -35,6 +35,14 @@ pub struct View<'a> {
 }
 
 impl<'a> View<'a> {
+    /// Not found unless the thread exists within the caller's scope: the check of
+    /// every view that reaches something through a thread.
+    async fn thread(self, thread_id: uuid::Uuid) -> crate::EngineResult<()> {
+        self.engine
+            .thread_within(thread_id, self.caller.scope())
+            .await
+    }
+
     /// Threads, their state, history and thread streams.
     pub fn threads(self) -> Threads<'a> {
         Threads::new(self)

@@ -18,16 +18,9 @@ impl<'a> Protocol<'a> {
         Self(view)
     }
 
-    async fn check(self, thread_id: Uuid) -> EngineResult<()> {
-        self.0
-            .engine
-            .thread_within(thread_id, self.0.caller.scope())
-            .await
-    }
-
     /// The thread's protocol events, numbered from 1 for this connection.
     pub async fn events(self, thread_id: Uuid) -> EngineResult<ThreadEvents> {
-        self.check(thread_id).await?;
+        self.0.thread(thread_id).await?;
         self.0.engine.thread_events(thread_id).await
     }
 
@@ -49,7 +42,7 @@ impl<'a> Protocol<'a> {
         thread_id: Uuid,
         params: InputRespondParams,
     ) -> Result<Run, ProtocolFailure> {
-        self.check(thread_id).await?;
+        self.0.thread(thread_id).await?;
         self.0
             .engine
             .respond_on_thread(thread_id, params, self.0.caller)
@@ -62,7 +55,7 @@ impl<'a> Protocol<'a> {
         thread_id: Uuid,
         run_id: Option<Uuid>,
     ) -> Result<Value, ProtocolFailure> {
-        self.check(thread_id).await?;
+        self.0.thread(thread_id).await?;
         self.0.engine.agent_tree(thread_id, run_id).await
     }
 }

@@ -21,10 +21,14 @@ impl<'a> Runs<'a> {
     /// The run's thread (named in the path) or, for a stateless run, the run itself
     /// must be within the caller's scope.
     async fn check(self, thread_id: Option<Uuid>, run_id: Uuid) -> EngineResult<()> {
-        let (engine, scope) = (self.0.engine, self.0.caller.scope());
         match thread_id {
-            Some(thread_id) => engine.thread_within(thread_id, scope).await,
-            None => engine.run_within(run_id, scope).await,
+            Some(thread_id) => self.0.thread(thread_id).await,
+            None => {
+                self.0
+                    .engine
+                    .run_within(run_id, self.0.caller.scope())
+                    .await
+            }
         }
     }
 
@@ -76,8 +80,7 @@ impl<'a> Runs<'a> {
         offset: Option<i64>,
         status: Option<RunStatus>,
     ) -> EngineResult<Vec<Run>> {
-        let scope = self.0.caller.scope();
-        self.0.engine.thread_within(thread_id, scope).await?;
+        self.0.thread(thread_id).await?;
         self.0
             .engine
             .list_runs(thread_id, limit, offset, status)

@@ -21,13 +21,6 @@ impl<'a> Threads<'a> {
         Self(view)
     }
 
-    async fn check(self, thread_id: Uuid) -> EngineResult<()> {
-        self.0
-            .engine
-            .thread_within(thread_id, self.0.caller.scope())
-            .await
-    }
-
     /// Creates a thread stamped with the caller's scope (`supersteps` applied through
     /// its graph); an existing thread of another owner is a conflict.
     pub async fn create(self, body: ThreadCreate) -> EngineResult<Thread> {
@@ -49,7 +42,7 @@ impl<'a> Threads<'a> {
 
     /// Merges metadata (keeping the scope's stamp) and changes the ttl.
     pub async fn update(self, thread_id: Uuid, mut body: ThreadPatch) -> EngineResult<Thread> {
-        self.check(thread_id).await?;
+        self.0.thread(thread_id).await?;
         if body.metadata.is_some() {
             self.0.caller.scope().stamp_option(&mut body.metadata);
         }
@@ -58,7 +51,7 @@ impl<'a> Threads<'a> {
 
     /// Deletes a thread with its runs, checkpoints and thread crons.
     pub async fn delete(self, thread_id: Uuid) -> EngineResult<()> {
-        self.check(thread_id).await?;
+        self.0.thread(thread_id).await?;
         self.0.engine.delete_thread(thread_id).await
     }
 
@@ -76,14 +69,14 @@ impl<'a> Threads<'a> {
 
     /// Copies a thread with its checkpoints (the copy keeps its owner's stamp).
     pub async fn copy(self, thread_id: Uuid) -> EngineResult<Thread> {
-        self.check(thread_id).await?;
+        self.0.thread(thread_id).await?;
         self.0.engine.copy_thread(thread_id).await
     }
 
     /// Prunes threads, every one of them checked first.
     pub async fn prune(self, ids: Vec<Uuid>, strategy: PruneStrategy) -> EngineResult<u64> {
         for thread_id in &ids {
-            self.check(*thread_id).await?;
+            self.0.thread(*thread_id).await?;
         }
         self.0.engine.prune_threads(ids, strategy).await
     }
@@ -95,7 +88,7 @@ impl<'a> Threads<'a> {
         checkpoint: Option<Checkpoint>,
         subgraphs: bool,
     ) -> EngineResult<ThreadState> {
-        self.check(thread_id).await?;
+        self.0.thread(thread_id).await?;
         self.0
             .engine
             .thread_state(thread_id, checkpoint, subgraphs)
@@ -108,13 +101,13 @@ impl<'a> Threads<'a> {
         thread_id: Uuid,
         body: ThreadStateUpdate,
     ) -> EngineResult<Value> {
-        self.check(thread_id).await?;
+        self.0.thread(thread_id).await?;
         self.0.engine.update_thread_state(thread_id, body).await
     }
 
     /// Merges metadata into the thread's latest checkpoint.
     pub async fn patch_state(self, thread_id: Uuid, metadata: Metadata) -> EngineResult<()> {
-        self.check(thread_id).await?;
+        self.0.thread(thread_id).await?;
         self.0.engine.patch_thread_state(thread_id, metadata).await
     }
 
@@ -124,7 +117,7 @@ impl<'a> Threads<'a> {
         thread_id: Uuid,
         query: HistoryQuery,
     ) -> EngineResult<Vec<ThreadState>> {
-        self.check(thread_id).await?;
+        self.0.thread(thread_id).await?;
         self.0.engine.thread_history(thread_id, query).await
     }
 
@@ -134,7 +127,7 @@ impl<'a> Threads<'a> {
         thread_id: Uuid,
         replay: Replay,
     ) -> EngineResult<Option<Subscription>> {
-        self.check(thread_id).await?;
+        self.0.thread(thread_id).await?;
         self.0.engine.join_thread_stream(thread_id, replay).await
     }
 }
