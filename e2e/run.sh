@@ -4,7 +4,7 @@
 #   E2E_BASE_URL=http://127.0.0.1:8123 e2e/run.sh      # a server that is already running
 #   E2E_SERVER_BIN=target/debug/service-server e2e/run.sh   # start `$E2E_SERVER_BIN dev --port <free>`
 #   E2E_SERVER_MODE=start DATABASE_URL=... e2e/run.sh        # the same in production mode (here on PostgreSQL)
-#   E2E_SERVER_CONFIG=../shared/reference-graphs/langgraph.json E2E_GRAPHS=python ...
+#   E2E_SERVER_CONFIG=examples/python-graphs/langgraph.json E2E_GRAPHS=python ...
 #       # the started server serves that config's (Python) graphs through the bridge
 #
 # E2E_WEBHOOK_SECRET (default e2e-webhook-secret) is the started server's

@@ -1,5 +1,5 @@
 //! The bridge against real Python workers running the reference graphs
-//! (`../shared/reference-graphs`) and a graph of this crate's tests. The interpreter is
+//! (`examples/python-graphs`) and a graph of this crate's tests. The interpreter is
 //! SERVICE_PYTHON (scripts/test makes a virtual environment with LangGraph).
 
 use std::collections::BTreeMap;
@@ -25,7 +25,7 @@ fn python() -> String {
 }
 
 fn reference() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/reference-graphs")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/python-graphs")
 }
 
 async fn bridge(

@@ -1,6 +1,6 @@
 //! The example graphs the bundled server registers in development mode. Their ids
 //! and behaviour are what end-to-end tests and users rely on; the Python versions are
-//! in `shared/reference-graphs/graphs.py`.
+//! in `examples/python-graphs/graphs.py`.
 //!
 //! | id | behaviour |
 //! |---|---|
