@@ -37,9 +37,7 @@ async fn a_successful_run_delivers_its_final_state_signed() {
     let engine = memory_engine(fast_settings()).await;
     let thread = new_thread(&engine).await;
     let input = json!({"messages": [{"type": "human", "content": "hi"}]});
-    let run = engine
-        .system()
-        .view()
+    let run = unscoped(&engine)
         .runs()
         .create(
             RunTarget::Thread(thread),
@@ -81,9 +79,7 @@ async fn a_successful_run_delivers_its_final_state_signed() {
     assert_eq!(delivery.attempt, 1);
     assert!(!delivery.replayable, "the payload is cleared on success");
     assert_eq!(
-        engine
-            .system()
-            .view()
+        unscoped(&engine)
             .deliveries()
             .replay(thread, run.run_id, delivery.delivery_id)
             .await
@@ -103,9 +99,7 @@ async fn failed_timed_out_and_interrupted_runs_report_their_status() {
     };
     let engine = memory_engine_with(fast_settings(), config).await;
 
-    let failing = engine
-        .system()
-        .view()
+    let failing = unscoped(&engine)
         .runs()
         .create(
             RunTarget::Stateless,
@@ -113,9 +107,7 @@ async fn failed_timed_out_and_interrupted_runs_report_their_status() {
         )
         .await
         .unwrap();
-    let slow = engine
-        .system()
-        .view()
+    let slow = unscoped(&engine)
         .runs()
         .create(
             RunTarget::Stateless,
@@ -124,9 +116,7 @@ async fn failed_timed_out_and_interrupted_runs_report_their_status() {
         .await
         .unwrap();
     let thread = new_thread(&engine).await;
-    let approval = engine
-        .system()
-        .view()
+    let approval = unscoped(&engine)
         .runs()
         .create(
             RunTarget::Thread(thread),
@@ -164,9 +154,7 @@ async fn a_run_cancelled_while_running_delivers_and_one_cancelled_while_pending_
     let receiver = Receiver::start().await;
     let engine = memory_engine(fast_settings()).await;
     let thread = new_thread(&engine).await;
-    let running = engine
-        .system()
-        .view()
+    let running = unscoped(&engine)
         .runs()
         .create(
             RunTarget::Thread(thread),
@@ -175,9 +163,7 @@ async fn a_run_cancelled_while_running_delivers_and_one_cancelled_while_pending_
         .await
         .unwrap();
     eventually(|| async {
-        let run = engine
-            .system()
-            .view()
+        let run = unscoped(&engine)
             .runs()
             .get(thread, running.run_id)
             .await
@@ -185,9 +171,7 @@ async fn a_run_cancelled_while_running_delivers_and_one_cancelled_while_pending_
         (run.status == RunStatus::Running).then_some(())
     })
     .await;
-    let queued = engine
-        .system()
-        .view()
+    let queued = unscoped(&engine)
         .runs()
         .create(
             RunTarget::Thread(thread),
@@ -198,16 +182,12 @@ async fn a_run_cancelled_while_running_delivers_and_one_cancelled_while_pending_
         )
         .await
         .unwrap();
-    engine
-        .system()
-        .view()
+    unscoped(&engine)
         .runs()
         .cancel(thread, queued.run_id, CancelAction::Interrupt)
         .await
         .unwrap();
-    engine
-        .system()
-        .view()
+    unscoped(&engine)
         .runs()
         .cancel(thread, running.run_id, CancelAction::Interrupt)
         .await
@@ -218,9 +198,7 @@ async fn a_run_cancelled_while_running_delivers_and_one_cancelled_while_pending_
     // The pending run never started: it has no delivery and nothing more arrives.
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(receiver.received().len(), 1);
-    let none = engine
-        .system()
-        .view()
+    let none = unscoped(&engine)
         .deliveries()
         .list(thread, queued.run_id, &Default::default())
         .await
@@ -233,9 +211,7 @@ async fn a_failed_attempt_is_retried_with_the_same_delivery_id() {
     let receiver = Receiver::start().await;
     receiver.plan([Answer::Status(500), Answer::After(Duration::from_secs(2))]);
     let engine = memory_engine(fast_settings()).await;
-    let run = engine
-        .system()
-        .view()
+    let run = unscoped(&engine)
         .runs()
         .create(
             RunTarget::Stateless,
@@ -290,9 +266,7 @@ async fn a_delivery_dies_after_its_last_attempt_and_a_replay_sends_it_again() {
     ]);
     let engine = memory_engine(fast_settings()).await;
     let thread = new_thread(&engine).await;
-    let run = engine
-        .system()
-        .view()
+    let run = unscoped(&engine)
         .runs()
         .create(
             RunTarget::Thread(thread),
@@ -310,17 +284,13 @@ async fn a_delivery_dies_after_its_last_attempt_and_a_replay_sends_it_again() {
     assert_eq!(receiver.received().len(), 3);
 
     // Not another run's delivery: 404.
-    let other = engine
-        .system()
-        .view()
+    let other = unscoped(&engine)
         .deliveries()
         .replay(thread, Uuid::now_v7(), dead.delivery_id)
         .await
         .unwrap_err();
     assert_eq!(other.kind, ErrorKind::NotFound);
-    let replayed = engine
-        .system()
-        .view()
+    let replayed = unscoped(&engine)
         .deliveries()
         .replay(thread, run.run_id, dead.delivery_id)
         .await
@@ -341,9 +311,7 @@ async fn an_oversized_body_has_its_values_truncated_inside_the_signed_body() {
     };
     let engine = memory_engine(settings).await;
     let big = "x".repeat(20_000);
-    let run = engine
-        .system()
-        .view()
+    let run = unscoped(&engine)
         .runs()
         .create(
             RunTarget::Stateless,
@@ -373,9 +341,7 @@ async fn a_host_outside_the_allow_list_is_recorded_dead_and_never_sent() {
         ..fast_settings()
     };
     let engine = memory_engine(settings).await;
-    let run = engine
-        .system()
-        .view()
+    let run = unscoped(&engine)
         .runs()
         .create(
             RunTarget::Stateless,
@@ -404,9 +370,7 @@ async fn urls_are_checked_at_creation() {
     };
     let engine = memory_engine(settings).await;
     for bad in ["/relative", "ftp://example.com/x", "http://example.com/x"] {
-        let error = engine
-            .system()
-            .view()
+        let error = unscoped(&engine)
             .runs()
             .create(RunTarget::Stateless, run_body("echo", json!({}), bad))
             .await
@@ -429,9 +393,7 @@ async fn a_reply_declaration_is_captured_and_replayed_verbatim_on_retries() {
         stream_mode: Some(serde_json::from_value(json!(["values", "custom"])).unwrap()),
         ..run_body("reply", json!({"text": "hi"}), &receiver.url)
     };
-    engine
-        .system()
-        .view()
+    unscoped(&engine)
         .runs()
         .create(RunTarget::Stateless, body)
         .await
@@ -442,9 +404,7 @@ async fn a_reply_declaration_is_captured_and_replayed_verbatim_on_retries() {
     }
 
     // Without the custom stream mode nothing is captured.
-    engine
-        .system()
-        .view()
+    unscoped(&engine)
         .runs()
         .create(
             RunTarget::Stateless,
@@ -468,9 +428,7 @@ async fn cron_firings_deliver() {
     ));
     let engine =
         engine_with_clock(store, fast_settings(), EngineConfig::default(), dyn_clock).await;
-    let cron = engine
-        .system()
-        .view()
+    let cron = unscoped(&engine)
         .crons()
         .create(
             None,
@@ -507,9 +465,7 @@ async fn a_store_without_deliveries_sends_one_unsigned_best_effort_post() {
         ..full.parts()
     });
     let engine = engine_on(store, fast_settings(), EngineConfig::default()).await;
-    engine
-        .system()
-        .view()
+    unscoped(&engine)
         .runs()
         .create(
             RunTarget::Stateless,
@@ -542,9 +498,7 @@ async fn a_dead_delivery_loses_its_payload_after_retention_and_can_no_longer_be_
     };
     let engine = memory_engine(settings).await;
     let thread = new_thread(&engine).await;
-    let run = engine
-        .system()
-        .view()
+    let run = unscoped(&engine)
         .runs()
         .create(
             RunTarget::Thread(thread),
@@ -554,9 +508,7 @@ async fn a_dead_delivery_loses_its_payload_after_retention_and_can_no_longer_be_
         .unwrap();
     let dead = delivery_in(&engine, &run, DeliveryStatus::Dead).await;
     let purged = eventually(|| async {
-        let listed = engine
-            .system()
-            .view()
+        let listed = unscoped(&engine)
             .deliveries()
             .list(thread, run.run_id, &Default::default())
             .await
@@ -565,9 +517,7 @@ async fn a_dead_delivery_loses_its_payload_after_retention_and_can_no_longer_be_
     })
     .await;
     assert_eq!(purged.delivery_id, dead.delivery_id);
-    let error = engine
-        .system()
-        .view()
+    let error = unscoped(&engine)
         .deliveries()
         .replay(thread, run.run_id, dead.delivery_id)
         .await
@@ -585,9 +535,7 @@ async fn shutdown_does_not_wait_out_a_receiver_that_never_answers() {
         ..fast_settings()
     };
     let engine = memory_engine(settings).await;
-    engine
-        .system()
-        .view()
+    unscoped(&engine)
         .runs()
         .create(
             RunTarget::Stateless,

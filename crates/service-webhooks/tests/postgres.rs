@@ -58,9 +58,7 @@ async fn a_run_settles_with_its_delivery_and_is_delivered_signed() {
     let receiver = Receiver::start().await;
     let engine = engine_on(store, fast_settings(), EngineConfig::default()).await;
     let thread = new_thread(&engine).await;
-    let run = engine
-        .system()
-        .view()
+    let run = unscoped(&engine)
         .runs()
         .create(
             RunTarget::Thread(thread),
@@ -128,9 +126,7 @@ async fn two_outboxes_on_one_database_never_send_one_attempt_twice_at_once() {
     let runs = 12;
     let mut created = Vec::new();
     for _ in 0..runs {
-        let run = engine
-            .system()
-            .view()
+        let run = unscoped(&engine)
             .runs()
             .create(
                 RunTarget::Stateless,

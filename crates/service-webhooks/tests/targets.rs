@@ -19,17 +19,13 @@ fn blocking_private_targets() -> WebhookSettings {
 /// The run's one delivery once it is dead or delivered.
 async fn settled_delivery(engine: &Engine, url: &str) -> Delivery {
     let thread = new_thread(engine).await;
-    let run = engine
-        .system()
-        .view()
+    let run = unscoped(engine)
         .runs()
         .create(RunTarget::Thread(thread), run_body("echo", json!({}), url))
         .await
         .unwrap();
     eventually(|| async {
-        let listed = engine
-            .system()
-            .view()
+        let listed = unscoped(engine)
             .deliveries()
             .list(thread, run.run_id, &Default::default())
             .await

@@ -14,6 +14,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
 pub use serde_json::{Value, json};
 use service_engine::bus::MemoryBus;
+use service_engine::views::View;
 pub use service_engine::{Engine, EngineConfig, EngineParts, RunTarget};
 use service_graph::InMemorySaver;
 pub use service_store::{Clock, Store, SystemClock};
@@ -194,6 +195,11 @@ pub async fn memory_engine_with(settings: WebhookSettings, config: EngineConfig)
     engine_on(store, settings, config).await
 }
 
+/// The engine's unscoped views, as the server's own work sees them.
+pub fn unscoped(engine: &Engine) -> View<'_> {
+    engine.system().view()
+}
+
 pub fn run_body(assistant: &str, input: Value, webhook: &str) -> RunCreate {
     RunCreate {
         assistant_id: assistant.into(),
@@ -204,9 +210,7 @@ pub fn run_body(assistant: &str, input: Value, webhook: &str) -> RunCreate {
 }
 
 pub async fn new_thread(engine: &Engine) -> Uuid {
-    engine
-        .system()
-        .view()
+    unscoped(engine)
         .threads()
         .create(ThreadCreate::default())
         .await
@@ -236,9 +240,7 @@ where
 /// The run's one delivery once it reached `status`.
 pub async fn delivery_in(engine: &Engine, run: &Run, status: DeliveryStatus) -> Delivery {
     eventually(|| async {
-        let listed = engine
-            .system()
-            .view()
+        let listed = unscoped(engine)
             .deliveries()
             .list(run.thread_id, run.run_id, &Default::default())
             .await
