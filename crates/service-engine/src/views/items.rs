@@ -25,19 +25,10 @@ impl<'a> Items<'a> {
         }
     }
 
-    /// The caller's namespace as stored.
-    fn stored(self, namespace: Vec<String>) -> EngineResult<Vec<String>> {
-        refuse_reserved_root(&namespace)?;
-        Ok(match self.tenant() {
-            Some(tenant) => tenant.inside(namespace),
-            None => namespace,
-        })
-    }
-
     /// Stores an item.
     pub async fn put(self, mut body: StorePut) -> EngineResult<()> {
         crate::validate_namespace(&body.namespace)?;
-        body.namespace = self.stored(body.namespace)?;
+        body.namespace = stored(self.tenant().as_ref(), body.namespace)?;
         self.0.engine.put_item(body).await
     }
 
@@ -48,10 +39,11 @@ impl<'a> Items<'a> {
         key: &str,
         refresh: Option<bool>,
     ) -> EngineResult<Option<Item>> {
-        let namespace = self.stored(namespace)?;
+        let tenant = self.tenant();
+        let namespace = stored(tenant.as_ref(), namespace)?;
         let item = self.0.engine.get_item(&namespace, key, refresh).await?;
         Ok(item.map(|mut item| {
-            if let Some(tenant) = self.tenant() {
+            if let Some(tenant) = &tenant {
                 item.namespace = tenant.outside(item.namespace);
             }
             item
@@ -60,15 +52,16 @@ impl<'a> Items<'a> {
 
     /// Deletes an item (absent is fine).
     pub async fn delete(self, namespace: Vec<String>, key: &str) -> EngineResult<()> {
-        let namespace = self.stored(namespace)?;
+        let namespace = stored(self.tenant().as_ref(), namespace)?;
         self.0.engine.delete_item(&namespace, key).await
     }
 
     /// Filtered search under a namespace prefix.
     pub async fn search(self, mut body: StoreSearch) -> EngineResult<Vec<SearchItem>> {
-        body.namespace_prefix = self.stored(body.namespace_prefix)?;
+        let tenant = self.tenant();
+        body.namespace_prefix = stored(tenant.as_ref(), body.namespace_prefix)?;
         let mut found = self.0.engine.search_items(body).await?;
-        if let Some(tenant) = self.tenant() {
+        if let Some(tenant) = &tenant {
             for item in &mut found {
                 item.item.namespace = tenant.outside(std::mem::take(&mut item.item.namespace));
             }
@@ -97,4 +90,13 @@ impl<'a> Items<'a> {
             .map(|namespace| tenant.outside(namespace))
             .collect())
     }
+}
+
+/// The caller's namespace as stored: under the tenant's place, when it has one.
+fn stored(tenant: Option<&Tenant>, namespace: Vec<String>) -> EngineResult<Vec<String>> {
+    refuse_reserved_root(&namespace)?;
+    Ok(match tenant {
+        Some(tenant) => tenant.inside(namespace),
+        None => namespace,
+    })
 }
