@@ -1,6 +1,7 @@
 //! Engine behaviour with the in-memory store, the example graphs and an injected
 //! clock, by topic.
 
+mod assistants;
 mod claims;
 mod endings;
 mod instances;
