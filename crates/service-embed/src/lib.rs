@@ -1,13 +1,19 @@
 //! Embedders for the store's semantic index (`store.index.embed`), behind
 //! [`service_store::Embedder`]. [`from_config`] turns the configured string into one:
-//! `openai:<model>` is an OpenAI-compatible embeddings endpoint ([`OpenAiEmbedder`]).
+//! `openai:<model>` is an OpenAI-compatible embeddings endpoint ([`OpenAiEmbedder`]);
+//! `local:<dir>` a sentence-transformers model run in-process (`LocalEmbedder`, with
+//! the `local` feature).
 
+#[cfg(feature = "local")]
+mod local;
 mod openai;
 
 use std::sync::Arc;
 
 use service_store::Embedder;
 
+#[cfg(feature = "local")]
+pub use local::LocalEmbedder;
 pub use openai::{DEFAULT_BASE_URL, MAX_INPUTS_PER_REQUEST, OpenAiEmbedder, OpenAiOptions};
 
 /// The embedder `embed` names, producing vectors of `dims`; the environment is read
@@ -24,11 +30,18 @@ pub fn from_config(
             let options = OpenAiOptions::from_env(model.trim(), dims, lookup)?;
             Ok(Arc::new(OpenAiEmbedder::new(options)?))
         }
+        #[cfg(feature = "local")]
+        "local" if !model.trim().is_empty() => {
+            let embedder = LocalEmbedder::load(std::path::Path::new(model.trim()), dims)
+                .map_err(|error| format!("store.index.embed {embed:?}: {error}"))?;
+            Ok(Arc::new(embedder))
+        }
+        #[cfg(not(feature = "local"))]
         "local" => Err(format!(
-            "store.index.embed {embed:?}: local models are not built into this server yet; use \"openai:<model>\" with an OpenAI-compatible endpoint (OPENAI_BASE_URL)"
+            "store.index.embed {embed:?}: this server was built without local models; build it with `--features local-embed`, or use \"openai:<model>\" with an OpenAI-compatible endpoint (OPENAI_BASE_URL)"
         )),
         _ => Err(format!(
-            "store.index.embed {embed:?} is not supported: use \"openai:<model>\" (an OpenAI-compatible endpoint at OPENAI_BASE_URL, key in OPENAI_API_KEY)"
+            "store.index.embed {embed:?} is not supported: use \"openai:<model>\" (an OpenAI-compatible endpoint at OPENAI_BASE_URL, key in OPENAI_API_KEY) or \"local:<model directory>\""
         )),
     }
 }
@@ -47,7 +60,10 @@ mod tests {
         let embedder = from_config("openai:text-embedding-3-small", 1536, &with_key).unwrap();
         assert_eq!(embedder.dims(), 1536);
         for (embed, says) in [
-            ("local:/models/minilm", "local models are not built"),
+            #[cfg(not(feature = "local"))]
+            ("local:/models/minilm", "built without local models"),
+            #[cfg(feature = "local")]
+            ("local:/models/minilm", "does not exist"),
             ("./embed.py:embeddings", "is not supported"),
             ("openai:", "is not supported"),
             ("cohere:embed-v4", "is not supported"),
