@@ -58,6 +58,24 @@ async fn all_minilm_gives_the_similarities_sentence_transformers_documents() {
 }
 
 #[tokio::test]
+async fn a_paraphrase_outranks_an_unrelated_sentence() {
+    let embedder = LocalEmbedder::load(&model_dir(), 384).unwrap();
+    let vectors = embedder
+        .embed(&texts(&[
+            "the cat sat on the mat",
+            "a kitten rests on a rug",
+            "stock prices fell",
+        ]))
+        .await
+        .unwrap();
+    let (kitten, stocks) = (
+        cosine(&vectors[0], &vectors[1]),
+        cosine(&vectors[0], &vectors[2]),
+    );
+    assert!(kitten > stocks + 0.2, "kitten {kitten} vs stocks {stocks}");
+}
+
+#[tokio::test]
 async fn a_text_embeds_the_same_alone_and_padded_in_a_batch() {
     let embedder = LocalEmbedder::load(&model_dir(), 384).unwrap();
     let short = "cats";
