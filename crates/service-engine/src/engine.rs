@@ -18,6 +18,7 @@ use crate::coordination::{Coordinator, LocalCoordinator};
 use crate::drive::Driver;
 use crate::frames::Frames;
 use crate::graph_store::graph_store;
+use crate::items::ItemOps;
 use crate::scheduler::Scheduler;
 use crate::settle::Settler;
 use crate::webhooks::Webhooks;
@@ -64,6 +65,8 @@ impl std::fmt::Debug for Engine {
 
 pub(crate) struct Inner {
     pub(crate) store: Store,
+    /// Store items with the configured index, ttl and refresh applied.
+    pub(crate) items: ItemOps,
     pub(crate) graphs: Arc<dyn GraphResolver>,
     pub(crate) checkpointer: Arc<dyn Checkpointer>,
     pub(crate) bus: Arc<dyn StreamBus>,
@@ -107,15 +110,12 @@ impl Engine {
     ) -> Result<Self, GraphError> {
         let graphs = parts.graphs.build(Arc::clone(&parts.checkpointer))?;
         let frames = Frames::new(Arc::clone(&parts.bus), parts.config.expose_stacks);
+        let items = ItemOps::new(parts.store.clone(), &parts.config);
         let driver = Driver {
             graphs: Arc::clone(&graphs),
             coordinator: Arc::clone(&coordinator),
             store: parts.store.clone(),
-            long_term: graph_store(
-                parts.store.clone(),
-                parts.config.store_default_ttl_minutes,
-                parts.config.store_index.clone(),
-            ),
+            long_term: graph_store(items.clone()),
             frames: frames.clone(),
             run_timeout: parts.config.run_timeout,
         };
@@ -133,6 +133,7 @@ impl Engine {
         Ok(Self {
             inner: Arc::new(Inner {
                 store: parts.store,
+                items,
                 graphs,
                 checkpointer: parts.checkpointer,
                 bus: parts.bus,

@@ -46,6 +46,7 @@ pub use config::EngineConfig;
 pub use crons::CronSearchPage;
 pub use engine::{Engine, EngineParts};
 pub use error::{EngineError, EngineResult, ErrorDetail, ErrorKind};
+pub use graph_store::long_term_store;
 pub use join::{RunStream, RunToJoin, run_not_found};
 pub use namespaces::{TENANT_ROOT, validate_namespace};
 pub use run_options::{RunOptions, RunOptionsError};

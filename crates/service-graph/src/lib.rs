@@ -32,4 +32,4 @@ pub use resolver::{GraphLoader, GraphRegistry, GraphResolver};
 pub use service_types::NodeSelection;
 pub use snapshot::{StateSnapshot, TaskSnapshot};
 pub use source::GraphSource;
-pub use store::{InMemoryLongTermStore, LongTermStore};
+pub use store::LongTermStore;

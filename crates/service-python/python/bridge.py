@@ -345,47 +345,60 @@ def _store_class():
             **extra,
         )
 
-    def matches(value: dict, filter: dict | None) -> bool:
-        return not filter or all(value.get(key) == wanted for key, wanted in filter.items())
+    def conditions(op) -> dict:
+        """A ListNamespacesOp's match conditions as the server's prefix and suffix."""
+        wanted: dict = {}
+        for condition in op.match_conditions or ():
+            if condition.match_type in wanted:
+                raise NotImplementedError(f"more than one {condition.match_type} condition in list_namespaces")
+            wanted[condition.match_type] = list(condition.path)
+        return wanted
 
     class ServerStore(BaseStore):
-        """The server's long-term store, as the run that uses it sees it."""
+        """The server's long-term store, as the run that uses it sees it: every operation
+        is the server's own (filters, paging, semantic query, ttl), none re-implemented."""
 
         async def _one(self, op):
             request = REQUEST.get()
+
+            async def call(name: str, **body: Any) -> Any:
+                return await CALLS.call(request, name, body=body)
+
             if isinstance(op, GetOp):
-                stored = await CALLS.call(request, "store.get", namespace=list(op.namespace), key=op.key)
+                stored = await call("store.get", namespace=list(op.namespace), key=op.key, refresh_ttl=op.refresh_ttl)
                 return None if stored is None else item(stored)
             if isinstance(op, PutOp):
                 if op.value is None:
-                    await CALLS.call(request, "store.delete", namespace=list(op.namespace), key=op.key)
-                else:
-                    await CALLS.call(
-                        request, "store.put", namespace=list(op.namespace), key=op.key, value=op.value
-                    )
+                    await call("store.delete", namespace=list(op.namespace), key=op.key)
+                    return None
+                body = {"namespace": list(op.namespace), "key": op.key, "value": op.value}
+                if op.index is not None:
+                    body["index"] = op.index if op.index is False else list(op.index)
+                # LangGraph's NOT_PROVIDED (and None) leave the server's default ttl.
+                if isinstance(op.ttl, (int, float)) and not isinstance(op.ttl, bool):
+                    body["ttl"] = op.ttl
+                await call("store.put", **body)
                 return None
             if isinstance(op, SearchOp):
-                wanted = op.offset + op.limit
-                stored = await CALLS.call(
-                    request,
+                stored = await call(
                     "store.search",
-                    namespace=list(op.namespace_prefix),
-                    limit=10_000 if op.filter else wanted,
+                    namespace_prefix=list(op.namespace_prefix),
+                    filter=op.filter,
+                    limit=op.limit,
+                    offset=op.offset,
+                    query=op.query,
+                    refresh_ttl=op.refresh_ttl,
                 )
-                found = [s for s in stored if matches(s["value"], op.filter)]
-                return [item(s, SearchItem) for s in found[op.offset : wanted]]
+                return [item(s, SearchItem, score=s.get("score")) for s in stored]
             if isinstance(op, ListNamespacesOp):
-                stored = await CALLS.call(request, "store.search", namespace=[], limit=10_000)
-                namespaces = sorted({tuple(s["namespace"]) for s in stored})
-                for condition in op.match_conditions or ():
-                    path = tuple(condition.path)
-                    if condition.match_type == "prefix":
-                        namespaces = [n for n in namespaces if n[: len(path)] == path]
-                    else:
-                        namespaces = [n for n in namespaces if n[-len(path) :] == path]
-                if op.max_depth is not None:
-                    namespaces = sorted({n[: op.max_depth] for n in namespaces})
-                return namespaces[op.offset : op.offset + op.limit]
+                stored = await call(
+                    "store.list_namespaces",
+                    **conditions(op),
+                    max_depth=op.max_depth,
+                    limit=op.limit,
+                    offset=op.offset,
+                )
+                return [tuple(namespace) for namespace in stored]
             raise NotImplementedError(f"store operation {type(op).__name__}")
 
         async def abatch(self, ops):

@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 use service_graph::{
     CheckpointConfig, CheckpointListOptions, Checkpointer, GraphError, LongTermStore,
 };
-use service_types::{JsonText, Metadata};
+use service_types::{JsonText, Metadata, StoreDelete, StoreListNamespaces, StorePut, StoreSearch};
 
 /// The checkpoint a call names: `thread_id`, `checkpoint_ns` and the id under `id`.
 fn coordinates(message: &Map<String, Value>, id: &str) -> Result<CheckpointConfig, GraphError> {
@@ -48,10 +48,10 @@ pub(crate) async fn serve(
     mut message: Map<String, Value>,
 ) -> Result<Value, GraphError> {
     let op = text(&message, "op")?.to_owned();
-    if let Some(op) = op.strip_prefix("store.") {
+    if op.starts_with("store.") {
         let store = store
             .ok_or_else(|| GraphError::store("the long-term store is only reachable from a run"))?;
-        return store_call(store.as_ref(), op, message).await;
+        return store_call(store.as_ref(), &mut message).await;
     }
     let saver = checkpointer
         .ok_or_else(|| GraphError::checkpointer("the server's checkpointer is not attached yet"))?;
@@ -107,40 +107,54 @@ pub(crate) async fn serve(
     }
 }
 
+/// A store call from bridge.py: the operation in `op`, its arguments in `body`, in the
+/// store routes' own shapes.
+#[derive(Debug, Deserialize)]
+#[serde(tag = "op", content = "body")]
+enum StoreCall {
+    #[serde(rename = "store.get")]
+    Get(StoreGet),
+    #[serde(rename = "store.put")]
+    Put(StorePut),
+    #[serde(rename = "store.delete")]
+    Delete(StoreDelete),
+    #[serde(rename = "store.search")]
+    Search(StoreSearch),
+    #[serde(rename = "store.list_namespaces")]
+    ListNamespaces(StoreListNamespaces),
+}
+
+/// LangGraph's `GetOp`.
+#[derive(Debug, Deserialize)]
+struct StoreGet {
+    namespace: Vec<String>,
+    key: String,
+    #[serde(default)]
+    refresh_ttl: Option<bool>,
+}
+
 async fn store_call(
     store: &dyn LongTermStore,
-    op: &str,
-    mut message: Map<String, Value>,
+    message: &mut Map<String, Value>,
 ) -> Result<Value, GraphError> {
-    let namespace = Vec::<String>::deserialize(message.get("namespace").unwrap_or(&Value::Null))
-        .map_err(|error| GraphError::InvalidInput(format!("malformed namespace: {error}")))?;
-    let key = message
-        .get("key")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned();
-    match op {
-        "get" => answer(store.get(&namespace, &key).await?),
-        "put" => {
-            store
-                .put(&namespace, &key, object(message.remove("value")))
-                .await?;
+    let call = Map::from_iter(
+        ["op", "body"]
+            .into_iter()
+            .filter_map(|key| message.remove(key).map(|value| (key.to_owned(), value))),
+    );
+    let call = StoreCall::deserialize(Value::Object(call))
+        .map_err(|error| GraphError::InvalidInput(format!("malformed store call: {error}")))?;
+    match call {
+        StoreCall::Get(get) => answer(store.get(&get.namespace, &get.key, get.refresh_ttl).await?),
+        StoreCall::Put(put) => {
+            store.put(put).await?;
             Ok(Value::Null)
         }
-        "delete" => {
-            store.delete(&namespace, &key).await?;
+        StoreCall::Delete(delete) => {
+            store.delete(&delete.namespace, &delete.key).await?;
             Ok(Value::Null)
         }
-        "search" => {
-            let limit = message
-                .get("limit")
-                .and_then(Value::as_u64)
-                .and_then(|limit| usize::try_from(limit).ok())
-                .unwrap_or(10);
-            answer(store.search(&namespace, limit).await?)
-        }
-        other => Err(GraphError::InvalidInput(format!(
-            "unknown bridge call store.{other}"
-        ))),
+        StoreCall::Search(search) => answer(store.search(search).await?),
+        StoreCall::ListNamespaces(query) => answer(store.list_namespaces(query).await?),
     }
 }

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use futures::StreamExt;
 use serde_json::{Value, json};
 use service_graph::{
-    AgentGraph, Checkpointer, Chunk, GraphError, GraphResolver, InMemoryLongTermStore,
-    InMemorySaver, RunContext, RunInput, RunnableConfig, StateOptions, StreamOptions,
+    AgentGraph, Checkpointer, Chunk, GraphError, GraphResolver, InMemorySaver, LongTermStore,
+    RunContext, RunInput, RunnableConfig, StateOptions, StreamOptions,
 };
 use service_python::{Bridge, BridgeOptions};
 use service_types::StreamMode;
@@ -53,8 +53,18 @@ fn options(thread: &str, modes: &[StreamMode]) -> StreamOptions {
     }
 }
 
+/// The store the engine gives runs, over an in-memory store.
+fn long_term() -> Arc<dyn LongTermStore> {
+    service_engine::long_term_store(
+        service_store_memory::memory_store(service_store_memory::MemoryOptions::new(Arc::new(
+            service_store::SystemClock,
+        ))),
+        &service_engine::EngineConfig::default(),
+    )
+}
+
 fn context() -> RunContext {
-    RunContext::new(CancellationToken::new()).with_store(Arc::new(InMemoryLongTermStore::new()))
+    RunContext::new(CancellationToken::new()).with_store(long_term())
 }
 
 async fn run(
@@ -223,7 +233,7 @@ async fn custom_frames_store_calls_and_state_updates_go_through_the_server() {
     );
 
     let memory = graphs.load("memory").await.unwrap();
-    let store = Arc::new(InMemoryLongTermStore::new());
+    let store = long_term();
     for key in ["a", "b"] {
         let ctx = RunContext::new(CancellationToken::new()).with_store(store.clone());
         let input = RunInput::Values(json!({"user": "u1", "key": key, "text": "hello"}));
@@ -237,10 +247,7 @@ async fn custom_frames_store_calls_and_state_updates_go_through_the_server() {
         .unwrap();
     }
     let namespace = ["memories".to_owned(), "u1".to_owned()];
-    let item = service_graph::LongTermStore::get(store.as_ref(), &namespace, "b")
-        .await
-        .unwrap()
-        .unwrap();
+    let item = store.get(&namespace, "b", None).await.unwrap().unwrap();
     assert_eq!(item.value.get("text"), Some(&json!("hello")));
     let state = memory
         .get_state(&RunnableConfig::for_thread("m-b"), StateOptions::default())

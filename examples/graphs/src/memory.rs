@@ -3,10 +3,10 @@ use std::sync::Arc;
 use serde_json::{Map, Value, json};
 use service_graph::{Checkpointer, GraphError};
 use service_stategraph::{CompiledGraph, END, NodeError, Reducer, START, StateGraph};
-use service_types::RunError;
+use service_types::{RunError, StorePut, StoreSearch};
 
 /// Most items counted under one namespace.
-const SEARCH_LIMIT: usize = 1000;
+const SEARCH_LIMIT: i64 = 1000;
 
 fn required<'a>(state: &'a Value, key: &str) -> Result<&'a str, NodeError> {
     state[key]
@@ -28,9 +28,19 @@ pub(crate) fn graph(checkpointer: Arc<dyn Checkpointer>) -> Result<CompiledGraph
             let mut value = Map::new();
             value.insert("text".into(), state["text"].clone());
             store
-                .put(&namespace, required(&state, "key")?, value)
+                .put(StorePut {
+                    namespace: namespace.clone(),
+                    key: required(&state, "key")?.to_owned(),
+                    value: Value::Object(value),
+                    ..StorePut::default()
+                })
                 .await?;
-            let count = store.search(&namespace, SEARCH_LIMIT).await?.len();
+            let search = StoreSearch {
+                namespace_prefix: namespace,
+                limit: Some(SEARCH_LIMIT),
+                ..StoreSearch::default()
+            };
+            let count = store.search(search).await?.len();
             Ok::<_, NodeError>(json!({"count": count}))
         })
         .edge(START, "remember")

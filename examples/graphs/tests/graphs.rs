@@ -8,10 +8,13 @@ use std::time::Duration;
 use common::*;
 use futures::StreamExt;
 use serde_json::{Value, json};
+use service_engine::{EngineConfig, long_term_store};
 use service_graph::{
-    GraphError, GraphResolver, HistoryOptions, InMemoryLongTermStore, InMemorySaver, NodeSelection,
-    RunContext, RunInput, RunnableConfig, StateUpdate,
+    GraphError, GraphResolver, HistoryOptions, InMemorySaver, NodeSelection, RunContext, RunInput,
+    RunnableConfig, StateUpdate,
 };
+use service_store::SystemClock;
+use service_store_memory::{MemoryOptions, memory_store};
 use service_types::{RunError, StreamMode};
 use tokio_util::sync::CancellationToken;
 
@@ -376,7 +379,10 @@ async fn reply_lacks_every_optional_capability() {
 #[tokio::test]
 async fn memory_stores_the_text_and_counts_the_namespace() {
     let memory = graph("memory").await;
-    let store = Arc::new(InMemoryLongTermStore::new());
+    let store = long_term_store(
+        memory_store(MemoryOptions::new(Arc::new(SystemClock))),
+        &EngineConfig::default(),
+    );
     let ctx = RunContext::default().with_store(store.clone());
     let modes = [StreamMode::Values];
     let first = json!({"user": "u1", "key": "a", "text": "hello"});
@@ -398,10 +404,7 @@ async fn memory_stores_the_text_and_counts_the_namespace() {
     .await;
     assert_eq!(outcome.last_values()["count"], 2);
     let namespace = vec!["memories".to_owned(), "u1".to_owned()];
-    let item = service_graph::LongTermStore::get(store.as_ref(), &namespace, "a")
-        .await
-        .unwrap()
-        .unwrap();
+    let item = store.get(&namespace, "a", None).await.unwrap().unwrap();
     assert_eq!(Value::Object(item.value), json!({"text": "hello"}));
 }
 

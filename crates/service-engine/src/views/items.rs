@@ -29,7 +29,7 @@ impl<'a> Items<'a> {
     pub async fn put(self, mut body: StorePut) -> EngineResult<()> {
         crate::validate_namespace(&body.namespace)?;
         body.namespace = stored(self.tenant().as_ref(), body.namespace)?;
-        self.0.engine.put_item(body).await
+        self.0.engine.inner.items.put(body).await
     }
 
     /// Reads an item (`refresh`: extend its expiry).
@@ -41,7 +41,13 @@ impl<'a> Items<'a> {
     ) -> EngineResult<Option<Item>> {
         let tenant = self.tenant();
         let namespace = stored(tenant.as_ref(), namespace)?;
-        let item = self.0.engine.get_item(&namespace, key, refresh).await?;
+        let item = self
+            .0
+            .engine
+            .inner
+            .items
+            .get(&namespace, key, refresh)
+            .await?;
         Ok(item.map(|mut item| {
             if let Some(tenant) = &tenant {
                 item.namespace = tenant.outside(item.namespace);
@@ -53,14 +59,14 @@ impl<'a> Items<'a> {
     /// Deletes an item (absent is fine).
     pub async fn delete(self, namespace: Vec<String>, key: &str) -> EngineResult<()> {
         let namespace = stored(self.tenant().as_ref(), namespace)?;
-        self.0.engine.delete_item(&namespace, key).await
+        self.0.engine.inner.items.delete(&namespace, key).await
     }
 
     /// Filtered search under a namespace prefix.
     pub async fn search(self, mut body: StoreSearch) -> EngineResult<Vec<SearchItem>> {
         let tenant = self.tenant();
         body.namespace_prefix = stored(tenant.as_ref(), body.namespace_prefix)?;
-        let mut found = self.0.engine.search_items(body).await?;
+        let mut found = self.0.engine.inner.items.search(body).await?;
         if let Some(tenant) = &tenant {
             for item in &mut found {
                 item.item.namespace = tenant.outside(std::mem::take(&mut item.item.namespace));
@@ -78,13 +84,13 @@ impl<'a> Items<'a> {
             return Err(EngineError::unprocessable("max_depth must be at least 1"));
         }
         let Some(tenant) = self.tenant() else {
-            return self.0.engine.list_namespaces(body).await;
+            return self.0.engine.inner.items.list_namespaces(body).await;
         };
         body.prefix = Some(tenant.inside(body.prefix.take().unwrap_or_default()));
         body.max_depth = body
             .max_depth
             .map(|depth| depth.saturating_add(tenant.depth() as i64));
-        let namespaces = self.0.engine.list_namespaces(body).await?;
+        let namespaces = self.0.engine.inner.items.list_namespaces(body).await?;
         Ok(namespaces
             .into_iter()
             .map(|namespace| tenant.outside(namespace))
