@@ -445,12 +445,16 @@ def _is_pregel(value: Any) -> bool:
 
 
 def load(graph_id: str, spec: str, base: str) -> Graph:
+    return Graph(graph_id, load_object(f"service_graphs.{graph_id}", spec, base))
+
+
+def load_object(name: str, spec: str, base: str) -> Any:
+    """The attribute `spec` names: './file.py:attr' (relative to `base`) or 'module:attr'."""
     path, _, attr = spec.rpartition(":")
     if not path or not attr:
         raise ValueError(f"{spec!r} must be './file.py:attribute' or 'package.module:attribute'")
     if path.endswith(".py") or "/" in path:
         file = os.path.normpath(os.path.join(base, path))
-        name = f"service_graphs.{graph_id}"
         module_spec = importlib.util.spec_from_file_location(name, file)
         if module_spec is None or module_spec.loader is None:
             raise ImportError(f"cannot load {file}")
@@ -462,7 +466,40 @@ def load(graph_id: str, spec: str, base: str) -> Graph:
     target = module
     for part in attr.split("."):
         target = getattr(target, part)
-    return Graph(graph_id, target)
+    return target
+
+
+def load_embeddings(spec: str, base: str) -> Any:
+    """store.index.embed: a file or module attribute (an Embeddings object, or a function
+    from a list of texts to vectors, sync or async), else a LangChain 'provider:model'."""
+    path, _, _ = spec.rpartition(":")
+    if path.endswith(".py") or "/" in path:
+        target = load_object("service_embeddings", spec, base)
+    else:
+        try:
+            from langchain.embeddings import init_embeddings
+        except ImportError as error:
+            raise ImportError(f"{spec!r} is a LangChain provider string: install langchain in this environment") from error
+        target = init_embeddings(spec)
+    if not (hasattr(target, "aembed_documents") or hasattr(target, "embed_documents") or callable(target)):
+        raise TypeError(f"{spec!r} is a {type(target).__name__}: neither an Embeddings object nor a function")
+    return target
+
+
+EMBEDDINGS: Any = None
+
+
+async def embed(request: dict) -> Any:
+    texts = request["texts"]
+    if hasattr(EMBEDDINGS, "aembed_documents"):
+        vectors = await EMBEDDINGS.aembed_documents(texts)
+    elif hasattr(EMBEDDINGS, "embed_documents"):
+        vectors = await asyncio.to_thread(EMBEDDINGS.embed_documents, texts)
+    else:
+        vectors = EMBEDDINGS(texts)
+        if inspect.isawaitable(vectors):
+            vectors = await vectors
+    return [[float(x) for x in vector] for vector in vectors]
 
 
 GRAPHS: dict[str, Graph] = {}
@@ -692,6 +729,7 @@ OPS = {
     "graph": drawing,
     "subgraphs": subgraphs,
     "schemas": schemas,
+    "embed": embed,
 }
 
 
@@ -754,6 +792,14 @@ def main() -> None:
     for path in reversed(spec.get("paths", [])):
         if path not in sys.path:
             sys.path.insert(0, path)
+    global EMBEDDINGS
+    if spec.get("embed"):
+        try:
+            EMBEDDINGS = load_embeddings(spec["embed"], base)
+        except BaseException as error:  # reported to the server, which refuses to boot
+            hello["embed_error"] = run_error(error)
+            send({"hello": hello})
+            return
     for graph_id, target in spec["graphs"].items():
         try:
             GRAPHS[graph_id] = load(graph_id, target, base)

@@ -13,6 +13,7 @@
 //! The protocol between the two sides is described in docs/python-graphs.md.
 
 mod calls;
+mod embed;
 mod error;
 mod graph;
 mod worker;
@@ -25,6 +26,7 @@ use std::sync::Arc;
 use service_graph::{Checkpointer, GraphError, GraphResolver, GraphSource};
 use service_types::RunError;
 
+pub use embed::PythonEmbedder;
 pub use error::BridgeError;
 
 use crate::graph::PythonGraphs;
@@ -45,6 +47,8 @@ pub struct BridgeOptions {
     pub env: Vec<(String, String)>,
     /// How many worker processes run.
     pub workers: usize,
+    /// The `store.index.embed` the workers load at boot, when Python serves it.
+    pub embed: Option<String>,
 }
 
 impl BridgeOptions {
@@ -57,6 +61,7 @@ impl BridgeOptions {
             paths: Vec::new(),
             env: Vec::new(),
             workers: std::thread::available_parallelism().map_or(1, usize::from),
+            embed: None,
         }
     }
 }
@@ -86,6 +91,7 @@ impl Bridge {
             "graphs": options.graphs,
             "base": options.base.to_string_lossy(),
             "paths": paths,
+            "embed": options.embed,
         });
         let launch = Launch {
             python: options.python,
@@ -111,6 +117,11 @@ impl Bridge {
     /// The Python and LangGraph versions the workers run.
     pub fn versions(&self) -> (&str, &str) {
         (&self.python, &self.langgraph)
+    }
+
+    /// Connects `embedder` to these workers (they loaded its spec at boot).
+    pub fn attach_embedder(&self, embedder: &PythonEmbedder) {
+        embedder.attach(&self.pool);
     }
 
     /// Process ids of the live workers.

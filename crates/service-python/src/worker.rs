@@ -359,6 +359,14 @@ async fn read_hello(
             "langgraph is not installed for {python} ({error}); install it there (pip install langgraph) or point SERVICE_PYTHON at an interpreter that has it"
         )));
     }
+    if let Some(error) = hello.get("embed_error") {
+        let error = RunError::from_value(error);
+        return Err(BridgeError::Boot(format!(
+            "store.index.embed failed to load: {}\n{}",
+            error.chain_summary(),
+            error.stack.as_deref().unwrap_or_default()
+        )));
+    }
     if hello["protocol"].as_u64() != Some(PROTOCOL) {
         return Err(BridgeError::Boot(format!(
             "the worker speaks protocol {}, the server {PROTOCOL}",

@@ -50,6 +50,9 @@ pub(crate) async fn serve(
         Some(options) => Some(graphs::start_bridge(options).await?),
         None => None,
     };
+    if let (Some(bridge), Some(embedder)) = (&bridge, &config.python_embedder) {
+        bridge.attach_embedder(embedder);
+    }
     let graphs = graphs::served(graphs, config.graph_aliases, bridge);
     let redis = match &config.queue {
         Some(options) => {

@@ -38,6 +38,8 @@ pub(crate) struct ServerConfig {
     pub graph_aliases: Option<BTreeMap<String, String>>,
     /// The Python graphs the block names, and how to run them.
     pub python: Option<service_python::BridgeOptions>,
+    /// `store.index.embed` when the Python workers serve it (attached once they run).
+    pub python_embedder: Option<service_python::PythonEmbedder>,
     /// How run-completion webhooks are sent.
     pub webhooks: service_webhooks::WebhookSettings,
     /// The Redis stream bus, when a queue is configured; else the in-memory bus.
@@ -94,7 +96,13 @@ impl ServerConfig {
         let auth = service_auth::resolve(&file.auth, config_dir, &lookup)
             .map_err(|error| ConfigError(error.0))?;
         let plan = crate::graphs::GraphPlan::of(file.graphs.clone())?;
-        let python = if plan.python.is_empty() {
+        let python_embed = file
+            .store
+            .index
+            .as_ref()
+            .map(|index| index.embed.as_str())
+            .filter(|embed| embedded_by_python(embed));
+        let python = if plan.python.is_empty() && python_embed.is_none() {
             None
         } else {
             // Graph paths are relative to the config file, wherever the server starts.
@@ -103,15 +111,18 @@ impl ServerConfig {
                     "cannot resolve the config file's directory: {error}"
                 ))
             })?;
-            Some(crate::graphs::bridge_options(
+            let mut options = crate::graphs::bridge_options(
                 plan.python,
                 &base,
                 file.dependencies.as_deref().unwrap_or_default(),
                 file.env.as_ref(),
                 knobs.python.as_deref(),
                 knobs.python_workers,
-            )?)
+            )?;
+            options.embed = python_embed.map(str::to_owned);
+            Some(options)
         };
+        let mut python_embedder = None;
         let queue = queue(mode, args, &knobs, &file, &mut warnings);
         let mut engine = engine_config(mode, args, &knobs, &file);
         engine.store_index = match &file.store.index {
@@ -128,8 +139,16 @@ impl ServerConfig {
                             .map(|(_, value)| value.clone())
                     })
                 };
-                let embedder = service_embed::from_config(&index.embed, index.dims, &embed_lookup)
-                    .map_err(ConfigError)?;
+                let embedder: std::sync::Arc<dyn service_store::Embedder> = if python_embed
+                    .is_some()
+                {
+                    let embedder = service_python::PythonEmbedder::new(&index.embed, index.dims);
+                    python_embedder = Some(embedder.clone());
+                    std::sync::Arc::new(embedder)
+                } else {
+                    service_embed::from_config(&index.embed, index.dims, &embed_lookup)
+                        .map_err(ConfigError)?
+                };
                 Some(SemanticIndex::new(embedder, index.fields(), index.hnsw))
             }
             None => None,
@@ -219,6 +238,7 @@ impl ServerConfig {
             log_filter,
             graph_aliases: plan.program,
             python,
+            python_embedder,
             notices: file.ignored_keys(),
             webhooks,
             queue,
@@ -627,5 +647,40 @@ mod tests {
         assert_eq!(config.log_filter, "warn");
         let error = resolve(Mode::Dev, &verbose, &[("RUST_LOG", "a=notalevel")]).unwrap_err();
         assert!(error.0.contains("RUST_LOG"), "{error}");
+    }
+}
+
+/// Whether `store.index.embed` names Python: a file or module attribute
+/// (`./embed.py:embeddings`), or a LangChain `provider:model` string for a provider
+/// this server has no native embedder of (`openai:` and `local:` are its own).
+fn embedded_by_python(embed: &str) -> bool {
+    let Some((head, _)) = embed.rsplit_once(':') else {
+        return false;
+    };
+    let provider = embed.split_once(':').map_or("", |(provider, _)| provider);
+    head.ends_with(".py") || head.contains('/') || !matches!(provider, "openai" | "local")
+}
+
+#[cfg(test)]
+mod embed_tests {
+    use super::embedded_by_python;
+
+    #[test]
+    fn python_serves_files_modules_and_other_langchain_providers() {
+        for embed in [
+            "./embed.py:embeddings",
+            "src/embed.py:make",
+            "my_pkg.embed:embeddings",
+            "cohere:embed-english-v3.0",
+        ] {
+            assert!(embedded_by_python(embed), "{embed}");
+        }
+        for embed in [
+            "openai:text-embedding-3-small",
+            "local:/models/minilm",
+            "nonsense",
+        ] {
+            assert!(!embedded_by_python(embed), "{embed}");
+        }
     }
 }
