@@ -285,3 +285,13 @@ async def test_under_auth_a2a_without_a_key_is_401_and_with_one_it_answers():
             client = await agent(http, "echo", "1.0", base=url)
             task = await send(client, text("hello"))
         assert answer(task) == "echo: hello"
+
+
+async def test_a_quiet_stream_carries_heartbeats_until_the_task_ends():
+    message = {"messageId": str(uuid.uuid4()), "role": "ROLE_USER", "parts": [{"data": {"delay_ms": 5600}}]}
+    async with httpx.AsyncClient(base_url=BASE_URL, timeout=30) as http:
+        async with http.stream("POST", "/a2a/slow", json=rpc("SendStreamingMessage", {"message": message})) as response:
+            lines = [line async for line in response.aiter_lines() if line]
+    assert ": heartbeat" in lines, lines
+    last = json.loads([line for line in lines if line.startswith("data:")][-1][5:])
+    assert last["result"]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED", last

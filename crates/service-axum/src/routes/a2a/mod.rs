@@ -44,7 +44,7 @@ use crate::routes::jsonrpc::{
     rpc_result,
 };
 use crate::routes::{MountPrefix, Table};
-use crate::sse::event_stream_response;
+use crate::sse::{HEARTBEAT, HEARTBEAT_COMMENT, event_stream_response};
 
 /// A2A: no task with this id (for this agent and caller).
 const TASK_NOT_FOUND: i64 = -32001;
@@ -617,7 +617,19 @@ impl Streamer {
         if !self.result(event).await {
             return;
         }
-        while let Some(delivery) = frames.next().await {
+        loop {
+            let delivery = tokio::select! {
+                delivery = frames.next() => delivery,
+                // A comment keeps proxies from closing a quiet stream, and finds out
+                // whether the client is still there.
+                () = tokio::time::sleep(HEARTBEAT) => {
+                    if self.sender.send(Bytes::from_static(HEARTBEAT_COMMENT)).await.is_err() {
+                        return;
+                    }
+                    continue;
+                }
+            };
+            let Some(delivery) = delivery else { break };
             match delivery {
                 Delivery::Frame(frame) if frame.event == "updates" => {
                     let Ok(update) = serde_json::from_slice::<Value>(&frame.data) else {
