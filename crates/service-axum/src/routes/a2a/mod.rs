@@ -196,21 +196,21 @@ impl TaskId {
 }
 
 /// How much history a request asked for (`historyLength`; absent is all of it).
-fn history_length(object: Option<&Value>) -> Result<Option<usize>, RpcError> {
-    match object.and_then(|object| object.get("historyLength")) {
-        None | Some(Value::Null) => Ok(None),
-        Some(length) => length
-            .as_u64()
-            .or_else(|| {
-                // A protobuf int may come as a whole float.
-                length
-                    .as_f64()
-                    .filter(|n| n.fract() == 0.0 && *n >= 0.0)
-                    .map(|n| n as u64)
-            })
-            .map(|n| Some(usize::try_from(n).unwrap_or(usize::MAX)))
-            .ok_or_else(|| RpcError::params("historyLength must be a non-negative integer")),
-    }
+fn history_length(length: Option<&Value>) -> Result<Option<usize>, RpcError> {
+    let Some(length) = length.filter(|length| !length.is_null()) else {
+        return Ok(None);
+    };
+    length
+        .as_u64()
+        .or_else(|| {
+            // A protobuf int may come as a whole float.
+            length
+                .as_f64()
+                .filter(|n| n.fract() == 0.0 && *n >= 0.0)
+                .map(|n| n as u64)
+        })
+        .map(|n| Some(usize::try_from(n).unwrap_or(usize::MAX)))
+        .ok_or_else(|| RpcError::params("historyLength must be a non-negative integer"))
 }
 
 fn task_id_param(params: &Map<String, Value>) -> Result<&str, RpcError> {
@@ -444,7 +444,9 @@ impl Agent {
     async fn send(&self, dialect: Dialect, params: &Map<String, Value>) -> Result<Value, RpcError> {
         let sent = Incoming::read(params)?;
         let configuration = params.get("configuration");
-        let length = history_length(configuration)?;
+        let length = history_length(
+            configuration.and_then(|configuration| configuration.get("historyLength")),
+        )?;
         let immediately = configuration.is_some_and(|configuration| {
             configuration.get("returnImmediately") == Some(&json!(true))
                 || configuration.get("blocking") == Some(&json!(false))
@@ -491,7 +493,7 @@ impl Agent {
 
     async fn get(&self, dialect: Dialect, params: &Map<String, Value>) -> Result<Value, RpcError> {
         let id = task_id_param(params)?;
-        let length = history_length(Some(&Value::Object(params.clone())))?;
+        let length = history_length(params.get("historyLength"))?;
         let (task, run) = self.find(id).await?;
         Ok(self
             .task(task, &run, None, None)
