@@ -219,6 +219,9 @@ async def test_a_message_into_a_finished_task_is_unsupported(version):
         task = await send(client, text("once"))
         with pytest.raises(UnsupportedOperationError):
             await send(client, text("again", context_id=task.context_id, task_id=task.id))
+        streaming = await agent(http, "echo", version, streaming=True)
+        with pytest.raises(UnsupportedOperationError):
+            await stream(streaming, text("again", context_id=task.context_id, task_id=task.id))
 
 
 @pytest.mark.parametrize("version", VERSIONS)
