@@ -239,6 +239,11 @@ async def test_an_interrupt_is_input_required_and_a_message_into_the_task_resume
         assert values["status"] == "rejected", values
         read = await client.get_task(GetTaskRequest(id=task.id))
         assert read.status.state == TaskState.TASK_STATE_COMPLETED
+        streaming = await agent(http, "approval", version, streaming=True)
+        events = await stream(streaming, data({"topic": f"a2a {marker()}"}))
+    assert events[-1].status_update.status.state == TaskState.TASK_STATE_INPUT_REQUIRED, events[-1]
+    (artifact,) = [e.artifact_update.artifact for e in events if e.HasField("artifact_update")]
+    assert get_data_parts(artifact.parts)[0]["value"]["question"] == "approve?"
 
 
 async def test_bad_parts_and_contexts_are_invalid_params():

@@ -517,7 +517,13 @@ impl Agent {
         if run.status.is_terminal() {
             return Err(not_cancelable());
         }
-        let runs = self.engine.as_caller(&self.caller).runs();
+        // Cancelling is authorized as the cancel routes are: updating the thread.
+        let updater = self
+            .caller
+            .acting_as(Resource::Threads, Action::Update, json!({}))
+            .await
+            .map_err(engine_error)?;
+        let runs = self.engine.as_caller(&updater).runs();
         let cancelled = match runs
             .cancel(run.thread_id, run.run_id, CancelAction::Interrupt)
             .await
