@@ -14,10 +14,11 @@
 //! (`message/send`, `message/stream`, `tasks/get`, `tasks/cancel`) are served; each is
 //! answered in its own version's shapes (see [`wire`]).
 
+mod card;
 mod wire;
 
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use futures::StreamExt;
@@ -36,14 +37,13 @@ use self::wire::{
     status_event, task_event,
 };
 use crate::auth::CallerOf;
-use crate::error::ApiError;
-use crate::extract::{BodyLimit, Path, QueryParams, read_body, refuse_nul_in_json};
+use crate::extract::{BodyLimit, Path, read_body, refuse_nul_in_json};
 use crate::json::Json;
+use crate::routes::Table;
 use crate::routes::jsonrpc::{
     self, INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, RpcError, refused, rpc_error,
     rpc_result,
 };
-use crate::routes::{MountPrefix, Table};
 use crate::sse::{HEARTBEAT, HEARTBEAT_COMMENT, event_stream_response};
 
 /// A2A: no task with this id (for this agent and caller).
@@ -74,12 +74,12 @@ pub(crate) fn routes() -> Table {
         .get(
             "/a2a/{assistant_id}/.well-known/agent-card.json",
             (Resource::Assistants, Action::Read),
-            assistant_card,
+            card::assistant_card,
         )
         .get(
             "/.well-known/agent-card.json",
             (Resource::Assistants, Action::Read),
-            root_card,
+            card::root_card,
         )
 }
 
@@ -721,89 +721,4 @@ fn failure(run: &Run, values: &Value) -> String {
         (None, RunStatus::Timeout) => "The run timed out".into(),
         (None, _) => "The run failed".into(),
     }
-}
-
-/// The agent card of an assistant the caller may read.
-async fn card(
-    engine: &Engine,
-    caller: &Caller,
-    headers: &HeaderMap,
-    prefix: &str,
-    assistant_id: &str,
-) -> Result<Value, ApiError> {
-    let reader = caller
-        .acting_as(Resource::Assistants, Action::Read, json!({}))
-        .await?;
-    let assistants = engine.as_caller(&reader).assistants();
-    let assistant = assistants.get(assistant_id).await?;
-    let id = assistant.assistant_id;
-    let description = assistant
-        .description
-        .clone()
-        .unwrap_or_else(|| format!("{} assistant", assistant.name));
-    let url = format!("{}{prefix}/a2a/{id}", origin_of(headers));
-    let modes = ["text/plain", "application/json"];
-    Ok(json!({
-        "name": assistant.name,
-        "description": description,
-        "version": env!("CARGO_PKG_VERSION"),
-        // 1.0 clients read the interfaces and prefer the 1.0 one; 0.3 clients read
-        // `url`, `preferredTransport` and `protocolVersion`. Both speak at one URL.
-        "supportedInterfaces": [
-            {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
-            {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "0.3.0"},
-        ],
-        "url": url,
-        "preferredTransport": "JSONRPC",
-        "protocolVersion": "0.3.0",
-        "capabilities": {"streaming": true, "pushNotifications": false},
-        "defaultInputModes": modes,
-        "defaultOutputModes": modes,
-        "skills": [{
-            "id": format!("{id}-main"),
-            "name": assistant.name,
-            "description": description,
-            "tags": ["assistant", "langgraph", assistant.graph_id],
-        }],
-    }))
-}
-
-/// `scheme://host` the client reached this server at.
-fn origin_of(headers: &HeaderMap) -> String {
-    let header = |name: &str| headers.get(name).and_then(|value| value.to_str().ok());
-    let scheme = header("x-forwarded-proto").unwrap_or("http");
-    let host = header("x-forwarded-host")
-        .or_else(|| header(header::HOST.as_str()))
-        .unwrap_or("localhost");
-    format!("{scheme}://{host}")
-}
-
-async fn assistant_card(
-    State(engine): State<Engine>,
-    CallerOf(caller): CallerOf,
-    MountPrefix(prefix): MountPrefix,
-    Path(assistant_id): Path<String>,
-    headers: HeaderMap,
-) -> Result<Json<Value>, ApiError> {
-    Ok(Json(
-        card(&engine, &caller, &headers, &prefix, &assistant_id).await?,
-    ))
-}
-
-async fn root_card(
-    State(engine): State<Engine>,
-    CallerOf(caller): CallerOf,
-    MountPrefix(prefix): MountPrefix,
-    query: QueryParams,
-    headers: HeaderMap,
-) -> Result<Json<Value>, ApiError> {
-    let Some(assistant_id) = query.get("assistant_id") else {
-        return Err(ApiError(EngineError::new(
-            ErrorKind::BadRequest,
-            "Name the agent: /.well-known/agent-card.json?assistant_id=… (or read /a2a/{assistant_id}/.well-known/agent-card.json)",
-        )));
-    };
-    Ok(Json(
-        card(&engine, &caller, &headers, &prefix, assistant_id).await?,
-    ))
 }
