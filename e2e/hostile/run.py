@@ -5,7 +5,7 @@ deep nesting, oversized bodies, unknown ids, bad headers, bad query strings).
 
 Fails on any 5xx, any error answer whose body is not the JSON error body of
 contract/errors.md (`{"detail": ...}`; the exceptions are `GET /store/items`
-without a key, `{"error": ...}`, and `/mcp`, whose request errors are JSON-RPC's
+without a key, `{"error": ...}`, and `/mcp` and `/a2a/...`, whose request errors are JSON-RPC's
 `{"error": {"code": ..., "message": ...}}`), or a server that stops answering.
 
     E2E_BASE_URL=http://127.0.0.1:2024 python3 e2e/hostile/run.py
@@ -104,7 +104,8 @@ def check(method, path, body=None, headers=None, label=""):
     except ValueError:
         FAIL.add(what, f"{status} with a body that is not JSON: {data[:200]!r}")
         return status, None
-    if path.startswith("/mcp") and isinstance(parsed, dict) and "detail" not in parsed:
+    json_rpc = path.startswith("/mcp") or (method == "POST" and path.startswith("/a2a/"))
+    if json_rpc and isinstance(parsed, dict) and "detail" not in parsed:
         error = parsed.get("error")
         if not isinstance(error, dict) or not isinstance(error.get("code"), int):
             FAIL.add(what, f"{status} without a JSON-RPC error: {data[:200]!r}")

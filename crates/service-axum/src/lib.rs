@@ -197,6 +197,7 @@ fn route_table(disable_runs: bool) -> routes::Table {
         .merge(routes::protocol::routes())
         .merge(routes::deliveries::routes())
         .merge(routes::mcp::routes())
+        .merge(routes::a2a::routes())
 }
 
 async fn not_found() -> ApiError {

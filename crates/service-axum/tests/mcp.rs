@@ -308,3 +308,50 @@ async fn a_browser_origin_is_admitted_only_from_loopback_or_the_configured_list(
     let reply = send(&configured, &ping, &[("origin", "https://evil.example")]).await;
     assert_eq!(reply.status, StatusCode::FORBIDDEN);
 }
+
+/// The threads of runs still going (a tool call's run is on a stateless thread of
+/// its own).
+async fn busy_threads(app: &Router) -> Vec<Value> {
+    let request = Request::builder()
+        .method("POST")
+        .uri("/threads/search")
+        .header("content-type", "application/json")
+        .body(Body::from(json!({"status": "busy"}).to_string()))
+        .expect("request");
+    let response = app.clone().oneshot(request).await.expect("answered");
+    let bytes = response
+        .into_body()
+        .collect()
+        .await
+        .expect("body")
+        .to_bytes();
+    serde_json::from_slice::<Vec<Value>>(&bytes).expect("a list of threads")
+}
+
+/// Polls `busy_threads` until it has `count` threads, for at most five seconds.
+async fn until_busy(app: &Router, count: usize) {
+    for _ in 0..250 {
+        if busy_threads(app).await.len() == count {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    panic!("never {count} busy threads: {:?}", busy_threads(app).await);
+}
+
+#[tokio::test]
+async fn a_tool_call_whose_client_hangs_up_cancels_its_run() {
+    let app = app().await;
+    let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "slow", "arguments": {"delay_ms": 60_000}}})
+    .to_string();
+    let caller = {
+        let app = app.clone();
+        tokio::spawn(async move { send(&app, &call, &[]).await.status })
+    };
+    until_busy(&app, 1).await;
+    // The client goes away: the server drops the call's answer.
+    caller.abort();
+    // The run would sleep a minute; cancelled, its thread is idle (or gone) at once.
+    until_busy(&app, 0).await;
+}

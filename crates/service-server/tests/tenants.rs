@@ -367,6 +367,24 @@ fn bobs_request(route: &RouteInfo, a: &Alices) -> (String, Option<Value>, Expect
                 "params": {"name": "alices", "arguments": {}}})),
             Refused,
         ),
+        // Bob writes into alice's context (her thread) through the shared `echo`.
+        ("POST", "/a2a/{assistant_id}") => (
+            "/a2a/echo".into(),
+            Some(json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+                "params": {"message": {"messageId": "m", "role": "ROLE_USER", "contextId": t,
+                    "parts": [{"text": "bob's"}]}}})),
+            Refused,
+        ),
+        ("GET", "/a2a/{assistant_id}/.well-known/agent-card.json") => (
+            format!("/a2a/{asst}/.well-known/agent-card.json"),
+            None,
+            Refused,
+        ),
+        ("GET", "/.well-known/agent-card.json") => (
+            format!("/.well-known/agent-card.json?assistant_id={asst}"),
+            None,
+            Refused,
+        ),
         (method, path) => panic!(
             "no two-tenant case for {method} {path}: add one to bobs_request, saying what \
              another owner's request must get"
@@ -478,6 +496,49 @@ fn mcp_lists_only_the_callers_own_assistants_as_tools() {
     );
     assert_eq!(called["error"]["code"], -32602, "{called}");
     assert!(!called.to_string().contains(&a.assistant), "{called}");
+}
+
+/// A2A tasks are runs on the caller's threads: bob cannot read alice's task, cancel
+/// her pending one, or send into it, in either A2A version; each is an unknown task.
+#[test]
+fn a2a_tasks_of_another_owner_are_unknown() {
+    let (instance, _config) = dev("a2a", json!({}));
+    let (alice, bob) = alice_and_bob(&instance);
+    let a = make_alices(&alice);
+    let before = snapshot(&alice, &a);
+    let (done, pending) = (
+        format!("{}:{}", a.thread, a.run),
+        format!("{}:{}", a.thread, a.pending),
+    );
+    let message = |task: &str| json!({"messageId": "m", "role": "ROLE_USER", "taskId": task, "parts": [{"text": "bob's"}]});
+    for (method, params) in [
+        ("GetTask", json!({"id": done})),
+        ("tasks/get", json!({"id": pending})),
+        ("CancelTask", json!({"id": pending})),
+        ("tasks/cancel", json!({"id": pending})),
+        ("SendMessage", json!({"message": message(&pending)})),
+        ("message/send", json!({"message": message(&done)})),
+    ] {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+        let answer = bob.ok("POST", "/a2a/echo", Some(body));
+        assert_eq!(answer["error"]["code"], -32001, "{method}: {answer}");
+        assert!(!answer.to_string().contains("alice's secret"), "{answer}");
+    }
+    // Alice reads her own task.
+    let mine = alice.ok(
+        "POST",
+        "/a2a/echo",
+        Some(json!({"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": done}})),
+    );
+    assert_eq!(
+        mine["result"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{mine}"
+    );
+    assert_eq!(
+        snapshot(&alice, &a),
+        before,
+        "bob changed nothing of alice's"
+    );
 }
 
 /// `GET /threads/{own}/runs/{another's run}/join` and `.../stream` from the first

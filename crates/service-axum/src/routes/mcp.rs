@@ -25,6 +25,11 @@ use crate::error::ApiError;
 use crate::extract::{BodyLimit, read_body, refuse_nul_in_json};
 use crate::json::Json;
 use crate::routes::Table;
+use crate::routes::jsonrpc::{
+    INVALID_PARAMS, Incoming, METHOD_NOT_FOUND, RpcError, parse, refused, rpc_error, rpc_result,
+};
+use crate::routes::runs::cancel_on_drop;
+use crate::sse::OnDrop;
 
 /// Protocol versions this endpoint speaks, oldest first; the newest is offered to a
 /// client asking for one not listed.
@@ -38,12 +43,6 @@ const LOOKUP_PAGE: i64 = 1000;
 
 /// The longest tool name MCP clients accept.
 const MAX_NAME: usize = 128;
-
-const PARSE_ERROR: i64 = -32700;
-const INVALID_REQUEST: i64 = -32600;
-const METHOD_NOT_FOUND: i64 = -32601;
-const INVALID_PARAMS: i64 = -32602;
-const INTERNAL_ERROR: i64 = -32603;
 
 pub(crate) fn routes() -> Table {
     // Every method is reached through one POST, so the route is guarded as what its
@@ -91,41 +90,6 @@ fn is_loopback(origin: &str) -> bool {
         || host
             .parse::<std::net::IpAddr>()
             .is_ok_and(|ip| ip.is_loopback())
-}
-
-/// A JSON-RPC error answer.
-fn rpc_error(id: Value, code: i64, message: impl Into<String>) -> Value {
-    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message.into()}})
-}
-
-fn rpc_result(id: Value, result: Value) -> Value {
-    json!({"jsonrpc": "2.0", "id": id, "result": result})
-}
-
-/// A request-level failure: the HTTP status and the JSON-RPC error sent with it.
-fn refused(status: StatusCode, code: i64, message: &str) -> Response {
-    (status, Json(rpc_error(Value::Null, code, message))).into_response()
-}
-
-/// A method's failure, answered in a 200 JSON-RPC response.
-struct RpcError(i64, String);
-
-impl RpcError {
-    fn params(message: impl Into<String>) -> Self {
-        Self(INVALID_PARAMS, message.into())
-    }
-}
-
-impl From<EngineError> for RpcError {
-    fn from(error: EngineError) -> Self {
-        let code = match error.kind {
-            ErrorKind::BadRequest | ErrorKind::Unprocessable | ErrorKind::NotFound => {
-                INVALID_PARAMS
-            }
-            _ => INTERNAL_ERROR,
-        };
-        Self(code, error.message.clone())
-    }
 }
 
 async fn mcp(
@@ -187,54 +151,6 @@ async fn mcp(
         Err(RpcError(code, message)) => rpc_error(id, code, message),
     };
     Json(body).into_response()
-}
-
-/// What a POST carried.
-enum Incoming {
-    /// A request: it gets an answer.
-    Call {
-        id: Value,
-        method: String,
-        params: Option<Value>,
-    },
-    /// A notification, or a response to a request of ours (this server sends none, so
-    /// nothing awaits it).
-    NoAnswer,
-}
-
-/// The JSON-RPC message in `bytes`, or why it is none (answered with a 400).
-fn parse(bytes: &[u8]) -> Result<Incoming, RpcError> {
-    let invalid = |why: &str| RpcError(INVALID_REQUEST, format!("Invalid Request: {why}"));
-    let Ok(message) = serde_json::from_slice::<Value>(bytes) else {
-        return Err(RpcError(PARSE_ERROR, "Parse error".into()));
-    };
-    // Batches left MCP in 2025-06-18; none of this server's clients send them.
-    let Value::Object(mut message) = message else {
-        return Err(invalid("one JSON-RPC object per POST"));
-    };
-    if message.get("jsonrpc") != Some(&json!("2.0")) {
-        return Err(invalid("jsonrpc must be \"2.0\""));
-    }
-    let id = message.remove("id");
-    if id
-        .as_ref()
-        .is_some_and(|id| !(id.is_string() || id.is_i64() || id.is_u64()))
-    {
-        return Err(invalid("id must be a string or an integer"));
-    }
-    match (message.remove("method"), id) {
-        (Some(Value::String(method)), Some(id)) => Ok(Incoming::Call {
-            id,
-            method,
-            params: message.remove("params"),
-        }),
-        (Some(Value::String(_)), None) => Ok(Incoming::NoAnswer),
-        (Some(_), _) => Err(invalid("method must be a string")),
-        (None, Some(_)) if message.contains_key("result") || message.contains_key("error") => {
-            Ok(Incoming::NoAnswer)
-        }
-        (None, _) => Err(invalid("no method")),
-    }
 }
 
 fn initialize(params: &Map<String, Value>) -> Value {
@@ -391,7 +307,14 @@ async fn call_tool(
     // A run that cannot start or fails is the tool's failure, told to the model, not
     // a protocol error.
     let output = match runs.create_watched(RunTarget::Stateless, body).await {
-        Ok((_, watched)) => engine.as_caller(caller).runs().wait(watched).await,
+        Ok((run, watched)) => {
+            // A client that hangs up before the result drops this future: the guard
+            // then cancels the run nobody will read.
+            let guard = cancel_on_drop(engine, caller, &run, true);
+            let output = engine.as_caller(caller).runs().wait(watched).await;
+            OnDrop::disarm(guard);
+            output
+        }
         Err(error) => return Ok(tool_result(error.message.clone(), true)),
     };
     if let Some(error) = output.get("__error__") {

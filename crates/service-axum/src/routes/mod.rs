@@ -1,8 +1,10 @@
 //! Route handlers, one module per resource.
 
+pub(crate) mod a2a;
 pub(crate) mod assistants;
 pub(crate) mod crons;
 pub(crate) mod deliveries;
+pub(crate) mod jsonrpc;
 pub(crate) mod mcp;
 pub(crate) mod meta;
 pub(crate) mod protocol;

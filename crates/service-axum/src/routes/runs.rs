@@ -101,7 +101,12 @@ fn cancel_action(query: &QueryParams) -> CancelAction {
 }
 
 /// Cancels the run when dropped (the client went away), if the client asked for it.
-fn cancel_on_drop(engine: &Engine, caller: &Caller, run: &Run, cancel: bool) -> Option<OnDrop> {
+pub(crate) fn cancel_on_drop(
+    engine: &Engine,
+    caller: &Caller,
+    run: &Run,
+    cancel: bool,
+) -> Option<OnDrop> {
     if !cancel {
         return None;
     }
