@@ -64,6 +64,30 @@ test("runs.joinStream with lastEventId -1 replays a resumable run from the start
   );
 });
 
+test("runs.joinStream without a thread joins a stateless run's stream (GET /runs/{run_id}/stream)", async () => {
+  const run = await client.runs.create(null, "steps", {
+    input: { n: 2 },
+    streamMode: ["custom"],
+    streamResumable: true,
+    onCompletion: "keep",
+  });
+  requests.length = 0;
+  const parts = await collect(client.runs.joinStream(null, run.run_id, { lastEventId: "-1" }));
+  assert.equal(requests.at(-1).url.pathname, `/runs/${run.run_id}/stream`);
+  assert.equal(parts[0].event, "metadata");
+  assert.deepEqual(
+    parts.filter((p) => p.event === "custom").map((p) => p.data),
+    [{ step: 1 }, { step: 2 }],
+  );
+});
+
+test("runs.stream takes the tools stream mode (a graph that calls no tool sends no tool events)", async () => {
+  const t = await newThread();
+  const parts = await collect(client.runs.stream(t.thread_id, "echo", { input: HI, streamMode: ["tools", "values"] }));
+  assert.deepEqual([...new Set(parts.map((p) => p.event))], ["metadata", "values"]);
+  assert.deepEqual(contents(parts.at(-1).data), ["hi", "echo: hi"]);
+});
+
 test("runs.joinStream follows a live run", async () => {
   const t = await newThread();
   const run = await client.runs.create(t.thread_id, "slow", { input: { delay_ms: 1000 }, streamMode: ["values"] });
