@@ -403,7 +403,7 @@ impl Seen {
     /// The oldest `seq` still kept, when events after `since` were dropped already.
     fn oldest_dropped_after(&self, since: u64) -> Option<u64> {
         let oldest = self.events.front()?.0.seq;
-        (since + 1 < oldest).then_some(oldest)
+        (since.saturating_add(1) < oldest).then_some(oldest)
     }
 }
 
@@ -667,6 +667,27 @@ mod tests {
             seen.push(event(seq), 10);
         }
         assert_eq!(seqs(&seen), [4, 5]);
+    }
+
+    #[test]
+    fn a_reconnect_past_what_the_buffer_keeps_is_a_gap() {
+        let mut seen = Seen::new(2, usize::MAX);
+        assert_eq!(seen.oldest_dropped_after(0), None, "nothing seen, no gap");
+        for seq in 1..=5 {
+            seen.push(event(seq), 10);
+        }
+        assert_eq!(seen.oldest_dropped_after(2), Some(4), "event 3 is gone");
+        assert_eq!(seen.oldest_dropped_after(3), None);
+        assert_eq!(seen.oldest_dropped_after(u64::MAX), None);
+        let gap: Value = serde_json::from_str(&resume_gap(7, 2, 4)).unwrap();
+        assert_eq!(
+            (&gap["type"], &gap["id"], &gap["error"]),
+            (&json!("error"), &json!(7), &json!("resume_gap"))
+        );
+        assert_eq!(
+            (&gap["since"], &gap["min_available_seq"]),
+            (&json!(2), &json!(4))
+        );
     }
 
     #[test]
