@@ -167,11 +167,18 @@ async def test_another_identitys_thread_events_are_refused_before_the_stream(key
         assert bad.status_code == 422, bad.text
     url = keyed.url.replace("http://", "ws://", 1) + f"/threads/{tid}/stream/events"
     async with websockets.connect(url, additional_headers=bob) as socket:
-        subscribe = {"id": 1, "method": "subscription.subscribe", "params": {"channels": ["values"]}}
+        # The run.start a made-up thread id would take cannot start a run on hers.
+        start = {"id": 1, "method": "run.start", "params": {"assistant_id": "echo", "input": HI}}
+        await socket.send(json.dumps(start))
+        answer = json.loads(await asyncio.wait_for(socket.recv(), 10))
+        assert (answer["type"], answer["id"]) == ("error", 1), answer
+        subscribe = {"id": 2, "method": "subscription.subscribe", "params": {"channels": ["values"]}}
         await socket.send(json.dumps(subscribe))
         with pytest.raises(websockets.ConnectionClosed) as closed:
             await asyncio.wait_for(socket.recv(), 10)
         assert closed.value.rcvd.code == 4404
+    async with get_client(url=keyed.url, api_key=keyed.keys["alice"]) as alice:
+        assert [r["run_id"] for r in await alice.runs.list(tid)] == [keyed.alice["run"]["run_id"]]
 
 
 async def test_another_identity_cannot_change_threads_assistants_or_crons(keyed, connect):
