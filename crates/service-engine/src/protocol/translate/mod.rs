@@ -179,6 +179,13 @@ impl Translator {
             }
             "checkpoints" => self.checkpoint(namespace, &data),
             "error" => self.failed(&data),
+            named if named.starts_with("custom:") => {
+                let name = &named["custom:".len()..];
+                self.run_for_frame();
+                self.enter(&namespace);
+                let data = json!({ "name": name, "payload": data });
+                self.emit(Anchor::Frame, "custom", namespace, data, None);
+            }
             _ => {}
         }
         std::mem::take(&mut self.out)

@@ -285,3 +285,18 @@ fn a_checkpoint_becomes_its_envelope() {
         json!({"id": "c0", "step": -1, "source": "input"})
     );
 }
+
+#[test]
+fn a_named_custom_frame_is_a_custom_event_carrying_its_name() {
+    let mut t = Translator::default();
+    t.accept(&created(0, RUN), &graph("agent"));
+    let events = t.accept(
+        &frame(1, "custom:progress", json!({"pct": 50})),
+        &RunFacts::default(),
+    );
+    assert_eq!(summary(&events), ["custom"]);
+    assert_eq!(
+        events[0].params.data,
+        json!({"name": "progress", "payload": {"pct": 50}})
+    );
+}
