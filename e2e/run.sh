@@ -12,6 +12,8 @@
 # E2E_SERVER_BIN and E2E_SERVER_MODE are exported (the binary as an absolute path):
 # the auth tests start servers of their own with it, the same way (DATABASE_URL
 # passed through in start mode); without E2E_SERVER_BIN they are skipped.
+# E2E_JS_SDK=2.0.0 runs the js suite on the stale @langchain/langgraph-sdk 2.0.0
+# (installed under an npm alias) instead of the current 1.15.0.
 # E2E_SUITES=console runs the web console's browser tests (a `dev` server: the console
 # is on there; it writes screenshots of every view to docs/console/).
 # Optional: E2E_REFERENCE=1 when the server is the reference server (SPEC-only
@@ -116,7 +118,7 @@ for suite in $SUITES; do
       ;;
     js)
       setup_js
-      log "js suite against $E2E_BASE_URL"
+      log "js suite (@langchain/langgraph-sdk ${E2E_JS_SDK:-1.15.0}) against $E2E_BASE_URL"
       (cd "$HERE/js" && node --test --test-concurrency=1 --test-timeout=60000 test/*.test.mjs) || status=1
       ;;
     console)

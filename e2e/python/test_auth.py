@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import httpx
 import jwt
 import pytest
+import websockets
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from langgraph_sdk import get_client
@@ -152,6 +153,32 @@ async def test_another_identity_cannot_read_threads_or_runs(keyed, connect):
     assert (await alice.threads.get(tid))["values"]["messages"][-1]["content"] == "echo: hi"
     assert tid in [t["thread_id"] for t in await alice.threads.search(limit=100)]
     assert [r["run_id"] for r in await alice.runs.list(tid)] == [rid]
+
+
+async def test_another_identitys_thread_events_are_refused_before_the_stream(keyed):
+    """SSE answers 404 before any event; a WebSocket is accepted, then closed 4404 on
+    a command other than the run.start a new thread would need (the peer's rule)."""
+    tid = keyed.alice["thread"]["thread_id"]
+    bob = {"x-api-key": keyed.keys["bob"]}
+    async with httpx.AsyncClient(base_url=keyed.url, headers=bob) as h:
+        sse = await h.post(f"/threads/{tid}/stream/events", json={"channels": ["values"]})
+        assert sse.status_code == 404, sse.text
+        bad = await h.post("/threads/nope/stream/events", json={"channels": ["values"]})
+        assert bad.status_code == 422, bad.text
+    url = keyed.url.replace("http://", "ws://", 1) + f"/threads/{tid}/stream/events"
+    async with websockets.connect(url, additional_headers=bob) as socket:
+        # The run.start a made-up thread id would take cannot start a run on hers.
+        start = {"id": 1, "method": "run.start", "params": {"assistant_id": "echo", "input": HI}}
+        await socket.send(json.dumps(start))
+        answer = json.loads(await asyncio.wait_for(socket.recv(), 10))
+        assert (answer["type"], answer["id"]) == ("error", 1), answer
+        subscribe = {"id": 2, "method": "subscription.subscribe", "params": {"channels": ["values"]}}
+        await socket.send(json.dumps(subscribe))
+        with pytest.raises(websockets.ConnectionClosed) as closed:
+            await asyncio.wait_for(socket.recv(), 10)
+        assert closed.value.rcvd.code == 4404
+    async with get_client(url=keyed.url, api_key=keyed.keys["alice"]) as alice:
+        assert [r["run_id"] for r in await alice.runs.list(tid)] == [keyed.alice["run"]["run_id"]]
 
 
 async def test_another_identity_cannot_change_threads_assistants_or_crons(keyed, connect):

@@ -21,7 +21,7 @@ import pytest
 from langgraph_sdk import get_client
 from langgraph_sdk.schema import Command
 
-from conftest import GRAPHS, SERVER_MODE, collect, eventually, own_server
+from conftest import GRAPHS, SERVER_MODE, collect, collect_until, eventually, own_server
 
 pytestmark = pytest.mark.skipif(
     GRAPHS != "rust", reason="starts a server of its own: runs once, in the built-in graphs' pass"
@@ -82,6 +82,39 @@ async def test_the_agent_streams_its_answer_token_by_token_as_messages_tuples(gr
     state = await graphs.threads.get_state(thread["thread_id"])
     assert [m["type"] for m in state["values"]["messages"]] == ["human", "ai", "tool", "ai"]
     assert state["values"]["messages"][1]["tool_calls"][0]["args"] == {"city": "Paris"}
+
+
+async def test_the_tools_stream_mode_reports_the_agents_tool_call(graphs):
+    thread = await graphs.threads.create()
+    parts = await collect(
+        graphs.runs.stream(thread["thread_id"], "agent", input=human("weather in Paris"), stream_mode=["tools"])
+    )
+    tools = [p.data for p in parts if p.event == "tools"]
+    assert [t["event"] for t in tools] == ["tool-started", "tool-finished"], tools
+    assert tools[0]["tool_call_id"] == tools[1]["tool_call_id"] == "call-weather-Paris"
+    assert (tools[0]["tool_name"], tools[0]["input"]) == ("weather", {"city": "Paris"})
+    assert "sunny in Paris" in json.dumps(tools[1]["output"])
+    assert {p.event for p in parts} == {"metadata", "tools"}, "only the modes asked for"
+
+
+async def test_protocol_v2_runs_carry_the_tools_channel(graphs):
+    tid = (await graphs.threads.create())["thread_id"]
+    start = {"id": 1, "method": "run.start",
+             "params": {"assistant_id": "agent", "input": human("weather in Paris")}}
+    answer = await graphs.http.post(f"/threads/{tid}/commands", json=start)
+    assert answer["type"] == "success", answer
+
+    def root_end(part) -> bool:
+        data = part.data
+        return (data["method"] == "lifecycle" and data["params"]["namespace"] == []
+                and data["params"]["data"]["event"] in ("completed", "failed"))
+
+    stream = graphs.http.stream(f"/threads/{tid}/stream/events", "POST", json={"channels": ["tools", "lifecycle"]})
+    parts = await collect_until(stream, root_end)
+    assert parts[-1].data["params"]["data"]["event"] == "completed"
+    tools = [p.data["params"]["data"] for p in parts if p.event == "tools"]
+    assert [t["event"] for t in tools] == ["tool-started", "tool-finished"], tools
+    assert (tools[0]["tool_call_id"], tools[0]["tool_name"]) == ("call-weather-Paris", "weather")
 
 
 async def test_an_interrupt_inside_a_tool_is_resumed_with_a_command(graphs):

@@ -552,3 +552,156 @@ async fn an_idempotency_key_on_an_event_stream_does_not_hold_it_back() {
         assert!(bytes.starts_with(b"event: lifecycle\r\n"), "{bytes:?}");
     }
 }
+
+/// Serves `app` on a local port; a WebSocket on `path` there.
+async fn open_socket(app: Router, path: &str) -> Socket {
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let request = format!("ws://{address}{path}")
+        .into_client_request()
+        .unwrap();
+    let stream = tokio::net::TcpStream::connect(address).await.unwrap();
+    let (socket, _) = tokio_tungstenite::client_async(request, stream)
+        .await
+        .expect("the handshake is accepted; access is answered after it");
+    socket
+}
+
+/// The code the server closes the socket with (bounded).
+async fn close_code(socket: &mut Socket) -> u16 {
+    loop {
+        let message = tokio::time::timeout(BOUND, socket.next())
+            .await
+            .expect("a close in time")
+            .expect("a close frame before the end")
+            .expect("a frame");
+        if let Message::Close(frame) = message {
+            return frame.map_or(1005, |frame| frame.code.into());
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_websocket_the_thread_refuses_is_closed_with_4000_plus_the_status() {
+    let app = app().await;
+    let mut socket = open_socket(app.clone(), "/threads/nope/stream/events").await;
+    assert_eq!(close_code(&mut socket).await, 4422, "a malformed thread id");
+
+    // A thread that does not exist yet may be one the client made up: only a run.start
+    // may come first.
+    let path = format!("/threads/{}/stream/events", Uuid::new_v4());
+    let mut socket = open_socket(app.clone(), &path).await;
+    send_json(
+        &mut socket,
+        json!({"id": 1, "method": "agent.getTree", "params": {}}),
+    )
+    .await;
+    assert_eq!(close_code(&mut socket).await, 4404);
+}
+
+#[tokio::test]
+async fn a_websocket_waits_for_the_run_start_that_makes_its_thread() {
+    let thread = Uuid::new_v4();
+    let path = format!("/threads/{thread}/stream/events");
+    let mut socket = open_socket(app().await, &path).await;
+    // A malformed frame is answered, not a reason to close.
+    socket.send(Message::text("nope")).await.unwrap();
+    assert_eq!(receive(&mut socket).await["error"], "invalid_argument");
+    let start = json!({"id": 1, "method": "run.start",
+                       "params": {"assistant_id": "echo", "input": hi()}});
+    send_json(&mut socket, start).await;
+    assert_eq!(receive(&mut socket).await["type"], "success");
+    let subscribe = json!({"id": 2, "method": "subscription.subscribe",
+                           "params": {"channels": ["lifecycle"]}});
+    send_json(&mut socket, subscribe).await;
+    let mut frames = vec![receive(&mut socket).await];
+    while !frames.iter().any(|f| root_lifecycle(f, "completed")) {
+        frames.push(receive(&mut socket).await);
+    }
+    assert!(
+        frames.iter().any(|f| root_lifecycle(f, "running")),
+        "{frames:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_reconnect_replays_what_followed_since_under_the_clients_subscription_id() {
+    let app = app().await;
+    let thread = Uuid::new_v4();
+    let start = json!({"assistant_id": "echo", "input": hi()});
+    command(&app, thread, 1, "run.start", start).await;
+    let path = format!("/threads/{thread}/stream/events");
+    let mut socket = open_socket(app, &path).await;
+    // Everything the run sent, seen by the socket first.
+    let subscribe = json!({"id": 2, "method": "subscription.subscribe",
+                           "params": {"channels": ["lifecycle"]}});
+    send_json(&mut socket, subscribe).await;
+    let mut seen = Vec::new();
+    while !seen.iter().any(|f| root_lifecycle(f, "completed")) {
+        let frame = receive(&mut socket).await;
+        if frame["type"] == "event" {
+            seen.push(frame);
+        }
+    }
+    let first = seen[0]["seq"].as_u64().unwrap();
+
+    let no_since = json!({"id": 3, "method": "subscription.reconnect",
+                          "params": {"channels": ["lifecycle"]}});
+    send_json(&mut socket, no_since).await;
+    let refused = receive(&mut socket).await;
+    assert_eq!(refused["error"], "invalid_argument", "{refused}");
+
+    let reconnect = json!({"id": 4, "method": "subscription.reconnect",
+                           "params": {"channels": ["lifecycle"], "since": first,
+                                      "subscription_id": "mine"}});
+    send_json(&mut socket, reconnect).await;
+    let answer = receive(&mut socket).await;
+    assert_eq!(answer["type"], "success", "{answer}");
+    assert_eq!(answer["result"]["subscription_id"], "mine");
+    assert_eq!(answer["result"]["replayed_events"], seen.len() - 1);
+    let mut replayed = Vec::new();
+    for _ in 1..seen.len() {
+        replayed.push(receive(&mut socket).await);
+    }
+    assert_eq!(replayed, seen[1..]);
+    let unsubscribe = json!({"id": 5, "method": "subscription.unsubscribe",
+                             "params": {"subscription_id": "mine"}});
+    send_json(&mut socket, unsubscribe).await;
+    assert_eq!(receive(&mut socket).await["type"], "success");
+}
+
+#[tokio::test]
+async fn the_checkpoints_channel_carries_one_envelope_per_checkpoint() {
+    let app = app().await;
+    let thread = Uuid::new_v4();
+    let start = json!({"assistant_id": "steps", "input": {"n": 2}});
+    command(&app, thread, 1, "run.start", start).await;
+    let request = json!({"channels": ["checkpoints", "lifecycle"]});
+    let frames = events_until(&app, thread, request, |e| root_lifecycle(e, "completed")).await;
+    let checkpoints: Vec<&Value> = frames
+        .iter()
+        .filter(|(event, _, _)| event == "checkpoints")
+        .map(|(_, data, _)| &data["params"]["data"])
+        .collect();
+    assert!(checkpoints.len() >= 3, "{checkpoints:?}");
+    assert_eq!(checkpoints[0]["source"], "input");
+    assert_eq!(checkpoints[0]["step"], -1);
+    assert!(checkpoints[0].get("parent_id").is_none());
+    for pair in checkpoints.windows(2) {
+        assert_eq!(pair[1]["parent_id"], pair[0]["id"], "{checkpoints:?}");
+        assert!(pair[1]["step"].as_i64() > pair[0]["step"].as_i64());
+    }
+    // The last one is the thread's current checkpoint.
+    let request = Request::get(format!("/threads/{thread}/state"))
+        .body(Body::empty())
+        .unwrap();
+    let response = app.oneshot(request).await.unwrap();
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    let state: Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(
+        checkpoints.last().unwrap()["id"],
+        state["checkpoint"]["checkpoint_id"]
+    );
+}

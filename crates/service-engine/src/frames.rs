@@ -77,6 +77,14 @@ pub(crate) fn chunk_frames(
         }
         return Ok(());
     }
+    // A named custom channel (`custom:<name>`) travels under its own event name, so
+    // protocol v2 can tell it by name; plain `custom` readers are not sent it.
+    if let Some(name) = mode.strip_prefix("custom:") {
+        if !name.is_empty() && !name.contains('|') && requested(StreamMode::Custom) {
+            add(format!("{mode}{suffix}"), &chunk.data())?;
+        }
+        return Ok(());
+    }
     let Some(mode) = StreamMode::parse(mode) else {
         return Ok(());
     };
@@ -289,6 +297,55 @@ mod tests {
         assert!(
             run_error.cause.is_some(),
             "the serde error is kept as the cause"
+        );
+    }
+
+    /// The frames of `chunk` for a run that asked for `modes` (with subgraphs).
+    fn frames_of(modes: Value, chunk: &Chunk) -> Vec<(String, Value)> {
+        let assistant: service_types::Assistant = serde_json::from_value(json!({
+            "assistant_id": "6e4f3b4e-0000-4000-8000-000000000001", "graph_id": "steps",
+            "config": {}, "context": {}, "metadata": {}, "name": "steps", "version": 1,
+            "created_at": "2026-01-01T00:00:00+00:00", "updated_at": "2026-01-01T00:00:00+00:00",
+        }))
+        .unwrap();
+        let body: service_types::RunCreate = serde_json::from_value(
+            json!({"assistant_id": "steps", "stream_mode": modes, "stream_subgraphs": true}),
+        )
+        .unwrap();
+        let ids = crate::run_options::RunIds {
+            run_id: Uuid::nil(),
+            thread_id: Uuid::max(),
+            assistant: &assistant,
+            stateless: false,
+        };
+        let options = RunOptions::new(&body, ids);
+        let mut frames = Vec::new();
+        chunk_frames(
+            &options,
+            chunk,
+            &mut MessageAccumulator::default(),
+            &mut frames,
+        )
+        .unwrap();
+        frames
+            .into_iter()
+            .map(|(event, bytes)| (event, serde_json::from_slice(&bytes).unwrap()))
+            .collect()
+    }
+
+    #[test]
+    fn a_named_custom_chunk_travels_under_its_channel_when_custom_is_asked_for() {
+        let chunk = Chunk::new("custom:progress", json!({"pct": 50}))
+            .with_namespace(vec!["review:1".to_owned()]);
+        assert_eq!(
+            frames_of(json!(["custom"]), &chunk),
+            [("custom:progress|review:1".to_owned(), json!({"pct": 50}))]
+        );
+        assert!(frames_of(json!(["values"]), &chunk).is_empty());
+        let piped = Chunk::new("custom:a|b", json!(1));
+        assert!(
+            frames_of(json!(["custom"]), &piped).is_empty(),
+            "a name with `|` would read as a namespace"
         );
     }
 

@@ -28,6 +28,12 @@ impl StreamWriter {
     pub fn write(&self, value: Value) {
         self.emitter.custom(value);
     }
+
+    /// Emits `value` on the custom channel `name` (protocol v2's `custom:<name>`, which
+    /// a client reads by name); dropped unless `custom` was requested.
+    pub fn write_named(&self, name: &str, value: Value) {
+        self.emitter.custom_named(name, value);
+    }
 }
 
 /// What a running node can reach: interrupts, the custom stream, the long-term
@@ -86,6 +92,11 @@ impl NodeContext {
     /// Emits `value` on the custom stream.
     pub fn write(&self, value: Value) {
         self.scope.writer.write(value);
+    }
+
+    /// Emits `value` on the custom channel `name`.
+    pub fn write_named(&self, name: &str, value: Value) {
+        self.scope.writer.write_named(name, value);
     }
 
     /// The long-term store; an error when the server embeds none.

@@ -152,6 +152,13 @@ impl Emitter {
         self.send(StreamMode::Custom, value);
     }
 
+    /// A custom chunk on the channel `name`: its mode is `custom:<name>`.
+    pub(crate) fn custom_named(&self, name: &str, value: Value) {
+        if self.wants(StreamMode::Custom) {
+            self.send_chunk(Chunk::new(format!("custom:{name}"), value));
+        }
+    }
+
     fn debug(&self, step: i64, kind: &str, payload: Value) {
         if !self.wants(StreamMode::Debug) {
             return;

@@ -49,6 +49,39 @@ async fn only_requested_modes_are_emitted() {
 }
 
 #[tokio::test]
+async fn a_named_custom_write_is_a_custom_chunk_of_its_own_channel() {
+    let graph = StateGraph::new("named")
+        .channel("done", Reducer::LastValue, json!({"type": "boolean"}))
+        .node("work", |_state, ctx| async move {
+            ctx.write(json!({"plain": true}));
+            ctx.write_named("progress", json!({"pct": 100}));
+            Ok::<_, NodeError>(json!({"done": true}))
+        })
+        .edge(START, "work")
+        .edge("work", END)
+        .compile(saver())
+        .unwrap();
+    let custom = run_with(
+        &graph,
+        values(json!({})),
+        options("t", &[StreamMode::Custom]),
+    )
+    .await;
+    assert_eq!(custom.of("custom"), vec![json!({"plain": true})]);
+    assert_eq!(custom.of("custom:progress"), vec![json!({"pct": 100})]);
+    let values_only = run_with(
+        &graph,
+        values(json!({})),
+        options("t", &[StreamMode::Values]),
+    )
+    .await;
+    assert!(
+        values_only.of("custom:progress").is_empty(),
+        "custom was not asked for"
+    );
+}
+
+#[tokio::test]
 async fn values_is_the_default_mode() {
     let outcome = run_with(&counter(), values(json!({"n": 1})), options("t", &[])).await;
     assert!(outcome.frames.iter().all(|(name, _)| name == "values"));

@@ -76,6 +76,8 @@ pub enum ProtocolErrorCode {
     NotSupported,
     /// A cap of the server would be exceeded (subscriptions on one socket).
     LimitExceeded,
+    /// `subscription.reconnect` from a `since` older than the events still kept.
+    ResumeGap,
 }
 
 /// `meta` of an answer: the last event sequence number the command's effects follow.

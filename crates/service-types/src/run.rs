@@ -146,11 +146,15 @@ pub enum StreamMode {
     /// Whatever nodes write to the stream writer.
     #[serde(rename = "custom")]
     Custom,
+    /// Tool calls starting, streaming output and finishing (`tool-started`,
+    /// `tool-output-delta`, `tool-finished`, `tool-error`), as LangGraph emits them.
+    #[serde(rename = "tools")]
+    Tools,
 }
 
 impl StreamMode {
     /// Every mode, in wire order.
-    pub const ALL: [StreamMode; 9] = [
+    pub const ALL: [StreamMode; 10] = [
         Self::Values,
         Self::Messages,
         Self::MessagesTuple,
@@ -160,6 +164,7 @@ impl StreamMode {
         Self::Tasks,
         Self::Checkpoints,
         Self::Custom,
+        Self::Tools,
     ];
 
     /// The requested name.
@@ -174,6 +179,7 @@ impl StreamMode {
             Self::Tasks => "tasks",
             Self::Checkpoints => "checkpoints",
             Self::Custom => "custom",
+            Self::Tools => "tools",
         }
     }
 

@@ -4,7 +4,7 @@
 // earlier run's rows), `scoping: owner`. Bob only ever reads, so his views stay empty.
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
-import { Client } from "@langchain/langgraph-sdk";
+import { Client } from "./sdk.mjs";
 import { HI, OWN_SERVER_SKIP, contents, marker, startOwnServer } from "./helpers.mjs";
 
 const YEARLY = "0 0 1 1 *";

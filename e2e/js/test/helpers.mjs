@@ -4,7 +4,7 @@ import { randomUUID } from "node:crypto";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Client } from "@langchain/langgraph-sdk";
+import { Client } from "./sdk.mjs";
 
 export const BASE_URL = (process.env.E2E_BASE_URL ?? "http://127.0.0.1:8130").replace(/\/$/, "");
 export const REFERENCE = !["", "0", "false"].includes(process.env.E2E_REFERENCE ?? "");

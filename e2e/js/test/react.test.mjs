@@ -18,8 +18,8 @@ globalThis.IS_REACT_ACT_ENVIRONMENT = true;
 
 const { act, createElement } = await import("react");
 const { createRoot } = await import("react-dom/client");
-const { useStream } = await import("@langchain/langgraph-sdk/react");
-const { Client } = await import("@langchain/langgraph-sdk");
+const { Client, loadReact } = await import("./sdk.mjs");
+const { useStream } = await loadReact();
 
 after(() => dom.window.close());
 
@@ -96,6 +96,17 @@ async function until(hook, predicate, what, timeoutMs = 20_000) {
     }
     await act(() => new Promise((r) => setTimeout(r, 25)));
   }
+}
+
+/**
+ * Start `hook.current.submit(...args)` without waiting for its run: SDK 1.15's submit
+ * resolves only when the run's stream ends. Its outcome is the stream's, which the
+ * renders show (a page closed mid-run ends it with an abort).
+ */
+async function startSubmit(hook, ...args) {
+  await act(async () => {
+    hook.current.submit(...args).catch(() => {});
+  });
 }
 
 const streamRequests = (requests) => requests.filter((r) => r.method === "POST" && r.url.pathname.endsWith("/runs/stream"));
@@ -205,7 +216,7 @@ test("useStream: reconnectOnMount rejoins the run after a reload", async () => {
   });
   let runId;
   try {
-    await act(() => first.current.submit({ delay_ms: 3000 }));
+    await startSubmit(first, { delay_ms: 3000 });
     await until(first, (s) => s.isLoading && storage.getItem(key) != null && s.values.delay_ms === 3000, "the run's start");
     runId = storage.getItem(key);
     const body = JSON.parse(streamRequests(page1.requests)[0].body);
@@ -270,7 +281,7 @@ async function stopSlowRun(t, { reconnect }) {
     ...(reconnect ? { reconnectOnMount: () => storage } : {}),
   });
   try {
-    await act(() => hook.current.submit({ delay_ms: 3000 }, { metadata: { e2e: marker() } }));
+    await startSubmit(hook, { delay_ms: 3000 }, { metadata: { e2e: marker() } });
     await until(hook, (s) => s.isLoading && created.length === 1 && s.values.delay_ms === 3000, "the run's start");
     const { thread_id: threadId, run_id: runId } = created[0];
     const body = JSON.parse(streamRequests(page.requests)[0].body);

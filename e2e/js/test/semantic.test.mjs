@@ -4,7 +4,7 @@
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { createServer } from "node:http";
-import { Client } from "@langchain/langgraph-sdk";
+import { Client } from "./sdk.mjs";
 import { OWN_SERVER_SKIP, SERVER_MODE, marker, startOwnServer } from "./helpers.mjs";
 
 const DIMS = 64;

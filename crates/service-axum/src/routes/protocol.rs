@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use service_engine::Caller;
 use service_engine::auth::{Action, Resource};
 use service_engine::protocol::{EventFilter, Lagged, ProtocolFailure, ThreadEvents};
-use service_engine::{Engine, EngineError};
+use service_engine::{Engine, EngineError, ErrorKind};
 use service_store::text::{nul_path, nul_refused};
 use service_types::{
     AgentTreeParams, EventStreamRequest, InputRespondParams, ProtocolCommand, ProtocolErrorCode,
@@ -25,7 +25,7 @@ use uuid::Uuid;
 
 use crate::ClientLimits;
 use crate::auth::CallerOf;
-use crate::error::{ApiError, ApiResult};
+use crate::error::{ApiError, ApiResult, status_of};
 use crate::extract::{BodyLimit, Path, read_body, uuid};
 use crate::json::Json;
 use crate::routes::Table;
@@ -279,7 +279,10 @@ async fn events(
 }
 
 /// `GET /threads/{id}/stream/events` upgraded to a WebSocket: commands in, answers
-/// and the events of its subscriptions out.
+/// and the events of its subscriptions out. Access to the thread is answered after
+/// the upgrade, as a close code (4000 + the HTTP status), since browsers report a
+/// refused upgrade only as 1006; a thread that does not exist yet may be one the
+/// client made up, so the socket then waits for the `run.start` that creates it.
 async fn websocket(
     State(engine): State<Engine>,
     CallerOf(caller): CallerOf,
@@ -289,39 +292,62 @@ async fn websocket(
     slot: StreamSlot,
     upgrade: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
 ) -> ApiResult<Response> {
-    let thread_id = uuid("thread", &id)?;
     let upgrade = upgrade.map_err(|rejection| {
         bad_request(format!(
             "This route is a WebSocket ({}); POST it for server-sent events",
             rejection.body_text()
         ))
     })?;
-    let events = engine
-        .as_caller(&caller)
-        .protocol()
-        .events(thread_id)
-        .await?;
-    let caller = CommandCaller {
-        caller,
-        ask_to_create: true,
-    };
-    let session = Session {
-        engine,
-        caller,
-        thread_id,
-        max_subscriptions: limits.max_ws_subscriptions,
-        subscriptions: Vec::new(),
-        seen: Seen::new(limits.ws_replay_events, limits.ws_replay_bytes),
-    };
     // A message no larger than a request body: the socket is no way around the limit.
     let upgrade = upgrade
         .max_message_size(body_limit)
         .max_frame_size(body_limit);
-    Ok(upgrade.on_upgrade(move |socket| async move {
+    Ok(upgrade.on_upgrade(move |mut socket| async move {
         // The principal's stream slot is held for as long as the socket is open.
         let _slot = slot;
+        let thread_id = match uuid("thread", &id) {
+            Ok(thread_id) => thread_id,
+            Err(ApiError(error)) => return refuse(&mut socket, &error).await,
+        };
+        let events = match engine.as_caller(&caller).protocol().events(thread_id).await {
+            Ok(events) => Some(events),
+            Err(error) if error.kind == ErrorKind::NotFound => None,
+            Err(error) => return refuse(&mut socket, &error).await,
+        };
+        let session = Session {
+            engine,
+            caller: CommandCaller {
+                caller,
+                ask_to_create: true,
+            },
+            thread_id,
+            max_subscriptions: limits.max_ws_subscriptions,
+            subscriptions: Vec::new(),
+            seen: Seen::new(limits.ws_replay_events, limits.ws_replay_bytes),
+        };
         session.run(socket, events).await;
     }))
+}
+
+/// Closes a socket whose thread the caller may not stream: 4000 + the status of a
+/// 4xx; anything else is the stream failing (an error frame, then 1011).
+async fn refuse(socket: &mut WebSocket, error: &EngineError) {
+    let status = status_of(error.kind);
+    if status.is_client_error() {
+        let code = 4000 + status.as_u16();
+        let _ = socket.send(close(code, error.message.clone())).await;
+        return;
+    }
+    tracing::error!(error = %error.chain(), "thread stream access check failed");
+    let frame = ProtocolResponse::error(
+        None,
+        ProtocolErrorCode::UnknownError,
+        "Thread event stream failed.",
+    );
+    let _ = socket.send(Message::text(json_text(&frame))).await;
+    let _ = socket
+        .send(close(close_code::ERROR, "thread stream ended".into()))
+        .await;
 }
 
 /// One WebSocket's state.
@@ -373,10 +399,51 @@ impl Seen {
     fn iter(&self) -> impl Iterator<Item = &ProtocolEvent> {
         self.events.iter().map(|(event, _)| event)
     }
+
+    /// The oldest `seq` still kept, when events after `since` were dropped already.
+    fn oldest_dropped_after(&self, since: u64) -> Option<u64> {
+        let oldest = self.events.front()?.0.seq;
+        (since.saturating_add(1) < oldest).then_some(oldest)
+    }
+}
+
+/// The error answer of a reconnect whose `since` is older than the socket keeps.
+fn resume_gap(id: i64, since: u64, min_available_seq: u64) -> String {
+    let message = format!(
+        "resume gap: since={since} is older than min_available_seq={min_available_seq}; \
+         read the thread's state, or open the SSE route with since"
+    );
+    let mut answer = serde_json::to_value(ProtocolResponse::error(
+        Some(id),
+        ProtocolErrorCode::ResumeGap,
+        message,
+    ))
+    .unwrap_or_default();
+    answer["since"] = json!(since);
+    answer["min_available_seq"] = json!(min_available_seq);
+    answer.to_string()
+}
+
+/// The socket's next thread event; never ready while its thread does not exist yet.
+async fn next_event(events: &mut Option<ThreadEvents>) -> Option<Result<ProtocolEvent, Lagged>> {
+    match events {
+        Some(events) => events.next().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// True for a well-formed command other than `run.start` (the one command a socket
+/// waiting for its thread to exist may take).
+fn is_other_than_run_start(text: &str) -> bool {
+    serde_json::from_str::<Value>(text)
+        .ok()
+        .and_then(|value| ProtocolCommand::from_value(value).ok())
+        .is_some_and(|command| command.method != "run.start")
 }
 
 impl Session {
-    async fn run(mut self, mut socket: WebSocket, mut events: ThreadEvents) {
+    /// Serves the socket; `events` is `None` while its thread does not exist yet.
+    async fn run(mut self, mut socket: WebSocket, mut events: Option<ThreadEvents>) {
         loop {
             tokio::select! {
                 message = socket.recv() => {
@@ -386,13 +453,27 @@ impl Session {
                         Some(Ok(Message::Ping(_) | Message::Pong(_))) => continue,
                         Some(Ok(Message::Close(_)) | Err(_)) | None => return,
                     };
-                    for frame in self.answer(&text).await {
+                    let awaiting_thread = events.is_none();
+                    if awaiting_thread && is_other_than_run_start(&text) {
+                        let reason = "Thread not found: start a run on it first".into();
+                        let _ = socket.send(close(4404, reason)).await;
+                        return;
+                    }
+                    let (frames, succeeded) = self.answer(&text).await;
+                    for frame in frames {
                         if socket.send(Message::text(frame)).await.is_err() {
                             return;
                         }
                     }
+                    if awaiting_thread && succeeded {
+                        let view = self.engine.as_caller(&self.caller.caller);
+                        match view.protocol().events(self.thread_id).await {
+                            Ok(opened) => events = Some(opened),
+                            Err(error) => return refuse(&mut socket, &error).await,
+                        }
+                    }
                 }
-                next = events.next() => {
+                next = next_event(&mut events) => {
                     let event = match next {
                         Some(Ok(event)) => event,
                         Some(Err(Lagged)) => {
@@ -402,11 +483,11 @@ impl Session {
                                 "The connection fell behind the thread's stream; reconnect with since.",
                             );
                             let _ = socket.send(Message::text(json_text(&error))).await;
-                            let _ = socket.send(close(close_code::ERROR, "fell behind")).await;
+                            let _ = socket.send(close(close_code::ERROR, "fell behind".into())).await;
                             return;
                         }
                         None => {
-                            let _ = socket.send(close(close_code::AWAY, "thread stream ended")).await;
+                            let _ = socket.send(close(close_code::AWAY, "thread stream ended".into())).await;
                             return;
                         }
                     };
@@ -422,9 +503,9 @@ impl Session {
         }
     }
 
-    /// The frames answering one text frame: the answer, then a new subscription's
-    /// replayed events.
-    async fn answer(&mut self, text: &str) -> Vec<String> {
+    /// The frames answering one text frame (the answer, then a new subscription's
+    /// replayed events), and whether a command both transports serve succeeded.
+    async fn answer(&mut self, text: &str) -> (Vec<String>, bool) {
         let value = match serde_json::from_str::<Value>(text) {
             Ok(value) => value,
             Err(_) => {
@@ -433,24 +514,29 @@ impl Session {
                     ProtocolErrorCode::InvalidArgument,
                     "Protocol commands must be valid JSON.",
                 );
-                return vec![json_text(&error)];
+                return (vec![json_text(&error)], false);
             }
         };
         let command = match ProtocolCommand::from_value(value) {
             Ok(command) => command,
-            Err(error) => return vec![json_text(&error)],
+            Err(error) => return (vec![json_text(&error)], false),
         };
         match command.method.as_str() {
-            "subscription.subscribe" => self.subscribe(&command),
-            "subscription.unsubscribe" => vec![json_text(&self.unsubscribe(&command))],
+            "subscription.subscribe" => (self.subscribe(&command, false), false),
+            "subscription.reconnect" => (self.subscribe(&command, true), false),
+            "subscription.unsubscribe" => (vec![json_text(&self.unsubscribe(&command))], false),
             _ => {
                 let answer = dispatch(&self.engine, &self.caller, self.thread_id, &command).await;
-                vec![json_text(&answer)]
+                (vec![json_text(&answer)], !answer.is_error())
             }
         }
     }
 
-    fn subscribe(&mut self, command: &ProtocolCommand) -> Vec<String> {
+    /// `subscription.subscribe`, or `subscription.reconnect` (a subscription made
+    /// again after a dropped socket: `since` is required, a `subscription_id` of the
+    /// client's may be kept, and events older than the socket still holds are a
+    /// `resume_gap` rather than a silent hole).
+    fn subscribe(&mut self, command: &ProtocolCommand, reconnect: bool) -> Vec<String> {
         if self.subscriptions.len() >= self.max_subscriptions {
             let error = ProtocolResponse::error(
                 Some(command.id),
@@ -482,14 +568,34 @@ impl Session {
                 return vec![json_text(&error)];
             }
         };
-        let since = request.since.unwrap_or(0);
+        let since = match (reconnect, request.since) {
+            (_, Some(since)) => since,
+            (false, None) => 0,
+            (true, None) => {
+                let error = ProtocolResponse::error(
+                    Some(command.id),
+                    ProtocolErrorCode::InvalidArgument,
+                    "subscription.reconnect requires a non-negative integer since.",
+                );
+                return vec![json_text(&error)];
+            }
+        };
+        if reconnect && let Some(oldest) = self.seen.oldest_dropped_after(since) {
+            return vec![resume_gap(command.id, since, oldest)];
+        }
         let replayed: Vec<String> = self
             .seen
             .iter()
             .filter(|event| event.seq > since && filter.matches(event))
             .map(json_text)
             .collect();
-        let subscription_id = Uuid::new_v4().to_string();
+        let kept = reconnect
+            .then(|| command.params.get("subscription_id")?.as_str())
+            .flatten()
+            .filter(|id| {
+                !id.is_empty() && !self.subscriptions.iter().any(|(known, _)| known == id)
+            });
+        let subscription_id = kept.map_or_else(|| Uuid::new_v4().to_string(), str::to_owned);
         self.subscriptions.push((subscription_id.clone(), filter));
         let result = json!({"subscription_id": subscription_id, "replayed_events": replayed.len()});
         let mut frames = vec![json_text(&ProtocolResponse::success(command.id, result))];
@@ -523,7 +629,15 @@ fn json_text(value: &impl serde::Serialize) -> String {
     serde_json::to_string(value).unwrap_or_default()
 }
 
-fn close(code: u16, reason: &'static str) -> Message {
+/// A close frame; its reason cut to the 123 bytes a close frame can carry.
+fn close(code: u16, mut reason: String) -> Message {
+    if reason.len() > 123 {
+        let mut end = 123;
+        while !reason.is_char_boundary(end) {
+            end -= 1;
+        }
+        reason.truncate(end);
+    }
     Message::Close(Some(CloseFrame {
         code,
         reason: reason.into(),
@@ -553,6 +667,27 @@ mod tests {
             seen.push(event(seq), 10);
         }
         assert_eq!(seqs(&seen), [4, 5]);
+    }
+
+    #[test]
+    fn a_reconnect_past_what_the_buffer_keeps_is_a_gap() {
+        let mut seen = Seen::new(2, usize::MAX);
+        assert_eq!(seen.oldest_dropped_after(0), None, "nothing seen, no gap");
+        for seq in 1..=5 {
+            seen.push(event(seq), 10);
+        }
+        assert_eq!(seen.oldest_dropped_after(2), Some(4), "event 3 is gone");
+        assert_eq!(seen.oldest_dropped_after(3), None);
+        assert_eq!(seen.oldest_dropped_after(u64::MAX), None);
+        let gap: Value = serde_json::from_str(&resume_gap(7, 2, 4)).unwrap();
+        assert_eq!(
+            (&gap["type"], &gap["id"], &gap["error"]),
+            (&json!("error"), &json!(7), &json!("resume_gap"))
+        );
+        assert_eq!(
+            (&gap["since"], &gap["min_available_seq"]),
+            (&json!(2), &json!(4))
+        );
     }
 
     #[test]

@@ -13,7 +13,6 @@ const CHANNELS: [&str; 9] = [
     "input",
     "tasks",
     "custom",
-    // Still in the Python SDK's "all channels" list; nothing is sent on it.
     "checkpoints",
 ];
 
@@ -40,7 +39,8 @@ impl EventFilter {
         if !unknown.is_empty() {
             return Err(format!(
                 "channels contains unsupported entries: {}. Allowed: values, updates, \
-                 messages, tools, custom, lifecycle, input, tasks, or any `custom:<name>`.",
+                 messages, tools, custom, lifecycle, input, tasks, checkpoints, or any \
+                 `custom:<name>`.",
                 unknown.join(", ")
             ));
         }

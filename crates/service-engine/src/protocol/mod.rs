@@ -26,12 +26,14 @@ use crate::{Engine, EngineError, ErrorKind, RunTarget};
 use translate::{RunFacts, RunMark, Translator};
 
 /// The modes a protocol run streams: what the translator turns into events.
-const RUN_MODES: [StreamMode; 5] = [
+const RUN_MODES: [StreamMode; 7] = [
     StreamMode::Values,
     StreamMode::Updates,
     StreamMode::MessagesTuple,
     StreamMode::Custom,
     StreamMode::Tasks,
+    StreamMode::Tools,
+    StreamMode::Checkpoints,
 ];
 
 /// How long `input.respond` waits for the paused run to settle (its interrupts are

@@ -171,7 +171,21 @@ impl Translator {
                 self.enter(&namespace);
                 self.emit(Anchor::Frame, "tasks", namespace, data, None);
             }
+            // LangGraph's tool events already have the protocol's shape.
+            "tools" => {
+                self.run_for_frame();
+                self.enter(&namespace);
+                self.emit(Anchor::Frame, "tools", namespace, data, None);
+            }
+            "checkpoints" => self.checkpoint(namespace, &data),
             "error" => self.failed(&data),
+            named if named.starts_with("custom:") => {
+                let name = &named["custom:".len()..];
+                self.run_for_frame();
+                self.enter(&namespace);
+                let data = json!({ "name": name, "payload": data });
+                self.emit(Anchor::Frame, "custom", namespace, data, None);
+            }
             _ => {}
         }
         std::mem::take(&mut self.out)
@@ -398,6 +412,43 @@ impl Translator {
                 self.complete(child);
             }
         }
+    }
+
+    /// The protocol's checkpoint envelope (`id`, `parent_id`, `step`, `source`) of a
+    /// checkpoint snapshot; clients fetch the state itself when they need it.
+    fn checkpoint(&mut self, namespace: Vec<String>, data: &Value) {
+        let id_of = |config: &str| {
+            data.pointer(&format!("/{config}/configurable/checkpoint_id"))
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        };
+        let Some(id) = id_of("config") else {
+            return;
+        };
+        self.run_for_frame();
+        self.enter(&namespace);
+        let metadata = data.get("metadata");
+        let mut envelope = json!({
+            "id": id,
+            "step": metadata.and_then(|m| m.get("step")).cloned().unwrap_or(json!(0)),
+            "source": metadata.and_then(|m| m.get("source")).cloned().unwrap_or(json!("loop")),
+        });
+        if let Some(parent) = id_of("parent_config") {
+            envelope["parent_id"] = json!(parent);
+        }
+        let run = self.run_for_frame();
+        let event_id = format!(
+            "synth:{}:checkpoint|{}|{id}",
+            run.key,
+            namespace_key(&namespace)
+        );
+        self.emit(
+            Anchor::Synth(event_id),
+            "checkpoints",
+            namespace,
+            envelope,
+            None,
+        );
     }
 
     /// `input.requested` for each interrupt not announced yet, then the root's

@@ -242,3 +242,61 @@ fn state_updates_and_internal_records_give_nothing() {
             .is_empty()
     );
 }
+
+#[test]
+fn tool_events_travel_as_langgraph_sends_them() {
+    let mut t = Translator::default();
+    t.accept(&created(0, RUN), &graph("agent"));
+    let started = json!({"event": "tool-started", "tool_call_id": "c1", "tool_name": "search",
+                         "input": {"q": "cats"}});
+    let events = t.accept(
+        &frame(1, "tools|tools:7", started.clone()),
+        &RunFacts::default(),
+    );
+    assert_eq!(
+        summary(&events),
+        ["lifecycle started", "tools tool-started"]
+    );
+    assert_eq!(events[1].params.namespace, ["tools:7"]);
+    assert_eq!(events[1].params.data, started);
+}
+
+#[test]
+fn a_checkpoint_becomes_its_envelope() {
+    let mut t = Translator::default();
+    t.accept(&created(0, RUN), &graph("steps"));
+    let snapshot = json!({
+        "config": {"configurable": {"thread_id": "t", "checkpoint_ns": "", "checkpoint_id": "c2"}},
+        "parent_config": {"configurable": {"thread_id": "t", "checkpoint_ns": "", "checkpoint_id": "c1"}},
+        "values": {"count": 1}, "metadata": {"source": "loop", "step": 1}, "next": [], "tasks": [],
+    });
+    let events = t.accept(&frame(1, "checkpoints", snapshot), &RunFacts::default());
+    assert_eq!(summary(&events), ["checkpoints"]);
+    assert_eq!(
+        events[0].params.data,
+        json!({"id": "c2", "parent_id": "c1", "step": 1, "source": "loop"})
+    );
+    assert_eq!(events[0].event_id, format!("synth:{RUN}:checkpoint||c2"));
+    let first = json!({"config": {"configurable": {"checkpoint_id": "c0"}}, "parent_config": null,
+                       "metadata": {"source": "input", "step": -1}});
+    let events = t.accept(&frame(2, "checkpoints", first), &RunFacts::default());
+    assert_eq!(
+        events[0].params.data,
+        json!({"id": "c0", "step": -1, "source": "input"})
+    );
+}
+
+#[test]
+fn a_named_custom_frame_is_a_custom_event_carrying_its_name() {
+    let mut t = Translator::default();
+    t.accept(&created(0, RUN), &graph("agent"));
+    let events = t.accept(
+        &frame(1, "custom:progress", json!({"pct": 50})),
+        &RunFacts::default(),
+    );
+    assert_eq!(summary(&events), ["custom"]);
+    assert_eq!(
+        events[0].params.data,
+        json!({"name": "progress", "payload": {"pct": 50}})
+    );
+}
