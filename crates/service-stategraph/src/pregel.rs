@@ -82,6 +82,16 @@ struct Start {
     skip_interrupt_before: bool,
 }
 
+/// Whether an update writes a state key: LangGraph streams `values` only after a
+/// superstep that did (an input of no state key shows no empty state).
+fn writes_state(update: &Value) -> bool {
+    match update {
+        Value::Object(keys) => !keys.is_empty(),
+        Value::Null => false,
+        _ => true,
+    }
+}
+
 fn invalid_update(node: &str, message: String) -> GraphError {
     GraphError::NodeFailed {
         node: node.to_owned(),
@@ -164,13 +174,30 @@ impl Run {
                     skip_interrupt_before: false,
                 }))
             }
-            RunInput::None => Ok(base.map(|current| Start {
-                resume: prior_resume(&current),
-                current,
-                is_latest: base_is_latest,
-                reuse_outputs: base_is_latest,
-                skip_interrupt_before: true,
-            })),
+            RunInput::None => {
+                let Some(base) = base else {
+                    return Ok(None);
+                };
+                if self.forks(&base, base_is_latest) {
+                    let fork = self.put_fork(&base).await?;
+                    self.emit.values(&fork.body.channel_values);
+                    return Ok(Some(Start {
+                        current: fork,
+                        is_latest: true,
+                        resume: Vec::new(),
+                        reuse_outputs: false,
+                        skip_interrupt_before: true,
+                    }));
+                }
+                self.emit.values(&base.body.channel_values);
+                Ok(Some(Start {
+                    resume: prior_resume(&base),
+                    current: base,
+                    is_latest: base_is_latest,
+                    reuse_outputs: base_is_latest,
+                    skip_interrupt_before: true,
+                }))
+            }
             RunInput::Command(command) => {
                 let command = Command::from_value(&command)?;
                 let mut resume = base.as_ref().map(prior_resume).unwrap_or_default();
@@ -187,6 +214,8 @@ impl Run {
                 };
                 let reuse_outputs =
                     base_is_latest && command.update.is_none() && command.goto.is_empty();
+                // A resumed run starts by showing the state it resumes, as LangGraph's.
+                self.emit.values(&current.body.channel_values);
                 Ok(Some(Start {
                     current,
                     is_latest,
@@ -196,6 +225,25 @@ impl Run {
                 }))
             }
         }
+    }
+
+    /// Whether a run without input from `base` starts a branch of its own with a fork
+    /// checkpoint, as LangGraph's time travel does: when a root-graph checkpoint was
+    /// addressed, unless it is the latest and already a fork or a state update.
+    fn forks(&self, base: &Loaded, base_is_latest: bool) -> bool {
+        let source = base.tuple.metadata.get("source").and_then(Value::as_str);
+        self.thread.checkpoint_id.is_some()
+            && self.thread.checkpoint_ns.is_empty()
+            && (!base_is_latest || !matches!(source, Some("update" | "fork")))
+    }
+
+    /// A copy of `base` as its child, with no task writes: the replay from it runs
+    /// every pending task again.
+    async fn put_fork(&self, base: &Loaded) -> Result<Loaded, GraphError> {
+        let mut body = Body::new(base.body.channel_values.clone(), base.body.next.clone());
+        body.input = base.body.input.clone();
+        let meta = metadata("fork", base.step + 1, Value::Null, &self.options.metadata);
+        self.put(Some(base), body, meta).await
     }
 
     async fn put(
@@ -290,11 +338,11 @@ impl Run {
             return self.put(base, input_body, input_meta).await;
         };
         let next_meta = metadata("loop", input_step + 1, Value::Null, &self.options.metadata);
-        let output = serde_json::to_value(&output).unwrap_or(Value::Null);
+        let output_json = serde_json::to_value(&output).unwrap_or(Value::Null);
         let task_writes_on = |input_id: &str| {
             vec![(
                 task_id(input_id, START, 0),
-                vec![(WRITE_OUTPUT.to_owned(), output.clone())],
+                vec![(WRITE_OUTPUT.to_owned(), output_json.clone())],
             )]
         };
         let parent_config = base.map(|base| base.tuple.config.clone());
@@ -317,7 +365,9 @@ impl Run {
             .await?;
         self.stored(input_config.clone(), parent_config, input_body, input_meta);
         let next = self.stored(next_config, Some(input_config), next_body, next_meta);
-        self.emit.values(&next.body.channel_values);
+        if writes_state(&output.update) {
+            self.emit.values(&next.body.channel_values);
+        }
         Ok(next)
     }
 
@@ -682,10 +732,15 @@ impl Run {
             Value::Object(writes)
         };
         let meta = metadata("loop", step, writes, &self.options.metadata);
+        let wrote_state = outcomes.iter().any(|(_, _, outcome, _)| {
+            matches!(outcome, Outcome::Done(output) if writes_state(&output.update))
+        });
         let written = self
             .put_after_writes(Some(current), task_writes, body, meta)
             .await?;
-        self.emit.values(&written.body.channel_values);
+        if wrote_state {
+            self.emit.values(&written.body.channel_values);
+        }
         Ok(Some(written))
     }
 

@@ -43,7 +43,8 @@ async fn check(graph_id: &str, inputs: Vec<i64>, pick: Index) {
     let end = (i..chain.len())
         .find(|j| chain[*j].next.is_empty())
         .unwrap_or(chain.len() - 1);
-    let expected: Vec<Value> = chain[i + 1..=end.max(i)]
+    // The replay shows the state it starts from, then each later one.
+    let expected: Vec<Value> = chain[i..=end.max(i)]
         .iter()
         .map(|s| s.values.clone())
         .collect();
