@@ -3,7 +3,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use crate::messages::add_messages;
+use crate::messages::{add_messages, with_ids};
 
 /// A custom reducer: `(current value or null, update) -> new value`.
 pub type ReducerFn = Arc<dyn Fn(&Value, Value) -> Result<Value, String> + Send + Sync>;
@@ -71,6 +71,18 @@ fn as_list(current: Option<Value>) -> Vec<Value> {
 pub(crate) struct Channel {
     pub(crate) reducer: Reducer,
     pub(crate) schema: Value,
+}
+
+/// Gives the messages of `input`'s message keys the ids they will have in the state.
+pub(crate) fn ensure_message_ids(channels: &[(String, Channel)], input: &mut Value) {
+    let Value::Object(keys) = input else {
+        return;
+    };
+    for (key, channel) in channels {
+        if let (Reducer::MergeMessages, Some(messages)) = (&channel.reducer, keys.get_mut(key)) {
+            with_ids(messages);
+        }
+    }
 }
 
 /// Applies an update object to `values` through the channels' reducers. Keys the

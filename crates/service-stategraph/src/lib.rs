@@ -22,6 +22,7 @@ mod node;
 mod pregel;
 mod resume;
 mod schema;
+mod start;
 mod stored;
 mod subgraph;
 mod update;

@@ -69,6 +69,24 @@ pub(crate) fn add_messages(current: Vec<Value>, update: Value) -> Result<Vec<Val
     Ok(merged)
 }
 
+/// `update` with a fresh id on every message object that has none, so an input is
+/// stored with the ids its messages get in the state (LangGraph's
+/// `ensure_message_ids`): a replay of the input keeps them.
+pub(crate) fn with_ids(update: &mut Value) {
+    let messages = match update {
+        Value::Array(items) => items.iter_mut().collect(),
+        Value::Object(_) => vec![update],
+        _ => Vec::new(),
+    };
+    for message in messages {
+        if let Value::Object(fields) = message
+            && !fields.get("id").is_some_and(Value::is_string)
+        {
+            fields.insert("id".into(), uuid::Uuid::new_v4().to_string().into());
+        }
+    }
+}
+
 fn id_of(message: &Value) -> Option<&str> {
     message.get("id").and_then(Value::as_str)
 }
@@ -314,6 +332,17 @@ mod tests {
             let error = merge(json!([]), update).unwrap_err();
             assert!(error.contains(says), "{error}");
         }
+    }
+
+    #[test]
+    fn with_ids_gives_message_objects_without_one_an_id() {
+        let mut update = json!([{"type": "human", "content": "a"}, {"id": "b", "type": "ai", "content": "b"}, "c"]);
+        with_ids(&mut update);
+        assert!(update[0]["id"].is_string());
+        assert_eq!(update[1]["id"], "b");
+        assert_eq!(update[2], "c");
+        let merged = merge(json!([]), update.clone()).unwrap();
+        assert_eq!(merged[0]["id"], update[0]["id"]);
     }
 
     #[test]

@@ -127,7 +127,12 @@ async fn echo_supports_history_update_state_supersteps_and_forks() {
         RunContext::default(),
     )
     .await;
-    // The replayed input's messages get fresh ids (as in LangGraph): compare the rest.
+    // The input's message keeps its id (it was stored with it); the replayed node's
+    // answer is a new message (as in LangGraph): compare the rest.
+    assert_eq!(
+        replay.last_values()["messages"][0]["id"],
+        history[0].values["messages"][0]["id"]
+    );
     let without_ids = |values: &Value| {
         let mut values = values.clone();
         for message in values["messages"].as_array_mut().unwrap() {

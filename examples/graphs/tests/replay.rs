@@ -17,8 +17,8 @@ fn input(graph: &str, k: i64) -> Value {
     }
 }
 
-/// `values` without message ids: a replayed input or node output gets fresh ones, as
-/// with LangGraph's `add_messages`.
+/// `values` without message ids: a replayed node's messages are new ones, with fresh
+/// ids, as with LangGraph's `add_messages`.
 fn without_new_ids(mut values: Value) -> Value {
     for message in values["messages"].as_array_mut().into_iter().flatten() {
         if let Some(fields) = message.as_object_mut() {
