@@ -140,7 +140,7 @@ impl Run {
         ensure_message_ids(&self.def.channels, &mut input);
         let values = base
             .map(|base| base.body.channel_values.clone())
-            .unwrap_or_default();
+            .unwrap_or_else(|| self.def.initial_values());
         let mut input_body = Body::new(values, vec![START.to_owned()]);
         input_body.input = Some(input.clone());
         let input_step = base.map_or(-1, |base| base.step + 1);
@@ -205,7 +205,7 @@ impl Run {
     ) -> Result<Loaded, GraphError> {
         let mut values = base
             .map(|base| base.body.channel_values.clone())
-            .unwrap_or_default();
+            .unwrap_or_else(|| self.def.initial_values());
         let update = command.update.clone().unwrap_or(Value::Null);
         apply_update(&self.def.channels, &mut values, &update).map_err(GraphError::InvalidInput)?;
         let mut next = base.map(|base| base.body.next.clone()).unwrap_or_default();
