@@ -91,3 +91,20 @@ async def test_interrupt_before_pauses_and_null_input_continues(client, thread):
     assert (await client.threads.get(tid))["status"] == "interrupted"
     result = await client.runs.wait(tid, "steps", input=None)
     assert result["count"] == 2
+
+
+async def test_approval_answers_the_chat_uis_decisions(client):
+    """Agent Chat UI answers the HITL-shaped interrupt with `{"decisions": [...]}`."""
+    blocks = {"messages": [{"type": "human", "content": [{"type": "text", "text": "cats"}]}]}
+    edit = {"type": "edit", "edited_action": {"name": "publish", "args": {"draft": "better"}}}
+    for decision, status, draft in [
+        ({"type": "approve"}, "approved", "draft for cats"),
+        (edit, "approved", "better"),
+        ({"type": "reject", "message": "no"}, "rejected", "draft for cats"),
+    ]:
+        tid = (await client.threads.create())["thread_id"]
+        paused = await client.runs.wait(tid, "approval", input=blocks)
+        assert paused["__interrupt__"][0]["value"] == review_request("draft for cats")
+        result = await client.runs.wait(tid, "approval", command={"resume": {"decisions": [decision]}})
+        assert (result["status"], result["draft"]) == (status, draft)
+        assert [(m["type"], m["content"]) for m in result["messages"]][-1] == ("ai", f"{status}: {draft}")
