@@ -46,6 +46,17 @@ rust_examples_only = pytest.mark.skipif(
 
 T = TypeVar("T")
 
+def review_request(draft: str) -> dict:
+    """The `approval` graph's interrupt value: its question and draft, and the same ask
+    in LangChain's human-in-the-loop shape (what Agent Chat UI answers)."""
+    return {
+        "question": "approve?",
+        "draft": draft,
+        "action_requests": [{"name": "publish", "args": {"draft": draft}, "description": "Publish this draft?"}],
+        "review_configs": [{"action_name": "publish", "allowed_decisions": ["approve", "edit", "reject"]}],
+    }
+
+
 TERMINAL_RUN_STATUSES = {"success", "error", "cancelled", "interrupted", "timeout"}
 
 

@@ -2,7 +2,7 @@
 
 from langgraph_sdk.schema import Command
 
-from conftest import collect, events, spec_only
+from conftest import collect, events, review_request, spec_only
 
 
 async def pause(client, tid):
@@ -15,7 +15,7 @@ async def test_wait_returns_values_plus_interrupt_when_the_graph_pauses(client, 
     result = await pause(client, thread["thread_id"])
     assert result["draft"] == "draft for cats"
     [intr] = result["__interrupt__"]
-    assert intr["value"] == {"question": "approve?", "draft": "draft for cats"}
+    assert intr["value"] == review_request("draft for cats")
     assert intr["id"]
 
 
@@ -32,7 +32,7 @@ async def test_paused_thread_is_interrupted_with_next_review_and_interrupts_by_t
     assert t["status"] == "interrupted"
     assert list(t["interrupts"]) == [task["id"]]  # keyed by task id
     [intr] = t["interrupts"][task["id"]]
-    assert intr["value"] == {"question": "approve?", "draft": "draft for cats"}
+    assert intr["value"] == review_request("draft for cats")
     assert intr["id"]
     assert await client.threads.count(metadata=thread["metadata"], status="interrupted") == 1
 
@@ -78,7 +78,9 @@ async def test_resume_by_stream_with_a_command(client, thread):
     tid = thread["thread_id"]
     await pause(client, tid)
     parts = await collect(client.runs.stream(tid, "approval", command={"resume": True}, stream_mode="updates"))
-    assert {"review": {"status": "approved"}} in [p.data for p in parts]
+    [review] = [p.data["review"] for p in parts if "review" in (p.data or {})]
+    assert review["status"] == "approved"
+    assert [m["content"] for m in review["messages"]] == ["approved: draft for cats"]
 
 
 async def test_interrupt_before_pauses_and_null_input_continues(client, thread):
@@ -89,3 +91,20 @@ async def test_interrupt_before_pauses_and_null_input_continues(client, thread):
     assert (await client.threads.get(tid))["status"] == "interrupted"
     result = await client.runs.wait(tid, "steps", input=None)
     assert result["count"] == 2
+
+
+async def test_approval_answers_the_chat_uis_decisions(client):
+    """Agent Chat UI answers the HITL-shaped interrupt with `{"decisions": [...]}`."""
+    blocks = {"messages": [{"type": "human", "content": [{"type": "text", "text": "cats"}]}]}
+    edit = {"type": "edit", "edited_action": {"name": "publish", "args": {"draft": "better"}}}
+    for decision, status, draft in [
+        ({"type": "approve"}, "approved", "draft for cats"),
+        (edit, "approved", "better"),
+        ({"type": "reject", "message": "no"}, "rejected", "draft for cats"),
+    ]:
+        tid = (await client.threads.create())["thread_id"]
+        paused = await client.runs.wait(tid, "approval", input=blocks)
+        assert paused["__interrupt__"][0]["value"] == review_request("draft for cats")
+        result = await client.runs.wait(tid, "approval", command={"resume": {"decisions": [decision]}})
+        assert (result["status"], result["draft"]) == (status, draft)
+        assert [(m["type"], m["content"]) for m in result["messages"]][-1] == ("ai", f"{status}: {draft}")

@@ -3,14 +3,14 @@
 
 from langgraph_sdk.schema import Command
 
-from conftest import collect, rust_examples_only, wait_run
+from conftest import collect, review_request, rust_examples_only, wait_run
 
 pytestmark = rust_examples_only
 
 
 async def pause(client, tid):
     result = await client.runs.wait(tid, "nested", input={"topic": "cats"})
-    assert result["__interrupt__"][0]["value"] == {"question": "approve?", "draft": "draft for cats"}
+    assert result["__interrupt__"][0]["value"] == review_request("draft for cats")
     return result
 
 

@@ -8,7 +8,7 @@ import uuid
 import pytest
 import websockets
 
-from conftest import BASE_URL, eventually, rust_examples_only
+from conftest import BASE_URL, eventually, review_request, rust_examples_only
 
 HI = {"messages": [{"type": "human", "content": "hi"}]}
 BOUND = 20.0
@@ -58,7 +58,7 @@ async def test_an_interrupt_is_answered_with_run_respond(client, transport):
         await thread.run.start(input={"topic": "cats"})
         await until_interrupted(thread)
         [interrupt] = thread.interrupts
-        assert interrupt["value"] == {"question": "approve?", "draft": "draft for cats"}
+        assert interrupt["value"] == review_request("draft for cats")
         assert interrupt["namespace"] == []
         state = await client.threads.get_state(thread.thread_id)
         assert interrupt["interrupt_id"] == state["interrupts"][0]["id"]
@@ -97,7 +97,7 @@ async def test_a_subgraphs_events_carry_its_namespace(client, transport):
         assert update["data"] == {"node": "draft", "values": {"draft": "draft for cats"}}
 
         [interrupt] = thread.interrupts
-        assert interrupt["value"] == {"question": "approve?", "draft": "draft for cats"}
+        assert interrupt["value"] == review_request("draft for cats")
         await thread.run.respond(True)
         output = await asyncio.wait_for(thread.output, BOUND)
         assert output["log"] == ["plan cats", "publish approved"]

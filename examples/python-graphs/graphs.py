@@ -17,23 +17,30 @@ from typing_extensions import TypedDict
 
 from langgraph.config import get_store, get_stream_writer
 from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
 from langgraph.types import interrupt
 
 
 # --------------------------------------------------------------------- echo
 class EchoState(TypedDict, total=False):
-    messages: Annotated[list, operator.add]
+    messages: Annotated[list, add_messages]
 
 
-def _content(msg: Any) -> Any:
-    if isinstance(msg, dict):
-        return msg.get("content")
-    return getattr(msg, "content", msg)
+def _text(msg: Any) -> str:
+    """A message's text: its content string, or its text blocks joined."""
+    content = msg.get("content") if isinstance(msg, dict) else getattr(msg, "content", msg)
+    if isinstance(content, list):
+        return "".join(
+            block if isinstance(block, str) else block.get("text", "")
+            for block in content
+            if isinstance(block, str) or (isinstance(block, dict) and block.get("type") == "text")
+        )
+    return "" if content is None else str(content)
 
 
 def echo_node(state: EchoState) -> dict:
     msgs = state.get("messages") or []
-    last = _content(msgs[-1]) if msgs else ""
+    last = _text(msgs[-1]) if msgs else ""
     return {"messages": [{"type": "ai", "content": f"echo: {last}"}]}
 
 
@@ -76,15 +83,47 @@ class ApprovalState(TypedDict, total=False):
     topic: str
     draft: str
     status: str
+    messages: Annotated[list, add_messages]
 
 
 def draft_node(state: ApprovalState) -> dict:
-    return {"draft": f"draft for {state.get('topic')}"}
+    topic = state.get("topic")
+    if topic is None and state.get("messages"):
+        topic = _text(state["messages"][-1])
+    return {"draft": f"draft for {topic}"}
 
 
 def review_node(state: ApprovalState) -> dict:
-    answer = interrupt({"question": "approve?", "draft": state.get("draft")})
-    return {"status": "approved" if answer is True else "rejected"}
+    # The ask also in the shape of LangChain's human-in-the-loop middleware, which
+    # Agent Chat UI renders and answers with {"decisions": [...]}.
+    draft = state.get("draft")
+    answer = interrupt(
+        {
+            "question": "approve?",
+            "draft": draft,
+            "action_requests": [
+                {"name": "publish", "args": {"draft": draft}, "description": "Publish this draft?"}
+            ],
+            "review_configs": [
+                {"action_name": "publish", "allowed_decisions": ["approve", "edit", "reject"]}
+            ],
+        }
+    )
+    status, decided = "rejected", draft
+    if answer is True:
+        status = "approved"
+    elif isinstance(answer, dict) and answer.get("decisions"):
+        decision = answer["decisions"][0]
+        if decision.get("type") == "approve":
+            status = "approved"
+        elif decision.get("type") == "edit":
+            status = "approved"
+            edited = (decision.get("edited_action") or {}).get("args", {}).get("draft")
+            decided = draft if edited is None else edited
+    update = {"status": status, "messages": [{"type": "ai", "content": f"{status}: {decided}"}]}
+    if decided != draft:
+        update["draft"] = decided
+    return update
 
 
 _b = StateGraph(ApprovalState)

@@ -193,9 +193,11 @@ async fn an_interrupt_is_requested_then_answered_with_input_respond() {
         .expect("an input request");
     assert_eq!(event, "input.requested");
     let data = &request["params"]["data"];
+    assert_eq!(data["payload"]["question"], "approve?");
+    assert_eq!(data["payload"]["draft"], "draft for cats");
     assert_eq!(
-        data["payload"],
-        json!({"question": "approve?", "draft": "draft for cats"})
+        data["payload"]["action_requests"][0]["args"],
+        json!({"draft": "draft for cats"})
     );
     assert_eq!(data["value"], data["payload"]);
 

@@ -48,9 +48,14 @@ pub(crate) fn result_body(
         Some(other) if !other.is_null() => return other,
         _ => Map::new(),
     };
-    let pending: Vec<&service_types::Interrupt> = interrupts.values().flatten().collect();
+    // As in stream frames, each with a `response_schema` (null: none was declared).
+    let pending: Vec<Value> = interrupts
+        .values()
+        .flatten()
+        .map(|interrupt| json!({"value": interrupt.value, "id": interrupt.id, "response_schema": null}))
+        .collect();
     if !pending.is_empty() {
-        body.insert("__interrupt__".into(), json!(pending));
+        body.insert("__interrupt__".into(), Value::Array(pending));
     }
     Value::Object(body)
 }
@@ -72,7 +77,7 @@ mod tests {
         let body = result_body(Some(json!({"a": 1})), &interrupts);
         assert_eq!(
             body,
-            json!({"a": 1, "__interrupt__": [{"id": "i1", "value": {"q": 1}}]})
+            json!({"a": 1, "__interrupt__": [{"id": "i1", "value": {"q": 1}, "response_schema": null}]})
         );
         assert_eq!(result_body(None, &Default::default()), json!({}));
     }

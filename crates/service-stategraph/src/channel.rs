@@ -3,6 +3,8 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
+use crate::messages::{add_messages, with_ids};
+
 /// A custom reducer: `(current value or null, update) -> new value`.
 pub type ReducerFn = Arc<dyn Fn(&Value, Value) -> Result<Value, String> + Send + Sync>;
 
@@ -14,9 +16,10 @@ pub enum Reducer {
     LastValue,
     /// Lists concatenate (`operator.add`); a non-list update is appended as one item.
     Append,
-    /// Messages merge by `id` (LangGraph's `add_messages`): an update with a known id
-    /// replaces that message, `{"type": "remove", "id": ...}` deletes it, others are
-    /// appended with a fresh id.
+    /// Messages merge by `id` (LangGraph's `add_messages`): updates are coerced to
+    /// LangChain messages with ids, a known id replaces that message,
+    /// `{"type": "remove", "id": ...}` deletes it (`__remove_all__`: every one),
+    /// others are appended.
     MergeMessages,
     /// A caller-supplied function.
     Custom(ReducerFn),
@@ -49,7 +52,7 @@ impl Reducer {
                 }
                 Ok(Value::Array(list))
             }
-            Self::MergeMessages => Ok(Value::Array(merge_messages(as_list(current), update))),
+            Self::MergeMessages => add_messages(as_list(current), update).map(Value::Array),
             Self::Custom(reduce) => reduce(&current.unwrap_or(Value::Null), update),
         }
     }
@@ -63,54 +66,23 @@ fn as_list(current: Option<Value>) -> Vec<Value> {
     }
 }
 
-fn merge_messages(mut list: Vec<Value>, update: Value) -> Vec<Value> {
-    let updates = match update {
-        Value::Array(items) => items,
-        Value::Null => Vec::new(),
-        item => vec![item],
-    };
-    for message in updates {
-        let mut message = match message {
-            Value::Object(map) => map,
-            Value::String(text) => text_message(text),
-            other => text_message(other.to_string()),
-        };
-        let id = message.get("id").and_then(Value::as_str).map(str::to_owned);
-        let position = id.as_ref().and_then(|id| {
-            list.iter()
-                .position(|existing| existing.get("id").and_then(Value::as_str) == Some(id))
-        });
-        let removal = message.get("type").and_then(Value::as_str) == Some("remove");
-        match (position, removal) {
-            (Some(index), true) => {
-                list.remove(index);
-            }
-            (None, true) => {}
-            (Some(index), false) => list[index] = Value::Object(message),
-            (None, false) => {
-                if id.is_none() {
-                    message.insert("id".into(), Value::String(uuid::Uuid::new_v4().to_string()));
-                }
-                list.push(Value::Object(message));
-            }
-        }
-    }
-    list
-}
-
-/// A bare string update is a human message, as in LangGraph.
-fn text_message(text: String) -> Map<String, Value> {
-    let mut message = Map::new();
-    message.insert("type".into(), Value::String("human".into()));
-    message.insert("content".into(), Value::String(text));
-    message
-}
-
 /// One state key: its reducer and its JSON schema.
 #[derive(Clone, Debug)]
 pub(crate) struct Channel {
     pub(crate) reducer: Reducer,
     pub(crate) schema: Value,
+}
+
+/// Gives the messages of `input`'s message keys the ids they will have in the state.
+pub(crate) fn ensure_message_ids(channels: &[(String, Channel)], input: &mut Value) {
+    let Value::Object(keys) = input else {
+        return;
+    };
+    for (key, channel) in channels {
+        if let (Reducer::MergeMessages, Some(messages)) = (&channel.reducer, keys.get_mut(key)) {
+            with_ids(messages);
+        }
+    }
 }
 
 /// Applies an update object to `values` through the channels' reducers. Keys the
@@ -164,16 +136,17 @@ mod tests {
 
     #[test]
     fn merge_messages_replaces_by_id_removes_and_appends_with_fresh_ids() {
-        let current = json!([{"id": "a", "content": "one"}, {"id": "b", "content": "two"}]);
+        let current = json!([{"id": "a", "type": "human", "content": "one"}, {"id": "b", "type": "ai", "content": "two"}]);
         let update = json!([
-            {"id": "a", "content": "uno"},
+            {"id": "a", "type": "human", "content": "uno"},
             {"type": "remove", "id": "b"},
             {"type": "ai", "content": "three"}
         ]);
         let merged = Reducer::MergeMessages.apply(Some(current), update).unwrap();
         let merged = merged.as_array().unwrap();
         assert_eq!(merged.len(), 2);
-        assert_eq!(merged[0], json!({"id": "a", "content": "uno"}));
+        assert_eq!(merged[0]["content"], "uno");
+        assert_eq!(merged[0]["id"], "a");
         assert_eq!(merged[1]["content"], "three");
         assert!(merged[1]["id"].is_string());
     }

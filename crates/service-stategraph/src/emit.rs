@@ -40,11 +40,15 @@ impl fmt::Debug for Emitter {
     }
 }
 
+/// Interrupts as stream frames carry them: with LangGraph's `response_schema` (the
+/// schema a resume value must match; these graphs declare none).
 fn interrupts_json(interrupts: &[Interrupt]) -> Value {
     Value::Array(
         interrupts
             .iter()
-            .map(|interrupt| json!({"value": interrupt.value, "id": interrupt.id}))
+            .map(|interrupt| {
+                json!({"value": interrupt.value, "id": interrupt.id, "response_schema": null})
+            })
             .collect(),
     )
 }

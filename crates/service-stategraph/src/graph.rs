@@ -2,7 +2,7 @@ use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 use service_graph::{Checkpointer, GraphError};
 
 use crate::channel::{Channel, Reducer};
@@ -37,6 +37,18 @@ pub(crate) struct GraphDef {
 }
 
 impl GraphDef {
+    /// A new thread's state: each list channel starts empty, as LangGraph's list
+    /// reducers (`operator.add`, `add_messages`) start from `[]`.
+    pub(crate) fn initial_values(&self) -> Map<String, Value> {
+        self.channels
+            .iter()
+            .filter(|(_, channel)| {
+                matches!(channel.reducer, Reducer::Append | Reducer::MergeMessages)
+            })
+            .map(|(key, _)| (key.clone(), Value::Array(Vec::new())))
+            .collect()
+    }
+
     pub(crate) fn node(&self, name: &str) -> Option<&Node> {
         self.nodes
             .iter()

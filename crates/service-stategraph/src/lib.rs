@@ -17,10 +17,12 @@ mod context;
 mod driven;
 mod emit;
 mod graph;
+mod messages;
 mod node;
 mod pregel;
 mod resume;
 mod schema;
+mod start;
 mod stored;
 mod subgraph;
 mod update;
@@ -29,6 +31,7 @@ pub use channel::{Reducer, ReducerFn};
 pub use compiled::CompiledGraph;
 pub use context::{NodeContext, StreamWriter};
 pub use graph::StateGraph;
+pub use messages::{REMOVE_ALL_MESSAGES, message_text};
 pub use node::{Command, NodeError, NodeOutput};
 
 /// The virtual node every run starts from.

@@ -10,11 +10,10 @@ use std::sync::{Arc, Mutex};
 use chrono::Utc;
 use futures::FutureExt;
 use futures::future::{BoxFuture, join_all};
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 use service_graph::checkpoint::CheckpointTuple;
 use service_graph::{
-    CheckpointConfig, Checkpointer, FinalState, GraphError, LongTermStore, NewCheckpoint, RunInput,
-    StreamOptions,
+    CheckpointConfig, Checkpointer, FinalState, GraphError, LongTermStore, RunInput, StreamOptions,
 };
 use service_types::{JsonText, RunError, Timestamp};
 use tokio_util::sync::CancellationToken;
@@ -23,11 +22,10 @@ use crate::channel::apply_update;
 use crate::context::{StreamWriter, TaskScope};
 use crate::emit::Emitter;
 use crate::graph::{GraphDef, Node};
-use crate::node::{Command, NodeErrorKind};
-use crate::resume::{apply_resume, prior_resume};
+use crate::node::NodeErrorKind;
 use crate::stored::{
     Body, Loaded, Output, RaisedInterrupt, WRITE_ERROR, WRITE_INTERRUPT, WRITE_OUTPUT,
-    WRITE_RESUME, metadata, task_id,
+    WRITE_RESUME, metadata,
 };
 use crate::{DEFAULT_RECURSION_LIMIT, NodeContext, START};
 
@@ -70,16 +68,26 @@ pub(crate) struct Ended {
 }
 
 /// Where the loop starts and what the first superstep may reuse.
-struct Start {
-    current: Loaded,
+pub(crate) struct Start {
+    pub(crate) current: Loaded,
     /// Whether `current` is the thread's latest checkpoint.
-    is_latest: bool,
+    pub(crate) is_latest: bool,
     /// Resume values per task position of the first superstep.
-    resume: Vec<BTreeMap<usize, Value>>,
+    pub(crate) resume: Vec<BTreeMap<usize, Value>>,
     /// Whether finished tasks' outputs recorded on `current` are reused, not re-run.
-    reuse_outputs: bool,
+    pub(crate) reuse_outputs: bool,
     /// Whether `interrupt_before` is skipped for the first superstep (a continuation).
-    skip_interrupt_before: bool,
+    pub(crate) skip_interrupt_before: bool,
+}
+
+/// Whether an update writes a state key: LangGraph streams `values` only after a
+/// superstep that did (an input of no state key shows no empty state).
+pub(crate) fn writes_state(update: &Value) -> bool {
+    match update {
+        Value::Object(keys) => !keys.is_empty(),
+        Value::Null => false,
+        _ => true,
+    }
 }
 
 fn invalid_update(node: &str, message: String) -> GraphError {
@@ -115,7 +123,10 @@ impl Run {
         Ok(Some(ended))
     }
 
-    async fn load(&self, config: &CheckpointConfig) -> Result<Option<Loaded>, GraphError> {
+    pub(crate) async fn load(
+        &self,
+        config: &CheckpointConfig,
+    ) -> Result<Option<Loaded>, GraphError> {
         self.saver
             .get_tuple(config)
             .await?
@@ -123,82 +134,7 @@ impl Run {
             .transpose()
     }
 
-    async fn start(&self, input: RunInput) -> Result<Option<Start>, GraphError> {
-        let base = match &self.thread.checkpoint_id {
-            Some(id) => Some(
-                self.load(&self.thread)
-                    .await?
-                    .ok_or_else(|| GraphError::NotFound(format!("Checkpoint {id} not found")))?,
-            ),
-            None => self.load(&self.thread).await?,
-        };
-        let latest = match &self.thread.checkpoint_id {
-            Some(_) => {
-                let latest = CheckpointConfig {
-                    checkpoint_id: None,
-                    ..self.thread.clone()
-                };
-                self.saver
-                    .get_tuple(&latest)
-                    .await?
-                    .map(|tuple| tuple.id().to_owned())
-            }
-            None => base.as_ref().map(|base| base.id().to_owned()),
-        };
-        let base_is_latest = base
-            .as_ref()
-            .is_some_and(|base| Some(base.id()) == latest.as_deref());
-        match input {
-            RunInput::Values(values) => {
-                if !values.is_object() {
-                    return Err(GraphError::InvalidInput(format!(
-                        "Input must be an object, got {values}"
-                    )));
-                }
-                let current = self.put_input(base.as_ref(), values).await?;
-                Ok(Some(Start {
-                    current,
-                    is_latest: true,
-                    resume: Vec::new(),
-                    reuse_outputs: false,
-                    skip_interrupt_before: false,
-                }))
-            }
-            RunInput::None => Ok(base.map(|current| Start {
-                resume: prior_resume(&current),
-                current,
-                is_latest: base_is_latest,
-                reuse_outputs: base_is_latest,
-                skip_interrupt_before: true,
-            })),
-            RunInput::Command(command) => {
-                let command = Command::from_value(&command)?;
-                let mut resume = base.as_ref().map(prior_resume).unwrap_or_default();
-                if let (Some(base), Some(value)) = (&base, &command.resume) {
-                    apply_resume(base, value, &mut resume)?;
-                }
-                let (current, is_latest) = if command.update.is_some() || !command.goto.is_empty() {
-                    (self.put_command(base.as_ref(), &command).await?, true)
-                } else {
-                    match base {
-                        Some(base) => (base, base_is_latest),
-                        None => return Ok(None),
-                    }
-                };
-                let reuse_outputs =
-                    base_is_latest && command.update.is_none() && command.goto.is_empty();
-                Ok(Some(Start {
-                    current,
-                    is_latest,
-                    resume,
-                    reuse_outputs,
-                    skip_interrupt_before: true,
-                }))
-            }
-        }
-    }
-
-    async fn put(
+    pub(crate) async fn put(
         &self,
         parent: Option<&Loaded>,
         body: Body,
@@ -209,7 +145,7 @@ impl Run {
 
     /// Records the tasks' writes on `parent` and puts the checkpoint that follows, in
     /// one saver call.
-    async fn put_after_writes(
+    pub(crate) async fn put_after_writes(
         &self,
         parent: Option<&Loaded>,
         task_writes: Vec<(String, Vec<(String, Value)>)>,
@@ -235,7 +171,7 @@ impl Run {
 
     /// A checkpoint just stored, as the loop holds it; reported to `checkpoints`
     /// streams.
-    fn stored(
+    pub(crate) fn stored(
         &self,
         config: CheckpointConfig,
         parent_config: Option<CheckpointConfig>,
@@ -257,100 +193,6 @@ impl Run {
         };
         self.emit.checkpoint(step, || loaded.snapshot());
         loaded
-    }
-
-    /// The input checkpoint, then the `__start__` superstep that applies the input
-    /// and its checkpoint, stored in one saver call ([`Checkpointer::put_with_next`]).
-    /// An input the reducers refuse is stored alone: the loop's `__start__` superstep
-    /// then fails on it and records why, as for any task.
-    async fn put_input(&self, base: Option<&Loaded>, input: Value) -> Result<Loaded, GraphError> {
-        let values = base
-            .map(|base| base.body.channel_values.clone())
-            .unwrap_or_default();
-        let mut input_body = Body::new(values, vec![START.to_owned()]);
-        input_body.input = Some(input.clone());
-        let input_step = base.map_or(-1, |base| base.step + 1);
-        let input_meta = metadata(
-            "input",
-            input_step,
-            json!({ START: input }),
-            &self.options.metadata,
-        );
-        let output = Output {
-            update: self.known_keys(input),
-            goto: Vec::new(),
-        };
-        let started = [(
-            START.to_owned(),
-            String::new(),
-            Outcome::Done(output.clone()),
-            true,
-        )];
-        let Ok(next_body) = self.apply_outputs(input_body.channel_values.clone(), &started) else {
-            return self.put(base, input_body, input_meta).await;
-        };
-        let next_meta = metadata("loop", input_step + 1, Value::Null, &self.options.metadata);
-        let output = serde_json::to_value(&output).unwrap_or(Value::Null);
-        let task_writes_on = |input_id: &str| {
-            vec![(
-                task_id(input_id, START, 0),
-                vec![(WRITE_OUTPUT.to_owned(), output.clone())],
-            )]
-        };
-        let parent_config = base.map(|base| base.tuple.config.clone());
-        let at = parent_config.clone().unwrap_or_else(|| CheckpointConfig {
-            checkpoint_id: None,
-            ..self.thread.clone()
-        });
-        let new = |body: &Body, meta: &service_types::Metadata| NewCheckpoint {
-            checkpoint: JsonText::new(body),
-            metadata: meta.clone(),
-        };
-        let (input_config, next_config) = self
-            .saver
-            .put_with_next(
-                &at,
-                new(&input_body, &input_meta),
-                &task_writes_on,
-                new(&next_body, &next_meta),
-            )
-            .await?;
-        self.stored(input_config.clone(), parent_config, input_body, input_meta);
-        let next = self.stored(next_config, Some(input_config), next_body, next_meta);
-        self.emit.values(&next.body.channel_values);
-        Ok(next)
-    }
-
-    /// A command's update applied and its goto added to the pending nodes.
-    async fn put_command(
-        &self,
-        base: Option<&Loaded>,
-        command: &Command,
-    ) -> Result<Loaded, GraphError> {
-        let mut values = base
-            .map(|base| base.body.channel_values.clone())
-            .unwrap_or_default();
-        let update = command.update.clone().unwrap_or(Value::Null);
-        apply_update(&self.def.channels, &mut values, &update).map_err(GraphError::InvalidInput)?;
-        let mut next = base.map(|base| base.body.next.clone()).unwrap_or_default();
-        for target in &command.goto {
-            if !self.def.has_node(target) {
-                return Err(GraphError::InvalidInput(format!(
-                    "Node {target} does not exist"
-                )));
-            }
-            if !next.contains(target) {
-                next.push(target.clone());
-            }
-        }
-        let step = base.map_or(-1, |base| base.step + 1);
-        let meta = metadata(
-            "input",
-            step,
-            json!({ START: update }),
-            &self.options.metadata,
-        );
-        self.put(base, Body::new(values, next), meta).await
     }
 
     fn should_pause_before(&self, next: &[String]) -> bool {
@@ -569,7 +411,7 @@ impl Run {
     }
 
     /// The input with keys the state does not declare dropped, as LangGraph does.
-    fn known_keys(&self, input: Value) -> Value {
+    pub(crate) fn known_keys(&self, input: Value) -> Value {
         match input {
             Value::Object(map) => Value::Object(
                 map.into_iter()
@@ -682,10 +524,15 @@ impl Run {
             Value::Object(writes)
         };
         let meta = metadata("loop", step, writes, &self.options.metadata);
+        let wrote_state = outcomes.iter().any(|(_, _, outcome, _)| {
+            matches!(outcome, Outcome::Done(output) if writes_state(&output.update))
+        });
         let written = self
             .put_after_writes(Some(current), task_writes, body, meta)
             .await?;
-        self.emit.values(&written.body.channel_values);
+        if wrote_state {
+            self.emit.values(&written.body.channel_values);
+        }
         Ok(Some(written))
     }
 
@@ -706,7 +553,7 @@ impl Run {
 
     /// The next checkpoint body: every output applied in task order, then the next
     /// nodes (each task's goto, or its edges evaluated on the new state).
-    fn apply_outputs(
+    pub(crate) fn apply_outputs(
         &self,
         mut values: Map<String, Value>,
         outcomes: &[(String, String, Outcome, bool)],

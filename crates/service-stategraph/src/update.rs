@@ -62,7 +62,7 @@ impl CompiledGraph {
         let mut values = base
             .as_ref()
             .map(|base| base.body.channel_values.clone())
-            .unwrap_or_default();
+            .unwrap_or_else(|| self.def.initial_values());
         if updates
             .iter()
             .any(|update| update.as_node.as_deref() == Some(INPUT))

@@ -201,8 +201,8 @@ async fn a_run_hands_over_the_state_it_ended_in_unless_task_writes_followed() {
     assert_eq!(handed.next, vec!["b"]);
     assert_eq!(seen(&handed), seen(&state(&graph, "p").await));
 
-    // Started from an earlier checkpoint with nothing left to run: the thread's state
-    // is still its latest checkpoint, which the run did not write.
+    // Started from an earlier checkpoint with nothing left to run: the run writes a
+    // fork of it (as LangGraph does), which becomes the thread's state.
     let finished_first = state(&graph, "t").await;
     run(&graph, "t", values(json!({"log": ["again"]}))).await;
     let mut from_earlier = options("t", &modes);
@@ -210,10 +210,13 @@ async fn a_run_hands_over_the_state_it_ended_in_unless_task_writes_followed() {
         RunnableConfig::for_thread("t").with_checkpoint_id(checkpoint_id(&finished_first));
     let (outcome, handed) = run_handing_over(&graph, RunInput::None, from_earlier).await;
     assert!(outcome.error.is_none());
-    assert!(
-        handed.is_none(),
-        "an earlier checkpoint is not the thread's state"
-    );
+    assert_eq!(outcome.of("values"), vec![finished_first.values.clone()]);
+    let handed = handed.expect("the fork is the thread's state");
+    let now = state(&graph, "t").await;
+    assert_eq!(seen(&handed), seen(&now));
+    assert_eq!(now.values, finished_first.values);
+    assert_eq!(now.metadata.unwrap()["source"], "fork");
+    assert_eq!(now.parent_config, finished_first.config);
 
     // Kept under a checkpoint namespace: not what the thread's `get_state` returns.
     let mut namespaced = options("n", &modes);

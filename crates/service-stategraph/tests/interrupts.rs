@@ -57,7 +57,8 @@ async fn interrupt_pauses_with_the_interrupt_frames_and_a_pending_task() {
     let interrupt = &paused.tasks[0].interrupts[0];
     assert_eq!(interrupt.value, json!({"question": "approve?"}));
     assert_eq!(interrupt.id.len(), 32);
-    let expected = json!([{"value": {"question": "approve?"}, "id": interrupt.id}]);
+    let expected =
+        json!([{"value": {"question": "approve?"}, "id": interrupt.id, "response_schema": null}]);
     assert_eq!(
         outcome.of("updates").last(),
         Some(&json!({"__interrupt__": expected}))
@@ -74,6 +75,23 @@ async fn resume_hands_the_value_to_the_interrupt_and_finishes() {
     assert_eq!(outcome.last_values(), json!({"answer": "yes"}));
     let done = state(&graph, "t").await;
     assert!(done.next.is_empty() && !done.is_paused());
+}
+
+/// As LangGraph's: an input that writes no state key shows no empty state, and a
+/// resumed run first shows the state it resumes.
+#[tokio::test]
+async fn values_frames_skip_an_input_of_no_state_key_and_start_a_resume_with_its_state() {
+    let graph = asker();
+    let paused = run(&graph, "t", values(json!({"unknown": 1}))).await;
+    let frames = paused.of("values");
+    assert_eq!(frames.len(), 1, "{frames:?}");
+    assert!(frames[0].get("__interrupt__").is_some());
+
+    let resumed = run(&graph, "t", command(json!({"resume": "yes"}))).await;
+    assert_eq!(
+        resumed.of("values"),
+        vec![json!({}), json!({"answer": "yes"})]
+    );
 }
 
 #[tokio::test]

@@ -163,9 +163,17 @@ async fn a_run_from_an_old_checkpoint_forks_the_history() {
     run_with(&graph, RunInput::None, fork).await;
     let forked = state(&graph, "t").await;
     assert_eq!(forked.values, original[0].values);
-    assert_eq!(forked.parent_config, after_a.config);
     assert_ne!(forked.config, original[0].config);
-    assert_eq!(history(&graph, "t").await.len(), original.len() + 1);
+    // As in LangGraph, the branch starts with a fork checkpoint: a copy of the
+    // addressed one, its child.
+    let history = history(&graph, "t").await;
+    assert_eq!(history.len(), original.len() + 2);
+    let fork_point = &history[1];
+    assert_eq!(forked.parent_config, fork_point.config);
+    assert_eq!(fork_point.parent_config, after_a.config);
+    assert_eq!(fork_point.metadata.as_ref().unwrap()["source"], "fork");
+    assert_eq!(fork_point.values, after_a.values);
+    assert_eq!(fork_point.next, after_a.next);
 }
 
 #[tokio::test]
@@ -183,7 +191,8 @@ async fn update_state_on_an_old_checkpoint_branches_from_it() {
         .await
         .unwrap();
     assert_eq!(branch.parent_config, first.config);
-    assert_eq!(branch.values, json!({"note": "branch"}));
+    // The first checkpoint held the new thread's state: its list channel empty.
+    assert_eq!(branch.values, json!({"log": [], "note": "branch"}));
 }
 
 #[tokio::test]

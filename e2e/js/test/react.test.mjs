@@ -159,7 +159,8 @@ test("useStream: an interrupt is shown, and submit with a resume command resumes
 
     assert.equal(paused.error, undefined);
     assert.ok(!Array.isArray(paused.interrupt), "one interrupt");
-    assert.deepEqual(paused.interrupt.value, { question: "approve?", draft: "draft for react" });
+    assert.equal(paused.interrupt.value.question, "approve?");
+    assert.equal(paused.interrupt.value.draft, "draft for react");
     assert.equal(paused.values.draft, "draft for react");
     assert.equal(paused.values.status, undefined);
 

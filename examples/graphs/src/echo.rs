@@ -1,31 +1,23 @@
 use std::sync::Arc;
 
-use serde_json::{Value, json};
+use serde_json::json;
 use service_graph::{Checkpointer, GraphError};
-use service_stategraph::{CompiledGraph, END, NodeError, Reducer, START, StateGraph};
+use service_stategraph::{CompiledGraph, END, NodeError, Reducer, START, StateGraph, message_text};
 
-/// The text of a message: its `content` (objects), itself (strings).
-fn content(message: &Value) -> String {
-    match message.get("content").unwrap_or(message) {
-        Value::String(text) => text.clone(),
-        Value::Null => String::new(),
-        other => other.to_string(),
-    }
-}
-
-/// `echo`: one node appending an AI message that repeats the last message.
+/// `echo`: one node answering the last message's text (a string or content blocks,
+/// as chat front ends send) with an AI message; messages merge as `add_messages`.
 pub(crate) fn graph(checkpointer: Arc<dyn Checkpointer>) -> Result<CompiledGraph, GraphError> {
     StateGraph::new("echo")
         .channel(
             "messages",
-            Reducer::Append,
+            Reducer::MergeMessages,
             json!({"type": "array", "items": {}}),
         )
         .node("echo", |state, _ctx| async move {
             let last = state["messages"]
                 .as_array()
                 .and_then(|messages| messages.last())
-                .map(content)
+                .map(message_text)
                 .unwrap_or_default();
             Ok::<_, NodeError>(
                 json!({"messages": [{"type": "ai", "content": format!("echo: {last}")}]}),

@@ -4,9 +4,9 @@
 //!
 //! | id | behaviour |
 //! |---|---|
-//! | `echo` | appends `{"type":"ai","content":"echo: <last content>"}` to `messages` |
+//! | `echo` | answers `{"type":"ai","content":"echo: <last message's text>"}` in `messages` (merged as `add_messages`) |
 //! | `steps` | node `step` counts to `n` (default 3), writing `{"step": k}` to custom |
-//! | `approval` | drafts, then interrupts for approval; resume `true` approves |
+//! | `approval` | drafts (from `topic` or the last message), then interrupts for approval (also in the HITL `action_requests` shape); resume `true` or an approve/edit decision approves |
 //! | `fail` | node `explode` fails with "boom" caused by "root cause" |
 //! | `slow` | node `sleep` waits `delay_ms` (default 1000), then sets `done` |
 //! | `reply` | hand-written agent writing a reply declaration to custom |

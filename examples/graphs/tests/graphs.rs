@@ -46,14 +46,61 @@ async fn echo_appends_an_ai_message_echoing_the_last_content() {
     let echo = graph("echo").await;
     let outcome = run(echo.as_ref(), "t", RunInput::Values(human("hi"))).await;
     assert!(outcome.error.is_none());
+    let messages = outcome.last_values()["messages"].clone();
+    let kinds: Vec<_> = messages
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| (m["type"].clone(), m["content"].clone()))
+        .collect();
     assert_eq!(
-        outcome.last_values()["messages"],
-        json!([{"type": "human", "content": "hi"}, {"type": "ai", "content": "echo: hi"}])
+        kinds,
+        [
+            (json!("human"), json!("hi")),
+            (json!("ai"), json!("echo: hi"))
+        ]
     );
     assert_eq!(
         outcome.of("updates"),
         vec![json!({"echo": {"messages": [{"type": "ai", "content": "echo: hi"}]}})]
     );
+}
+
+#[tokio::test]
+async fn echo_reads_content_blocks_and_gives_every_message_an_id() {
+    let echo = graph("echo").await;
+    let input = json!({"messages": [{"id": "m1", "type": "human", "content": [{"type": "text", "text": "hello"}]}]});
+    let outcome = run(echo.as_ref(), "t", RunInput::Values(input)).await;
+    let messages = outcome.last_values()["messages"].clone();
+    assert_eq!(messages[0]["id"], "m1");
+    assert_eq!(messages[1]["content"], "echo: hello");
+    let answer_id = messages[1]["id"].as_str().unwrap().to_owned();
+    assert!(!answer_id.is_empty());
+    // The stored state keeps the ids: a later turn does not renumber them.
+    let again = run(echo.as_ref(), "t", RunInput::Values(human("again"))).await;
+    assert_eq!(again.last_values()["messages"][1]["id"], answer_id.as_str());
+}
+
+#[tokio::test]
+async fn echo_messages_with_a_known_id_replace_and_remove_messages_delete() {
+    let echo = graph("echo").await;
+    let thread = RunnableConfig::for_thread("t");
+    run(echo.as_ref(), "t", RunInput::Values(human("one"))).await;
+    let messages = state(echo.as_ref(), "t").await.values["messages"].clone();
+    let (first, answer) = (messages[0]["id"].clone(), messages[1]["id"].clone());
+    let edit = json!({"messages": [
+        {"id": first, "type": "human", "content": "uno"},
+        {"type": "remove", "id": answer}
+    ]});
+    echo.update_state(&thread, edit, None).await.unwrap();
+    let messages = state(echo.as_ref(), "t").await.values["messages"].clone();
+    assert_eq!(messages.as_array().unwrap().len(), 1);
+    assert_eq!(messages[0]["id"], first);
+    assert_eq!(messages[0]["content"], "uno");
+
+    let unknown = json!({"messages": [{"type": "remove", "id": "nope"}]});
+    let error = echo.update_state(&thread, unknown, None).await.unwrap_err();
+    assert!(error.to_string().contains("nope"), "{error}");
 }
 
 #[tokio::test]
@@ -83,7 +130,23 @@ async fn echo_supports_history_update_state_supersteps_and_forks() {
         RunContext::default(),
     )
     .await;
-    assert_eq!(replay.last_values(), history[0].values);
+    // The input's message keeps its id (it was stored with it); the replayed node's
+    // answer is a new message (as in LangGraph): compare the rest.
+    assert_eq!(
+        replay.last_values()["messages"][0]["id"],
+        history[0].values["messages"][0]["id"]
+    );
+    let without_ids = |values: &Value| {
+        let mut values = values.clone();
+        for message in values["messages"].as_array_mut().unwrap() {
+            message.as_object_mut().unwrap().remove("id");
+        }
+        values
+    };
+    assert_eq!(
+        without_ids(&replay.last_values()),
+        without_ids(&history[0].values)
+    );
 
     let update = |content: &str| StateUpdate {
         values: Some(human(content)),
@@ -214,9 +277,16 @@ async fn approval_pauses_at_review_and_resume_decides_the_status() {
     .await;
     let last = paused.last_values();
     assert_eq!(last["draft"], "draft for cats");
+    let request = &last["__interrupt__"][0]["value"];
+    assert_eq!(request["question"], "approve?");
+    assert_eq!(request["draft"], "draft for cats");
     assert_eq!(
-        last["__interrupt__"][0]["value"],
-        json!({"question": "approve?", "draft": "draft for cats"})
+        request["action_requests"],
+        json!([{"name": "publish", "args": {"draft": "draft for cats"}, "description": "Publish this draft?"}])
+    );
+    assert_eq!(
+        request["review_configs"],
+        json!([{"action_name": "publish", "allowed_decisions": ["approve", "edit", "reject"]}])
     );
     let snapshot = state(approval.as_ref(), "t").await;
     assert_eq!(snapshot.next, vec!["review"]);
@@ -246,6 +316,56 @@ async fn approval_pauses_at_review_and_resume_decides_the_status() {
     )
     .await;
     assert_eq!(rejected.last_values()["status"], "rejected");
+}
+
+/// Resumes a paused `approval` run on `thread` with `answer`; its last values.
+async fn decide(approval: &dyn service_graph::AgentGraph, thread: &str, answer: Value) -> Value {
+    let input =
+        json!({"messages": [{"type": "human", "content": [{"type": "text", "text": "cats"}]}]});
+    run(approval, thread, RunInput::Values(input)).await;
+    run(
+        approval,
+        thread,
+        RunInput::Command(json!({"resume": answer})),
+    )
+    .await
+    .last_values()
+}
+
+#[tokio::test]
+async fn approval_reads_the_topic_from_messages_and_answers_hitl_decisions() {
+    let approval = graph("approval").await;
+    let approved = decide(
+        approval.as_ref(),
+        "a",
+        json!({"decisions": [{"type": "approve"}]}),
+    )
+    .await;
+    assert_eq!(approved["draft"], "draft for cats");
+    assert_eq!(approved["status"], "approved");
+    let replies: Vec<_> = approved["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| (m["type"].clone(), m["content"].clone()))
+        .collect();
+    assert_eq!(replies[1], (json!("ai"), json!("approved: draft for cats")));
+
+    let edit = json!({"decisions": [{"type": "edit", "edited_action": {"name": "publish", "args": {"draft": "better"}}}]});
+    let edited = decide(approval.as_ref(), "e", edit).await;
+    assert_eq!(
+        (edited["status"].clone(), edited["draft"].clone()),
+        (json!("approved"), json!("better"))
+    );
+    assert_eq!(edited["messages"][1]["content"], "approved: better");
+
+    let reject = json!({"decisions": [{"type": "reject", "message": "no"}]});
+    let rejected = decide(approval.as_ref(), "r", reject).await;
+    assert_eq!(rejected["status"], "rejected");
+    assert_eq!(
+        rejected["messages"][1]["content"],
+        "rejected: draft for cats"
+    );
 }
 
 #[tokio::test]

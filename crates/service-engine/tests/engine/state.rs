@@ -206,5 +206,11 @@ async fn supersteps_at_thread_creation_publish_a_state_update() {
     assert_eq!(frame.event, "state_update");
     let data: Value = serde_json::from_slice(&frame.data).unwrap();
     assert_eq!(data["thread_id"], json!(thread_id));
-    assert_eq!(data["state"]["values"], json!({"messages": ["hi"]}));
+    // The bare string became a human message with an id, as `add_messages` makes it.
+    let message = &data["state"]["values"]["messages"][0];
+    assert_eq!(
+        (&message["type"], &message["content"]),
+        (&json!("human"), &json!("hi"))
+    );
+    assert!(message["id"].is_string());
 }
