@@ -11,27 +11,27 @@ use tokio::net::{TcpListener, TcpStream};
 
 /// What the server asked of the database over some span, all connections together.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Counts {
+pub(crate) struct Counts {
     /// Statements executed: extended-protocol `Execute`s and simple `Query`s.
-    pub statements: u64,
+    pub(crate) statements: u64,
     /// Exchanges the client waited on (one `ReadyForQuery` each), leaving out the
     /// prepares that only fill a connection's statement cache.
-    pub round_trips: u64,
+    pub(crate) round_trips: u64,
     /// Transactions ended (a `ReadyForQuery` back to idle after a statement ran).
-    pub transactions: u64,
+    pub(crate) transactions: u64,
     /// Statement-cache fills: a named statement prepared on a connection for the
     /// first time. Not part of a run's steady cost.
-    pub cache_fills: u64,
+    pub(crate) cache_fills: u64,
     /// Connections opened.
-    pub connections: u64,
+    pub(crate) connections: u64,
     /// The text of each statement executed, in order, prefixed by the connection's
     /// `application_name`.
-    pub executed: Vec<String>,
+    pub(crate) executed: Vec<String>,
 }
 
 impl Counts {
     /// What happened after `before` was taken.
-    pub fn since(&self, before: &Counts) -> Counts {
+    pub(crate) fn since(&self, before: &Counts) -> Counts {
         Counts {
             statements: self.statements - before.statements,
             round_trips: self.round_trips - before.round_trips,
@@ -44,14 +44,14 @@ impl Counts {
 }
 
 /// The proxy: listens on a loopback port and forwards each connection to `upstream`.
-pub struct Proxy {
-    pub port: u16,
+pub(crate) struct Proxy {
+    pub(crate) port: u16,
     counts: Arc<Mutex<Counts>>,
 }
 
 impl Proxy {
     /// Starts listening; connections are served on the current tokio runtime.
-    pub async fn start(upstream: String) -> Self {
+    pub(crate) async fn start(upstream: String) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
         let counts = Arc::new(Mutex::new(Counts::default()));
@@ -66,7 +66,7 @@ impl Proxy {
     }
 
     /// Everything counted so far.
-    pub fn counts(&self) -> Counts {
+    pub(crate) fn counts(&self) -> Counts {
         self.counts.lock().unwrap().clone()
     }
 }
