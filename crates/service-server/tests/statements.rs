@@ -26,23 +26,23 @@ use wire::{Counts, Proxy};
 
 /// (statements, round trips, transactions) of one operation of each kind.
 const EXPECTED: &[(&str, [u64; 3])] = &[
-    ("stateless wait (echo)", [8, 8, 8]),
+    ("stateless wait (echo)", [7, 7, 7]),
     (
         "thread wait, new thread (echo, if_not_exists=create)",
-        [6, 6, 6],
+        [5, 5, 5],
     ),
-    ("thread wait, existing thread (echo)", [10, 10, 10]),
+    ("thread wait, existing thread (echo)", [9, 9, 9]),
     (
         "stream, existing thread (steps n=5, values+updates+custom)",
-        [14, 14, 14],
+        [13, 13, 13],
     ),
     (
         "stream, existing thread (steps n=10, values+updates+custom)",
-        [19, 19, 19],
+        [18, 18, 18],
     ),
-    ("interrupt + resume (approval, two waits)", [22, 22, 22]),
-    ("stateless wait + webhook", [10, 10, 10]),
-    ("thread wait, new thread + webhook", [8, 8, 8]),
+    ("interrupt + resume (approval, two waits)", [20, 20, 20]),
+    ("stateless wait + webhook", [9, 9, 9]),
+    ("thread wait, new thread + webhook", [7, 7, 7]),
 ];
 
 const QUIET: Duration = Duration::from_millis(300);
