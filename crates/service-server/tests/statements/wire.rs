@@ -24,6 +24,8 @@ pub(crate) struct Counts {
     pub(crate) cache_fills: u64,
     /// Connections opened.
     pub(crate) connections: u64,
+    /// Exchanges sent and not answered yet.
+    pub(crate) in_flight: u64,
     /// The text of each statement executed, in order, prefixed by the connection's
     /// `application_name`.
     pub(crate) executed: Vec<String>,
@@ -38,6 +40,7 @@ impl Counts {
             transactions: self.transactions - before.transactions,
             cache_fills: self.cache_fills - before.cache_fills,
             connections: self.connections - before.connections,
+            in_flight: self.in_flight,
             executed: self.executed[before.executed.len()..].to_vec(),
         }
     }
@@ -177,6 +180,7 @@ fn frontend(kind: u8, body: &[u8], session: &Mutex<Session>, counts: &Mutex<Coun
             let line = format!("{}: {text}", session.application);
             let mut counts = counts.lock().unwrap();
             counts.statements += 1;
+            counts.in_flight += 1;
             counts.executed.push(line);
             drop(counts);
             session.pending.push_back((true, false));
@@ -205,6 +209,7 @@ fn ready(idle: bool, session: &Mutex<Session>, counts: &Mutex<Counts>) {
     let (executed, cache_fill) = session.pending.pop_front().unwrap_or((false, false));
     drop(session);
     let mut counts = counts.lock().unwrap();
+    counts.in_flight = counts.in_flight.saturating_sub(1);
     if cache_fill {
         counts.cache_fills += 1;
     } else {
