@@ -104,6 +104,9 @@ pub async fn filter_supports_each_operator(factory: Factory) {
         sorted(&["five", "null", "empty"])
     );
     assert_eq!(keys(&h, json!({"s": {"$in": []}})).await, sorted(&[]));
+    // Equality is not containment: an array holding the operand is not equal to it.
+    assert_eq!(keys(&h, json!({"arr": 1})).await, sorted(&[]));
+    assert_eq!(keys(&h, json!({"arr": {"$eq": 2}})).await, sorted(&[]));
 }
 
 /// Rule 4: ordering operators compare numbers only on both sides.

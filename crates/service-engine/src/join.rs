@@ -187,7 +187,11 @@ impl Engine {
         let Some(period) = self.inner.coordinator.tuning().map(|t| t.check_interval) else {
             return subscription;
         };
-        let mut checks = tokio::time::interval(period);
+        // The first check one period in, not at once: nearly every wait and stream
+        // joins a run that is still active, and an immediate check would cost each of
+        // them a store read. A run that had already settled elsewhere ends a period
+        // later than it would have.
+        let mut checks = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
         checks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let state = (subscription, self.clone(), checks, 0_u8);
         futures::stream::unfold(state, move |(mut subscription, engine, mut checks, mut settled)| async move {

@@ -14,12 +14,13 @@ use tokio_postgres::Row;
 use uuid::Uuid;
 
 use crate::db::{
-    Cached, Columns, Db, Sql, at, count, enum_from, enum_text, object, push_where, static_sql, ts,
+    ASYNC_COMMIT, Cached, Columns, Db, Sql, at, count, enum_from, enum_text, object, push_where,
+    static_sql, ts,
 };
 use crate::error::store_error;
 use crate::filter::containment_condition;
 
-const COLUMNS: &str = "delivery_id, run_id, thread_id, status, attempt, last_error, \
+pub(crate) const COLUMNS: &str = "delivery_id, run_id, thread_id, status, attempt, last_error, \
     next_attempt_at, payload_truncated, replayable, created_at, updated_at, url, payload, \
     retain_until, run_metadata";
 
@@ -60,40 +61,6 @@ fn record(row: &Row) -> StoreResult<DeliveryRecord> {
     })
 }
 
-/// Inserts a delivery row (the run settle calls this inside its transaction).
-pub(crate) async fn insert_delivery(
-    tx: &Transaction<'_>,
-    record: &DeliveryRecord,
-) -> StoreResult<()> {
-    let d = &record.delivery;
-    tx.execute_cached(
-        static_sql!(
-            "INSERT INTO webhook_deliveries ({COLUMNS})
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)"
-        ),
-        &[
-            &d.delivery_id,
-            &d.run_id,
-            &d.thread_id,
-            &enum_text(&d.status)?,
-            &i32::try_from(d.attempt).unwrap_or(i32::MAX),
-            &d.last_error,
-            &d.next_attempt_at.map(at),
-            &d.payload_truncated,
-            &d.replayable,
-            &at(d.created_at),
-            &at(d.updated_at),
-            &record.url,
-            &record.payload.clone().map(serde_json::Value::Object),
-            &record.retain_until.map(at),
-            &serde_json::Value::Object(record.run_metadata.clone()),
-        ],
-    )
-    .await
-    .map_err(store_error)?;
-    Ok(())
-}
-
 /// Writes back the mutable columns of a row changed by the state machine.
 async fn write(client: &Transaction<'_>, record: &DeliveryRecord) -> StoreResult<()> {
     let d = &record.delivery;
@@ -118,18 +85,6 @@ async fn write(client: &Transaction<'_>, record: &DeliveryRecord) -> StoreResult
         .await
         .map_err(store_error)?;
     Ok(())
-}
-
-/// A transaction whose commit does not wait for its WAL flush. Only for an attempt's
-/// claim and its outcome: a crash that loses one leaves the row as it was (pending, or
-/// delivering until its lease ends), so the attempt is made again, which at-least-once
-/// allows; the delivery row itself is written with the run's settle, flushed.
-async fn unflushed(client: &mut deadpool_postgres::Object) -> StoreResult<Transaction<'_>> {
-    let tx = client.transaction().await.map_err(store_error)?;
-    tx.batch_execute("SET LOCAL synchronous_commit TO off")
-        .await
-        .map_err(store_error)?;
-    Ok(tx)
 }
 
 impl Db {
@@ -224,15 +179,19 @@ impl DeliveriesRepo for Db {
         lease_until: Timestamp,
     ) -> StoreResult<Option<DeliveryRecord>> {
         // `DeliveryRecord::is_due` and `begin_attempt` in one statement: the row lock
-        // it takes makes a concurrent claim re-check the lease it set, and fail.
-        let mut client = self.client().await?;
-        let tx = unflushed(&mut client).await?;
-        let row = tx
+        // it takes makes a concurrent claim re-check the lease it set, and fail. Its
+        // commit does not wait for the WAL flush: a lost claim leaves the row as it was
+        // (pending, or delivering until its lease ends), so the attempt is made again,
+        // which at-least-once allows; the row itself was written with the run's settle,
+        // flushed.
+        let client = self.client().await?;
+        let row = client
             .query_opt_cached(
                 static_sql!(
                     "UPDATE webhook_deliveries
                      SET status = 'delivering', attempt = attempt + 1,
                          next_attempt_at = $3, updated_at = $2
+                     FROM {ASYNC_COMMIT}
                      WHERE delivery_id = $1 AND status IN ('pending', 'delivering')
                        AND next_attempt_at <= $2
                      RETURNING {COLUMNS}"
@@ -241,7 +200,6 @@ impl DeliveriesRepo for Db {
             )
             .await
             .map_err(store_error)?;
-        tx.commit().await.map_err(store_error)?;
         match row {
             Some(row) => record(&row).map(Some),
             None if self.exists(delivery_id).await? => Ok(None),
@@ -290,57 +248,62 @@ impl DeliveriesRepo for Db {
         outcome: AttemptOutcome,
     ) -> StoreResult<DeliveryRecord> {
         // `DeliveryRecord::finish_attempt` in one statement per outcome (the payload is
-        // never written back, only cleared on success).
+        // never written back, only cleared on success). Committed without waiting for
+        // the WAL flush, as the claim is: a lost outcome repeats the attempt.
         let now = at(self.now());
-        let mut client = self.client().await?;
-        let tx = unflushed(&mut client).await?;
+        let client = self.client().await?;
         let row = match &outcome {
             AttemptOutcome::Delivered => {
-                tx.query_opt_cached(
-                    static_sql!(
-                        "UPDATE webhook_deliveries
+                client
+                    .query_opt_cached(
+                        static_sql!(
+                            "UPDATE webhook_deliveries
                              SET status = 'delivered', next_attempt_at = NULL, payload = NULL,
                                  replayable = false, updated_at = $2
+                             FROM {ASYNC_COMMIT}
                              WHERE delivery_id = $1 AND status = 'delivering'
                              RETURNING {COLUMNS}"
-                    ),
-                    &[&delivery_id, &now],
-                )
-                .await
+                        ),
+                        &[&delivery_id, &now],
+                    )
+                    .await
             }
             AttemptOutcome::Retry { error, retry_at } => {
-                tx.query_opt_cached(
-                    static_sql!(
-                        "UPDATE webhook_deliveries
+                client
+                    .query_opt_cached(
+                        static_sql!(
+                            "UPDATE webhook_deliveries
                              SET status = 'pending', last_error = $3, next_attempt_at = $4,
                                  replayable = payload IS NOT NULL, updated_at = $2
+                             FROM {ASYNC_COMMIT}
                              WHERE delivery_id = $1 AND status = 'delivering'
                              RETURNING {COLUMNS}"
-                    ),
-                    &[&delivery_id, &now, error, &at(*retry_at)],
-                )
-                .await
+                        ),
+                        &[&delivery_id, &now, error, &at(*retry_at)],
+                    )
+                    .await
             }
             AttemptOutcome::Dead {
                 error,
                 retain_until,
             } => {
-                tx.query_opt_cached(
-                    static_sql!(
-                        "UPDATE webhook_deliveries
+                client
+                    .query_opt_cached(
+                        static_sql!(
+                            "UPDATE webhook_deliveries
                              SET status = 'dead', last_error = $3, next_attempt_at = NULL,
                                  retain_until = $4, replayable = payload IS NOT NULL,
                                  updated_at = $2
+                             FROM {ASYNC_COMMIT}
                              WHERE delivery_id = $1 AND status = 'delivering'
                              RETURNING {COLUMNS}"
-                    ),
-                    &[&delivery_id, &now, error, &at(*retain_until)],
-                )
-                .await
+                        ),
+                        &[&delivery_id, &now, error, &at(*retain_until)],
+                    )
+                    .await
             }
         }
         .map_err(store_error)?;
-        tx.commit().await.map_err(store_error)?;
         match row {
             Some(row) => record(&row),
             None if self.exists(delivery_id).await? => {

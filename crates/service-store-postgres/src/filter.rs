@@ -46,7 +46,9 @@ pub(crate) fn containment_condition(
 /// One SQL condition per filter condition, all on `column` (a JSONB object).
 ///
 /// - `$eq` / bare scalar: the key is present and equal (`jsonb =` compares numbers
-///   by value, so `1` equals `1.0`); an absent key gives NULL, i.e. no match.
+///   by value, so `1` equals `1.0`); an absent key gives NULL, i.e. no match. A
+///   containment test (`@>`) goes with it so that a GIN index on the column can find
+///   the candidates.
 /// - `$ne`: `IS DISTINCT FROM`, so an absent key matches and a present JSON null is
 ///   a value like any other.
 /// - `$in` / `$nin`: `= ANY(jsonb[])`, `$nin` negated with absent counting as a match.
@@ -70,8 +72,14 @@ fn one_condition(sql: &mut Sql, column: &str, condition: &Condition) -> String {
     let field = format!("({column} -> {key}::text)");
     match (&condition.operand, condition.op) {
         (Operand::Scalar(operand), FilterOp::Eq) => {
+            // The containment test is what a GIN index on the column answers; it
+            // also holds for a key whose value is an array, which the equality
+            // beside it excludes.
+            let mut pair = Metadata::new();
+            pair.insert(condition.key.clone(), operand.clone());
+            let contains = sql.bind(Value::Object(pair));
             let value = sql.bind(operand.clone());
-            format!("{field} = {value}::jsonb")
+            format!("({column} @> {contains}::jsonb AND {field} = {value}::jsonb)")
         }
         (Operand::Scalar(operand), FilterOp::Ne) => {
             let value = sql.bind(operand.clone());

@@ -14,7 +14,7 @@ use crate::db::{Sql, at};
 use crate::{checkpoint, items, runs, threads};
 
 /// The names of the checked statements, in the order [`explain_all`] returns them.
-pub const NAMES: [&str; 7] = [
+pub const NAMES: [&str; 8] = [
     "claim next run",
     "thread search by metadata",
     "latest run of a thread",
@@ -22,6 +22,7 @@ pub const NAMES: [&str; 7] = [
     "store search by namespace",
     "active runs of a thread",
     "running runs across threads",
+    "store search by filter",
 ];
 
 async fn explain(
@@ -105,5 +106,15 @@ pub async fn explain_all(
     };
     let (text, sql) = explain_sql(runs::active_sql(&running, 100).unwrap_or_default());
     plans.push((NAMES[6], explain(client, &text, &sql.params()).await?));
+
+    // Bench S5's shape: one namespace holds many items, an equality filter picks few.
+    let search = ItemSearch {
+        namespace_prefix: vec!["users".to_owned()],
+        filter: StoreFilter::parse(&json!({"n": 77})).unwrap_or_default(),
+        limit: Some(10),
+        ..ItemSearch::default()
+    };
+    let (text, sql) = explain_sql(items::search_sql(&search, 10, now, None));
+    plans.push((NAMES[7], explain(client, &text, &sql.params()).await?));
     Ok(plans)
 }

@@ -5,13 +5,16 @@
 //! cannot both win (the loser's update fails and it looks again). A thread with a live
 //! row in `thread_state_holds` (an edit of its state in progress) is skipped too.
 
+use std::sync::LazyLock;
+
 use async_trait::async_trait;
 use serde_json::Value;
 use service_store::containment::merge_enforced;
 use service_store::{
-    ActiveRunsQuery, AssistantStamp, CancelOutcome, ClaimNext, Claimed, DeliveryRecord, ErrorKind,
-    NewRun, NewThread, RunListQuery, RunsRepo, Settled, SettledAndMirrored, SettledRun, Settlement,
-    StoreError, StoreResult, ThreadMirror, ThreadRunCreated, final_status,
+    ActiveRunsQuery, AssistantStamp, CancelOutcome, ClaimNext, Claimed, DeliveryRecord, NewRun,
+    NewThread, RunListQuery, RunsRepo, Settled, SettledAndMirrored, SettledRun, Settlement,
+    StoreError, StoreResult, ThreadMirror, ThreadRunCreated, WebhookRequest, final_status,
+    webhook_status,
 };
 use service_types::{Metadata, Run, RunStatus, Timestamp};
 use tokio_postgres::Row;
@@ -22,7 +25,7 @@ use crate::db::{
     ASYNC_COMMIT, Cached, Columns, Db, Sql, at, count, decode, encode, enum_from, enum_text,
     object, push_where, static_sql, ts,
 };
-use crate::deliveries::insert_delivery;
+use crate::deliveries::COLUMNS as DELIVERY_COLUMNS;
 use crate::error::{is_foreign_key_violation, is_unique_violation, store_error};
 use crate::filter::metadata_condition;
 use crate::threads::{self, COLUMNS as THREAD_COLUMNS, MIRROR_SET};
@@ -156,8 +159,19 @@ pub(crate) const LATEST_SQL: &str =
 /// instant it is claimed at. The thread's `runs_wait` and the claim's busy check read
 /// the snapshot from before the settle: this run is still active there, so it is left
 /// out of the first, and a next run of its own thread is not claimed.
-fn settle_and_mirror_sql() -> &'static str {
-    static_sql!(
+///
+/// `with_delivery`: the run's webhook delivery row is inserted by the same statement
+/// ([`delivered_cte`] from `$13`), and its id returned after `others_wait`.
+fn settle_and_mirror_text(with_delivery: bool) -> String {
+    let (delivery, delivered) = if with_delivery {
+        (
+            delivered_cte(13, "$6", "$8"),
+            ", (SELECT delivery_id FROM delivered) AS delivery_id",
+        )
+    } else {
+        (String::new(), "")
+    };
+    format!(
         "WITH settled AS (
              UPDATE runs SET
                  status = CASE WHEN cancel_requested THEN $9 ELSE $8 END,
@@ -186,10 +200,118 @@ fn settle_and_mirror_sql() -> &'static str {
                AND NOT EXISTS (
                    SELECT 1 FROM thread_state_holds hold
                    WHERE hold.thread_id = runs.thread_id AND hold.held_until > $12)
-             RETURNING {COLUMNS})
-         SELECT settled.*, (SELECT runs_wait FROM mirrored) AS others_wait, claimed.*
+             RETURNING {COLUMNS}){delivery}
+         SELECT settled.*, (SELECT runs_wait FROM mirrored) AS others_wait{delivered}, claimed.*
          FROM settled LEFT JOIN claimed ON true"
     )
+}
+
+/// `, delivered AS (...)`: inserts the settled run's webhook delivery row when the run
+/// had started, with [`DeliveryParams`] from `$first` on; `now` and `status` are the
+/// placeholders of the settle's instant and of the status it settles as.
+fn delivered_cte(first: usize, now: &str, status: &str) -> String {
+    let p = |offset: usize| format!("${}", first + offset);
+    let (id, truncated, url, payload) = (p(0), p(1), p(2), p(3));
+    let (if_settled, if_cancelled, run_metadata) = (p(4), p(5), p(6));
+    format!(
+        ",
+         delivered AS (
+             INSERT INTO webhook_deliveries ({DELIVERY_COLUMNS})
+             SELECT {id}, settled.run_id, settled.thread_id, 'pending', 0, NULL, {now},
+                 {truncated}, true, {now}, {now}, {url},
+                 jsonb_set({payload}::jsonb, '{{status}}', to_jsonb(
+                     CASE WHEN settled.status = {status} THEN {if_settled}::text
+                          ELSE {if_cancelled}::text END)),
+                 NULL, {run_metadata}::jsonb
+             FROM settled JOIN runs ON runs.run_id = settled.run_id
+             WHERE runs.started
+             RETURNING delivery_id)"
+    )
+}
+
+/// A settle without the mirror (see [`RunsRepo::settle`]): `$1` the run, `$2` the
+/// status it settles as, `$3` the status when a cancel won, `$4` its error, `$5` now;
+/// `with_delivery`, the delivery row as [`delivered_cte`] from `$6`. The status a
+/// cancel recorded meanwhile turns it into is chosen under the row lock.
+fn settle_text(with_delivery: bool) -> String {
+    let (delivery, delivered) = if with_delivery {
+        (
+            delivered_cte(6, "$5", "$2"),
+            ", (SELECT delivery_id FROM delivered) AS delivery_id",
+        )
+    } else {
+        (String::new(), "")
+    };
+    format!(
+        "WITH settled AS (
+             UPDATE runs SET
+                 status = CASE WHEN cancel_requested THEN $3 ELSE $2 END,
+                 error = CASE WHEN cancel_requested THEN NULL ELSE $4::jsonb END,
+                 updated_at = $5
+             WHERE run_id = $1 AND status IN ('pending', 'running')
+             RETURNING {SETTLED_COLUMNS}){delivery}
+         SELECT settled.*{delivered} FROM settled"
+    )
+}
+
+fn settle_sql(with_delivery: bool) -> &'static str {
+    static PLAIN: LazyLock<String> = LazyLock::new(|| settle_text(false));
+    static WITH_DELIVERY: LazyLock<String> = LazyLock::new(|| settle_text(true));
+    if with_delivery {
+        WITH_DELIVERY.as_str()
+    } else {
+        PLAIN.as_str()
+    }
+}
+
+fn settle_and_mirror_sql(with_delivery: bool) -> &'static str {
+    static PLAIN: LazyLock<String> = LazyLock::new(|| settle_and_mirror_text(false));
+    static WITH_DELIVERY: LazyLock<String> = LazyLock::new(|| settle_and_mirror_text(true));
+    if with_delivery {
+        WITH_DELIVERY.as_str()
+    } else {
+        PLAIN.as_str()
+    }
+}
+
+/// The parameters of [`delivered_cte`]: the new row's id, the request's truncation
+/// flag, URL, payload (its `"status"` set in the statement to the first status, or to
+/// the second when a cancel won) and run metadata.
+struct DeliveryParams {
+    delivery_id: Uuid,
+    truncated: bool,
+    url: String,
+    payload: Value,
+    status: &'static str,
+    status_if_cancelled: &'static str,
+    run_metadata: Value,
+}
+
+impl DeliveryParams {
+    fn new(settlement: &Settlement, webhook: &WebhookRequest) -> StoreResult<Self> {
+        let interrupted = settlement.interrupted;
+        Ok(Self {
+            delivery_id: Uuid::now_v7(),
+            truncated: webhook.payload_truncated,
+            url: webhook.url.clone(),
+            payload: Value::Object(webhook.payload.clone()),
+            status: webhook_status(final_status(settlement, false)?, interrupted),
+            status_if_cancelled: webhook_status(final_status(settlement, true)?, interrupted),
+            run_metadata: Value::Object(webhook.run_metadata.clone()),
+        })
+    }
+
+    fn params(&self) -> [&(dyn ToSql + Sync); 7] {
+        [
+            &self.delivery_id,
+            &self.truncated,
+            &self.url,
+            &self.payload,
+            &self.status,
+            &self.status_if_cancelled,
+            &self.run_metadata,
+        ]
+    }
 }
 
 impl Db {
@@ -244,46 +366,30 @@ impl Db {
         settled_run(&row)
     }
 
-    /// The common settle, with no delivery row to write: one statement. The status a
-    /// cancel recorded meanwhile turns it into is chosen under the row lock, as the
-    /// transactional path does with `FOR UPDATE`.
-    async fn settle_without_delivery(
-        &self,
-        run_id: Uuid,
+    /// The delivery a settle's row reports inserted (`delivery_id`), as the engine
+    /// delivers it.
+    fn inserted_delivery(
+        row: &Row,
+        run: &SettledRun,
         settlement: Settlement,
-    ) -> StoreResult<Settled> {
-        let status = enum_text(&final_status(&settlement, false)?)?;
-        let cancelled = enum_text(&final_status(&settlement, true)?)?;
-        let error = settlement.error.as_ref().map(encode).transpose()?;
-        let client = self.client().await?;
-        let row = client
-            .query_opt_cached(
-                static_sql!(
-                    "UPDATE runs SET
-                         status = CASE WHEN cancel_requested THEN $3 ELSE $2 END,
-                         error = CASE WHEN cancel_requested THEN NULL ELSE $4::jsonb END,
-                         updated_at = $5
-                     WHERE run_id = $1
-                       AND status IN ('pending', 'running')
-                     RETURNING {SETTLED_COLUMNS}"
-                ),
-                &[&run_id, &status, &cancelled, &error, &at(self.now())],
-            )
-            .await
-            .map_err(store_error)?;
-        match row {
-            Some(row) => Ok(Settled {
-                run: settled_run(&row)?,
-                changed: true,
-                delivery: None,
-            }),
-            // Already terminal, or unknown.
-            None => Ok(Settled {
-                run: self.settled_as_stored(run_id).await?,
-                changed: false,
-                delivery: None,
-            }),
-        }
+        now: Timestamp,
+    ) -> StoreResult<Option<DeliveryRecord>> {
+        let Some(webhook) = settlement.webhook else {
+            return Ok(None);
+        };
+        let inserted: Option<Uuid> = Columns::of(row, "runs").column("delivery_id")?;
+        Ok(inserted.map(|delivery_id| {
+            let mut record = DeliveryRecord::pending(
+                run.run_id,
+                run.thread_id,
+                run.status,
+                settlement.interrupted,
+                webhook,
+                now,
+            );
+            record.delivery.delivery_id = delivery_id;
+            record
+        }))
     }
 }
 
@@ -613,50 +719,36 @@ impl RunsRepo for Db {
         next: Option<ClaimNext>,
     ) -> StoreResult<SettledAndMirrored> {
         let requested = settlement.status;
-        if settlement.webhook.is_some() {
-            // The delivery row needs the transactional settle; the mirror and the
-            // claim follow it.
-            let settled = self.settle(run_id, settlement).await?;
-            let others_wait = if settled.changed && settled.run.status == requested {
-                match self.write_mirror(settled.run.thread_id, mirror, true).await {
-                    Ok(others_wait) => Some(others_wait),
-                    Err(error) if error.kind == ErrorKind::NotFound => Some(false),
-                    Err(error) => return Err(error),
-                }
-            } else {
-                None
-            };
-            let next = match next {
-                Some(next) if settled.changed => {
-                    self.claim_off(next.run_id, next.now, Some(settled.run.thread_id))
-                        .await?
-                }
-                _ => None,
-            };
-            return Ok(SettledAndMirrored {
-                settled,
-                others_wait,
-                next,
-            });
-        }
         let status = enum_text(&final_status(&settlement, false)?)?;
         let cancelled = enum_text(&final_status(&settlement, true)?)?;
         let error = settlement.error.as_ref().map(encode).transpose()?;
-        let mirror = threads::MirrorParams::new(mirror, self.now())?;
+        let now = self.now();
+        let mirror = threads::MirrorParams::new(mirror, now)?;
+        let delivery = settlement
+            .webhook
+            .as_ref()
+            .map(|webhook| DeliveryParams::new(&settlement, webhook))
+            .transpose()?;
+        let with_delivery = delivery.is_some();
         let client = self.client().await?;
         let settle = |next: Option<ClaimNext>| {
             let (next_run, next_at) = (next.map(|next| next.run_id), next.map(|next| at(next.now)));
             let client = &client;
             let mirror = &mirror;
+            let delivery = &delivery;
             let (status, cancelled, error) = (&status, &cancelled, &error);
             async move {
+                let delivery_params = delivery.as_ref().map(DeliveryParams::params);
                 client
                     .query_opt_cached(
-                        settle_and_mirror_sql(),
+                        settle_and_mirror_sql(with_delivery),
                         &[
                             &[&run_id as &(dyn ToSql + Sync)][..],
                             &mirror.params(),
                             &[status, cancelled, error, &next_run, &next_at],
+                            delivery_params
+                                .as_ref()
+                                .map_or(&[][..], |params| &params[..]),
                         ]
                         .concat(),
                     )
@@ -691,7 +783,10 @@ impl RunsRepo for Db {
         } else {
             None
         };
-        let next_at = SETTLED_COLUMNS.split(',').count() + 1;
+        let delivery = Self::inserted_delivery(&row, &run, settlement, now)?;
+        // The claimed run's columns follow the settled run's, `others_wait` and, with a
+        // delivery, its id.
+        let next_at = SETTLED_COLUMNS.split(',').count() + 1 + usize::from(with_delivery);
         let next = columns
             .column_at::<Option<Uuid>>(next_at)?
             .map(|_| run_at(&row, next_at))
@@ -700,7 +795,7 @@ impl RunsRepo for Db {
             settled: Settled {
                 run,
                 changed: true,
-                delivery: None,
+                delivery,
             },
             others_wait,
             next,
@@ -708,67 +803,49 @@ impl RunsRepo for Db {
     }
 
     async fn settle(&self, run_id: Uuid, settlement: Settlement) -> StoreResult<Settled> {
-        if settlement.webhook.is_none() {
-            return self.settle_without_delivery(run_id, settlement).await;
-        }
+        // One statement: the terminal status and the delivery row commit together.
+        let status = enum_text(&final_status(&settlement, false)?)?;
+        let cancelled = enum_text(&final_status(&settlement, true)?)?;
+        let error = settlement.error.as_ref().map(encode).transpose()?;
         let now = self.now();
-        let mut client = self.client().await?;
-        // One transaction: the terminal status and the delivery row commit together.
-        let tx = client.transaction().await.map_err(store_error)?;
-        let row = tx
+        let delivery = settlement
+            .webhook
+            .as_ref()
+            .map(|webhook| DeliveryParams::new(&settlement, webhook))
+            .transpose()?;
+        let client = self.client().await?;
+        let delivery_params = delivery.as_ref().map(DeliveryParams::params);
+        let row = client
             .query_opt_cached(
-                static_sql!(
-                    "SELECT {SETTLED_COLUMNS}, started, cancel_requested FROM runs
-                     WHERE run_id = $1 FOR UPDATE"
-                ),
-                &[&run_id],
-            )
-            .await
-            .map_err(store_error)?
-            .ok_or_else(run_not_found)?;
-        let current = settled_run(&row)?;
-        if current.status.is_terminal() {
-            return Ok(Settled {
-                run: current,
-                changed: false,
-                delivery: None,
-            });
-        }
-        let columns = Columns::of(&row, "runs");
-        let started: bool = columns.column("started")?;
-        let cancel_won: bool = columns.column("cancel_requested")?;
-        let status = final_status(&settlement, cancel_won)?;
-        let error = if cancel_won { None } else { settlement.error };
-        let error = error.as_ref().map(encode).transpose()?;
-        let row = tx
-            .query_one_cached(
-                static_sql!(
-                    "UPDATE runs SET status = $2, error = $3, updated_at = $4
-                     WHERE run_id = $1 RETURNING {SETTLED_COLUMNS}"
-                ),
-                &[&run_id, &enum_text(&status)?, &error, &at(now)],
+                settle_sql(delivery.is_some()),
+                &[
+                    &[
+                        &run_id as &(dyn ToSql + Sync),
+                        &status,
+                        &cancelled,
+                        &error,
+                        &at(now),
+                    ][..],
+                    delivery_params
+                        .as_ref()
+                        .map_or(&[][..], |params| &params[..]),
+                ]
+                .concat(),
             )
             .await
             .map_err(store_error)?;
-        let settled = settled_run(&row)?;
-        let delivery = match settlement.webhook {
-            Some(webhook) if started => {
-                let record = DeliveryRecord::pending(
-                    settled.run_id,
-                    settled.thread_id,
-                    status,
-                    settlement.interrupted,
-                    webhook,
-                    now,
-                );
-                insert_delivery(&tx, &record).await?;
-                Some(record)
-            }
-            _ => None,
+        let Some(row) = row else {
+            // Already terminal, or unknown.
+            return Ok(Settled {
+                run: self.settled_as_stored(run_id).await?,
+                changed: false,
+                delivery: None,
+            });
         };
-        tx.commit().await.map_err(store_error)?;
+        let run = settled_run(&row)?;
+        let delivery = Self::inserted_delivery(&row, &run, settlement, now)?;
         Ok(Settled {
-            run: settled,
+            run,
             changed: true,
             delivery,
         })
