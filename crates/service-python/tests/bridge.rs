@@ -107,6 +107,23 @@ async fn a_run_streams_values_and_keeps_its_state_in_the_servers_saver() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invoke_answers_the_graphs_final_values() {
+    let (_bridge, graphs, _saver) = bridge(&[("echo", "./graphs.py:echo")], 1).await;
+    let echo = graphs.load("echo").await.unwrap();
+    let input = RunInput::Values(json!({"messages": [{"type": "human", "content": "hi"}]}));
+    let values = echo
+        .invoke(
+            input,
+            options("t-invoke", &[StreamMode::Updates]),
+            context(),
+        )
+        .await
+        .expect("every LangGraph graph can be invoked");
+    assert_eq!(values["messages"][0]["content"], "hi");
+    assert_eq!(values["messages"][1]["content"], "echo: hi");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_interrupt_pauses_the_run_and_a_command_resumes_it() {
     let (_bridge, graphs, _saver) = bridge(&[("approval", "./graphs.py:approval")], 1).await;
     let approval = graphs.load("approval").await.unwrap();
