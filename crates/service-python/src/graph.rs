@@ -249,10 +249,10 @@ impl AgentGraph for PythonGraph {
         let mut stream = chunks(self.run("stream", input, &options, &ctx)?, ctx);
         let mut last = None;
         while let Some(chunk) = stream.next().await {
-            if let Chunk::Mode { mode, data, .. } = chunk? {
-                if mode == "values" {
-                    last = Some(data);
-                }
+            if let Chunk::Mode { mode, data, .. } = chunk?
+                && mode == "values"
+            {
+                last = Some(data);
             }
         }
         Ok(match (last, final_state.take()) {
