@@ -163,6 +163,17 @@ REQUEST: ContextVar[int | None] = ContextVar("service_request", default=None)
 
 # ------------------------------------------------------------------------ the saver
 
+# The run keys the server puts in a run's config metadata. LangGraph 1.x no longer
+# copies them into its checkpoints' metadata; the server finds a run's checkpoints by
+# them (rollback, and refusing a stopped run's late checkpoints), so the saver does.
+RUN_KEYS = ("run_id", "thread_id", "graph_id", "assistant_id", "run_attempt")
+
+
+def _run_keys(config: dict) -> dict:
+    run = config.get("metadata") or {}
+    return {key: run[key] for key in RUN_KEYS if key in run}
+
+
 def _saver_class():
     from langgraph.checkpoint.base import (
         WRITES_IDX_MAP,
@@ -274,7 +285,7 @@ def _saver_class():
                 parent_id=parent,
                 checkpoint_id=checkpoint["id"],
                 checkpoint=self._typed(checkpoint),
-                metadata=json.loads(_dumps(metadata)),
+                metadata={**_run_keys(config), **json.loads(_dumps(metadata))},
             )
             self._event((thread, ns, checkpoint["id"])).set()
             return {"configurable": {"thread_id": thread, "checkpoint_ns": ns, "checkpoint_id": checkpoint["id"]}}
