@@ -93,7 +93,7 @@ impl ServerConfig {
             .unwrap_or(std::path::Path::new("."));
         let auth = service_auth::resolve(&file.auth, config_dir, &lookup)
             .map_err(|error| ConfigError(error.0))?;
-        let plan = crate::graphs::GraphPlan::of(file.graphs.clone())?;
+        let plan = crate::graphs::GraphPlan::of(file.graph_targets())?;
         let python = if plan.python.is_empty() {
             None
         } else {
@@ -103,14 +103,22 @@ impl ServerConfig {
                     "cannot resolve the config file's directory: {error}"
                 ))
             })?;
-            Some(crate::graphs::bridge_options(
+            let mut options = crate::graphs::bridge_options(
                 plan.python,
                 &base,
                 file.dependencies.as_deref().unwrap_or_default(),
                 file.env.as_ref(),
                 knobs.python.as_deref(),
                 knobs.python_workers,
-            )?)
+            )?;
+            if let Some(serde) = &file.checkpointer.serde {
+                // The workers build their serializer from it (python/bridge.py).
+                options.env.push((
+                    "SERVICE_CHECKPOINTER_SERDE".into(),
+                    serde_json::Value::Object(serde.clone()).to_string(),
+                ));
+            }
+            Some(options)
         };
         let queue = queue(mode, args, &knobs, &file, &mut warnings);
         let mut engine = engine_config(mode, args, &knobs, &file);
@@ -219,7 +227,7 @@ impl ServerConfig {
             log_filter,
             graph_aliases: plan.program,
             python,
-            notices: file.ignored_keys(),
+            notices: file.notices(),
             webhooks,
             queue,
             auth,
