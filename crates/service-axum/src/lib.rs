@@ -31,6 +31,7 @@ use service_engine::auth::Authorizer;
 use crate::auth::{Access, Auth};
 
 pub use console::{ConsoleMountError, console, console_mount};
+pub use cors::{CorsPolicy, OriginPattern};
 pub use error::{ApiError, ApiResult, status_of};
 pub use routes::RouteInfo;
 
@@ -55,6 +56,9 @@ pub struct RouterOptions {
     /// MCP endpoint besides loopback ones: the configured CORS origins. A request
     /// without `Origin` (not from a browser) is not checked.
     pub allowed_origins: Vec<String>,
+    /// How cross-origin requests are answered (`http.cors`); none answers every
+    /// origin, as the reference server does without the block.
+    pub cors: Option<CorsPolicy>,
 }
 
 impl Default for RouterOptions {
@@ -65,6 +69,7 @@ impl Default for RouterOptions {
             disable_runs: false,
             limits: ClientLimits::default(),
             allowed_origins: Vec::new(),
+            cors: None,
         }
     }
 }
@@ -148,7 +153,10 @@ pub fn router_with(engine: Engine, options: RouterOptions) -> Router {
             auth::authenticate,
         ));
     }
-    router.layer(axum::middleware::from_fn(cors::cors))
+    router.layer(axum::middleware::from_fn_with_state(
+        options.cors.map(Arc::new),
+        cors::cors,
+    ))
 }
 
 /// What every request carries to the routes, put in by one layer (each layer of the

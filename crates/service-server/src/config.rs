@@ -204,10 +204,9 @@ pub(crate) struct HttpConfig {
     pub disable_ui: Option<bool>,
     #[serde(default)]
     pub disable_webhooks: Option<bool>,
-    /// CORS (langgraph.json's `http.cors`): refused until it is honoured, as the
-    /// permissive default would admit origins the user meant to keep out.
+    /// CORS (langgraph.json's `http.cors`); absent answers every origin.
     #[serde(default)]
-    pub cors: Option<serde_json::Value>,
+    pub cors: Option<CorsBlock>,
     /// langgraph.json keys accepted with a notice: custom routes (`app`, their auth
     /// and middleware order, `mount_prefix`), headers copied into runs' configurable
     /// or logs.
@@ -223,6 +222,58 @@ pub(crate) struct HttpConfig {
     pub configurable_headers: Option<serde_json::Value>,
     #[serde(default)]
     pub logging_headers: Option<serde_json::Value>,
+}
+
+/// `http.cors`, as langgraph.json writes it.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct CorsBlock {
+    #[serde(default)]
+    pub allow_origins: Option<Vec<String>>,
+    #[serde(default)]
+    pub allow_methods: Option<Vec<String>>,
+    #[serde(default)]
+    pub allow_headers: Option<Vec<String>>,
+    #[serde(default)]
+    pub allow_credentials: Option<bool>,
+    #[serde(default)]
+    pub allow_origin_regex: Option<String>,
+    #[serde(default)]
+    pub expose_headers: Option<Vec<String>>,
+    #[serde(default)]
+    pub max_age: Option<u64>,
+}
+
+impl CorsBlock {
+    /// The policy, as the reference server reads the block: without `allow_origins`
+    /// any origin is allowed unless `allow_origin_regex` says which; the other keys
+    /// default as its CORS middleware's do (GET only, no extra headers, no
+    /// credentials, nothing exposed, 600 s).
+    pub(crate) fn policy(&self) -> Result<service_axum::CorsPolicy, ConfigError> {
+        let defaults = service_axum::CorsPolicy::default();
+        let origins = match (&self.allow_origins, &self.allow_origin_regex) {
+            (Some(origins), _) => origins.clone(),
+            (None, Some(_)) => Vec::new(),
+            (None, None) => vec!["*".to_owned()],
+        };
+        let allow_origin_regex = match &self.allow_origin_regex {
+            Some(pattern) => Some(service_axum::OriginPattern::new(pattern).map_err(|error| {
+                ConfigError(format!(
+                    "http.cors.allow_origin_regex {pattern:?} is not a valid regular expression: {error}"
+                ))
+            })?),
+            None => None,
+        };
+        Ok(service_axum::CorsPolicy {
+            allow_origins: origins,
+            allow_methods: self.allow_methods.clone().unwrap_or(defaults.allow_methods),
+            allow_headers: self.allow_headers.clone().unwrap_or_default(),
+            allow_credentials: self.allow_credentials.unwrap_or(false),
+            expose_headers: self.expose_headers.clone().unwrap_or_default(),
+            max_age: self.max_age.unwrap_or(defaults.max_age),
+            allow_origin_regex,
+        })
+    }
 }
 
 /// The `store` block.
@@ -597,10 +648,8 @@ impl ConfigFile {
                 )));
             }
         }
-        if http.cors.is_some() {
-            return Err(ConfigError(
-                "http.cors is not supported yet: this server answers every origin, which would admit origins the block keeps out; remove the key".into(),
-            ));
+        if let Some(cors) = &http.cors {
+            cors.policy()?;
         }
         self.console().map(drop)
     }
@@ -745,8 +794,8 @@ mod tests {
             ),
             (r#"{"http": {"disable_mcp": true}}"#, "http.disable_mcp"),
             (
-                r#"{"http": {"cors": {"allow_origins": ["https://a.example"]}}}"#,
-                "http.cors",
+                r#"{"http": {"cors": {"allow_origin_regex": "https://(a"}}}"#,
+                "http.cors.allow_origin_regex",
             ),
             (
                 r#"{"checkpointer": {"serde": {"pickle_fallbak": true}}}"#,
@@ -826,6 +875,39 @@ mod tests {
                 .notices()
                 .is_empty()
         );
+    }
+
+    #[test]
+    fn http_cors_is_read_as_the_reference_server_reads_it() {
+        let policy = |cors: &str| {
+            serde_json::from_str::<ConfigFile>(&format!(r#"{{"http": {{"cors": {cors}}}}}"#))
+                .unwrap()
+                .http
+                .cors
+                .unwrap()
+                .policy()
+                .unwrap()
+        };
+        let defaults = policy("{}");
+        assert_eq!(defaults.allow_origins, ["*"], "no origins listed: any");
+        assert_eq!(defaults.allow_methods, ["GET"]);
+        assert!(defaults.allow_headers.is_empty() && defaults.expose_headers.is_empty());
+        assert!(!defaults.allow_credentials);
+        assert_eq!(defaults.max_age, 600);
+        let by_regex = policy(r#"{"allow_origin_regex": "https://.*\\.example\\.com"}"#);
+        assert!(by_regex.allow_origins.is_empty(), "the regex alone decides");
+        assert!(by_regex.allow_origin_regex.is_some());
+        let full = policy(
+            r#"{"allow_origins": ["https://a.example"], "allow_methods": ["GET", "POST"], "allow_headers": ["x-api-key"],
+                "allow_credentials": true, "expose_headers": ["x-pagination-total"], "max_age": 60}"#,
+        );
+        assert_eq!(full.allow_origins, ["https://a.example"]);
+        assert_eq!(full.allow_methods, ["GET", "POST"]);
+        assert!(full.allow_credentials);
+        assert_eq!(full.max_age, 60);
+        let typo =
+            serde_json::from_str::<ConfigFile>(r#"{"http": {"cors": {"allow_origin": []}}}"#);
+        assert!(typo.unwrap_err().to_string().contains("allow_origin"));
     }
 
     #[test]

@@ -120,6 +120,12 @@ impl ServerConfig {
             }
             Some(options)
         };
+        let cors = file
+            .http
+            .cors
+            .as_ref()
+            .map(crate::config::CorsBlock::policy)
+            .transpose()?;
         let queue = queue(mode, args, &knobs, &file, &mut warnings);
         let mut engine = engine_config(mode, args, &knobs, &file);
         engine.store_index = match &file.store.index {
@@ -219,9 +225,13 @@ impl ServerConfig {
                     .unwrap_or_default(),
                 disable_runs: file.http.disable_runs.unwrap_or(false),
                 limits: client_limits(&knobs),
-                // No CORS origins are configurable yet (`http.cors`), so MCP admits
-                // browsers on loopback only.
-                allowed_origins: Vec::new(),
+                // MCP admits the browsers CORS admits by name (and loopback ones);
+                // without `http.cors`, loopback only.
+                allowed_origins: cors
+                    .as_ref()
+                    .map(|cors| cors.allow_origins.clone())
+                    .unwrap_or_default(),
+                cors,
             },
             console,
             log_filter,
