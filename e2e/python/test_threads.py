@@ -219,6 +219,19 @@ async def test_history_filters_by_checkpoint_metadata(client, thread):
     assert inputs[0]["metadata"]["source"] == "input"
 
 
+async def test_history_select_keeps_the_named_fields_and_value_keys(http, client, thread):
+    tid = thread["thread_id"]
+    await client.runs.wait(tid, "steps", input={"n": 2})
+    history = await client.threads.get_history(tid, limit=10, select=["values.count", "next", "metadata"])
+    assert history and all(set(h) <= {"values", "next", "metadata"} for h in history), history
+    assert history[0]["values"] == {"count": 2} and history[0]["next"] == []
+    assert history[0]["metadata"]["step"] >= 1
+    r = await http.get(f"/threads/{tid}/history", params=[("select", "checkpoint"), ("limit", "1")])
+    assert r.status_code == 200 and list(r.json()[0]) == ["checkpoint"], r.text
+    r = await http.post(f"/threads/{tid}/history", json={"select": ["config"]})
+    assert r.status_code == 422 and "config" in r.json()["message"], r.text
+
+
 async def test_create_with_supersteps_applies_updates(client):
     t = await client.threads.create(
         metadata={"e2e": marker()},

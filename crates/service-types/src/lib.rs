@@ -43,7 +43,7 @@ pub use run::{
     RunStatus, StreamMode,
 };
 pub use schema::GraphSchema;
-pub use state::{Checkpoint, Interrupt, ThreadState, ThreadTask};
+pub use state::{Checkpoint, HistorySelect, Interrupt, ThreadState, ThreadTask};
 pub use thread::{
     MAX_TTL_MINUTES, PendingInterrupts, PruneStrategy, Thread, ThreadStatus, ThreadTtl, TtlSetting,
     ttl_minutes_valid,

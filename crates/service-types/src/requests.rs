@@ -487,6 +487,9 @@ pub struct HistoryQuery {
     /// Namespace / starting point.
     #[serde(default)]
     pub checkpoint: Option<Checkpoint>,
+    /// Only these fields of each entry ([`crate::HistorySelect`]).
+    #[serde(default)]
+    pub select: Option<Vec<String>>,
 }
 
 /// Status selector of a bulk cancel.
