@@ -196,7 +196,7 @@ fn route_table(disable_runs: bool) -> routes::Table {
         .merge(routes::threads::routes())
         .merge(routes::crons::routes())
         .merge(routes::store::routes())
-        .merge(routes::meta::routes());
+        .merge(routes::meta::routes(!disable_runs));
     if disable_runs {
         return table;
     }

@@ -308,3 +308,28 @@ async fn a_browser_origin_is_admitted_only_from_loopback_or_the_configured_list(
     let reply = send(&configured, &ping, &[("origin", "https://evil.example")]).await;
     assert_eq!(reply.status, StatusCode::FORBIDDEN);
 }
+
+#[tokio::test]
+async fn info_says_whether_mcp_is_served() {
+    async fn mcp_flag(app: Router) -> Value {
+        let request = Request::builder()
+            .uri("/info")
+            .body(Body::empty())
+            .expect("request");
+        let response = app.oneshot(request).await.expect("answered");
+        let bytes = response
+            .into_body()
+            .collect()
+            .await
+            .expect("body")
+            .to_bytes();
+        serde_json::from_slice::<Value>(&bytes).expect("json")["flags"]["mcp"].clone()
+    }
+    assert_eq!(mcp_flag(app().await).await, json!(true));
+    let without_runs = support::app_with(RouterOptions {
+        disable_runs: true,
+        ..RouterOptions::default()
+    })
+    .await;
+    assert_eq!(mcp_flag(without_runs).await, json!(false));
+}
