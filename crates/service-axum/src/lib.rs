@@ -14,6 +14,7 @@ mod console;
 mod cors;
 mod error;
 mod extract;
+mod headers;
 mod idempotency;
 mod json;
 mod project;
@@ -33,6 +34,7 @@ use crate::auth::{Access, Auth};
 pub use console::{ConsoleMountError, console, console_mount};
 pub use cors::{CorsPolicy, OriginPattern};
 pub use error::{ApiError, ApiResult, status_of};
+pub use headers::ConfigurableHeaders;
 pub use routes::RouteInfo;
 
 /// The request body limit when none is configured: 25 MiB, room for agent inputs
@@ -59,6 +61,9 @@ pub struct RouterOptions {
     /// How cross-origin requests are answered (`http.cors`); none answers every
     /// origin, as the reference server does without the block.
     pub cors: Option<CorsPolicy>,
+    /// Request headers copied into new runs' `config.configurable`
+    /// (`http.configurable_headers`); none by default.
+    pub configurable_headers: Option<ConfigurableHeaders>,
 }
 
 impl Default for RouterOptions {
@@ -70,6 +75,7 @@ impl Default for RouterOptions {
             limits: ClientLimits::default(),
             allowed_origins: Vec::new(),
             cors: None,
+            configurable_headers: None,
         }
     }
 }
@@ -125,6 +131,7 @@ pub fn router_with(engine: Engine, options: RouterOptions) -> Router {
         slots: streams::StreamSlots::new(options.limits.max_streams_per_principal),
         authorizer: options.auth.authorizer,
         origins: routes::mcp::Origins(options.allowed_origins.into()),
+        configurable_headers: options.configurable_headers.map(Arc::new),
     };
     // Wrapping the whole route table (not each route) lets an idempotent replay
     // re-dispatch to a different route (the join of the recorded run).
@@ -168,6 +175,7 @@ struct RequestContext {
     slots: streams::StreamSlots,
     authorizer: Option<Arc<dyn Authorizer>>,
     origins: routes::mcp::Origins,
+    configurable_headers: Option<Arc<ConfigurableHeaders>>,
 }
 
 async fn with_context(
@@ -181,6 +189,9 @@ async fn with_context(
     extensions.insert(context.origins);
     if let Some(authorizer) = context.authorizer {
         extensions.insert(authorizer);
+    }
+    if let Some(headers) = context.configurable_headers {
+        extensions.insert(headers);
     }
     request
 }

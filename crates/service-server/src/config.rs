@@ -208,8 +208,7 @@ pub(crate) struct HttpConfig {
     #[serde(default)]
     pub cors: Option<CorsBlock>,
     /// langgraph.json keys accepted with a notice: custom routes (`app`, their auth
-    /// and middleware order, `mount_prefix`), headers copied into runs' configurable
-    /// or logs.
+    /// and middleware order, `mount_prefix`), headers to log.
     #[serde(default)]
     pub app: Option<serde_json::Value>,
     #[serde(default)]
@@ -218,10 +217,43 @@ pub(crate) struct HttpConfig {
     pub middleware_order: Option<serde_json::Value>,
     #[serde(default)]
     pub mount_prefix: Option<serde_json::Value>,
+    /// Request headers copied into new runs' `config.configurable`.
     #[serde(default)]
-    pub configurable_headers: Option<serde_json::Value>,
+    pub configurable_headers: Option<HeaderPatterns>,
     #[serde(default)]
     pub logging_headers: Option<serde_json::Value>,
+}
+
+/// `http.configurable_headers`: `*` patterns of header names (`include` and
+/// `exclude` are accepted too, as the reference server accepts them).
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct HeaderPatterns {
+    #[serde(default)]
+    pub includes: Option<Vec<String>>,
+    #[serde(default)]
+    pub excludes: Option<Vec<String>>,
+    #[serde(default)]
+    pub include: Option<Vec<String>>,
+    #[serde(default)]
+    pub exclude: Option<Vec<String>>,
+}
+
+impl HeaderPatterns {
+    /// What the router copies.
+    pub(crate) fn copied(&self) -> service_axum::ConfigurableHeaders {
+        let pick = |plural: &Option<Vec<String>>, singular: &Option<Vec<String>>| {
+            plural
+                .clone()
+                .filter(|patterns| !patterns.is_empty())
+                .or_else(|| singular.clone())
+                .unwrap_or_default()
+        };
+        service_axum::ConfigurableHeaders {
+            includes: pick(&self.includes, &self.include),
+            excludes: pick(&self.excludes, &self.exclude),
+        }
+    }
 }
 
 /// `http.cors`, as langgraph.json writes it.
@@ -481,10 +513,6 @@ impl ConfigFile {
             (
                 http.mount_prefix.is_some(),
                 "http.mount_prefix: not applied here; the API is served at the root (put a proxy in front to serve it under a prefix)",
-            ),
-            (
-                http.configurable_headers.is_some(),
-                "http.configurable_headers: not applied here yet; request headers are not copied into runs' config",
             ),
             (
                 http.logging_headers.is_some(),
@@ -858,7 +886,6 @@ mod tests {
             "sweep_limit",
             "http.app",
             "http.mount_prefix",
-            "http.configurable_headers",
             "http.logging_headers",
             "webhooks.headers",
             "auth.disable_studio_auth",
@@ -908,6 +935,28 @@ mod tests {
         let typo =
             serde_json::from_str::<ConfigFile>(r#"{"http": {"cors": {"allow_origin": []}}}"#);
         assert!(typo.unwrap_err().to_string().contains("allow_origin"));
+    }
+
+    #[test]
+    fn configurable_headers_take_either_spelling_of_their_patterns() {
+        let copied = |block: &str| {
+            serde_json::from_str::<ConfigFile>(&format!(
+                r#"{{"http": {{"configurable_headers": {block}}}}}"#
+            ))
+            .unwrap()
+            .http
+            .configurable_headers
+            .unwrap()
+            .copied()
+        };
+        let plural = copied(r#"{"includes": ["x-*"], "excludes": ["x-secret"]}"#);
+        assert_eq!(
+            (plural.includes, plural.excludes),
+            (vec!["x-*".to_owned()], vec!["x-secret".to_owned()])
+        );
+        let singular = copied(r#"{"include": ["user-agent"]}"#);
+        assert_eq!(singular.includes, ["user-agent"]);
+        assert!(singular.excludes.is_empty());
     }
 
     #[test]

@@ -232,6 +232,11 @@ impl ServerConfig {
                     .map(|cors| cors.allow_origins.clone())
                     .unwrap_or_default(),
                 cors,
+                configurable_headers: file
+                    .http
+                    .configurable_headers
+                    .as_ref()
+                    .map(crate::config::HeaderPatterns::copied),
             },
             console,
             log_filter,
