@@ -64,6 +64,21 @@ async def test_search_and_count_filter_by_metadata_status_and_ids(client):
     assert len(page) == 1
 
 
+async def test_search_and_count_leave_out_exclude_metadata(client, http):
+    m = marker()
+    await client.threads.create(metadata={"e2e": m, "kind": "draft"})
+    archived = await client.threads.create(metadata={"e2e": m, "archived": True})
+    kept = await client.threads.create(metadata={"e2e": m, "kind": "final"})
+    r = await http.post("/threads/search", json={"metadata": {"e2e": m}, "exclude_metadata": {"kind": "draft"}})
+    assert r.status_code == 200
+    assert {t["thread_id"] for t in r.json()} == {archived["thread_id"], kept["thread_id"]}
+    both = [{"kind": "draft"}, {"archived": True}]
+    r = await http.post("/threads/search", json={"metadata": {"e2e": m}, "exclude_metadata": both})
+    assert [t["thread_id"] for t in r.json()] == [kept["thread_id"]]
+    r = await http.post("/threads/count", json={"metadata": {"e2e": m}, "exclude_metadata": both})
+    assert r.json() == 1
+
+
 async def test_search_by_values_containment(client):
     m = marker()
     t = await client.threads.create(metadata={"e2e": m})

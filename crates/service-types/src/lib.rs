@@ -33,10 +33,11 @@ pub use protocol::{
 };
 pub use requests::{
     AssistantCreate, AssistantPatch, AssistantSearch, AssistantSortBy, AssistantVersionsQuery,
-    BulkCancel, BulkCancelStatus, CronCreate, CronPatch, CronSearch, CronSortBy, HistoryBefore,
-    HistoryQuery, NodeSelection, RunCreate, SetLatest, StoreDelete, StoreListNamespaces, StorePut,
-    StoreSearch, StreamModes, Superstep, SuperstepUpdate, ThreadCreate, ThreadPatch, ThreadPrune,
-    ThreadSearch, ThreadSortBy, ThreadStateAtCheckpoint, ThreadStatePatch, ThreadStateUpdate,
+    BulkCancel, BulkCancelStatus, CronCreate, CronPatch, CronSearch, CronSortBy, ExcludeMetadata,
+    HistoryBefore, HistoryQuery, NodeSelection, RunCreate, SetLatest, StoreDelete,
+    StoreListNamespaces, StorePut, StoreSearch, StreamModes, Superstep, SuperstepUpdate,
+    ThreadCreate, ThreadPatch, ThreadPrune, ThreadSearch, ThreadSortBy, ThreadStateAtCheckpoint,
+    ThreadStatePatch, ThreadStateUpdate,
 };
 pub use run::{
     CancelAction, Durability, IfNotExists, MultitaskStrategy, OnCompletion, OnDisconnect, Run,
