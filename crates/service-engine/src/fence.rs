@@ -214,3 +214,148 @@ impl Checkpointer for FencedSaver {
         self.inner.delete_run(thread_id, run_id).await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use service_graph::InMemorySaver;
+    use tokio::sync::Semaphore;
+
+    use super::*;
+
+    /// The in-memory saver, whose `put` waits for a permit: a write held under way.
+    struct Held {
+        inner: InMemorySaver,
+        permits: Semaphore,
+    }
+
+    #[async_trait]
+    impl Checkpointer for Held {
+        async fn get_tuple(
+            &self,
+            config: &CheckpointConfig,
+        ) -> Result<Option<CheckpointTuple>, GraphError> {
+            self.inner.get_tuple(config).await
+        }
+        async fn list(
+            &self,
+            config: &CheckpointConfig,
+            options: CheckpointListOptions,
+        ) -> Result<Vec<CheckpointTuple>, GraphError> {
+            self.inner.list(config, options).await
+        }
+        async fn put(
+            &self,
+            config: &CheckpointConfig,
+            checkpoint: JsonText,
+            metadata: Metadata,
+        ) -> Result<CheckpointConfig, GraphError> {
+            let _permit = self.permits.acquire().await.expect("open");
+            self.inner.put(config, checkpoint, metadata).await
+        }
+        async fn put_named(
+            &self,
+            config: &CheckpointConfig,
+            checkpoint_id: &str,
+            checkpoint: JsonText,
+            metadata: Metadata,
+        ) -> Result<CheckpointConfig, GraphError> {
+            self.inner
+                .put_named(config, checkpoint_id, checkpoint, metadata)
+                .await
+        }
+        async fn put_writes(
+            &self,
+            config: &CheckpointConfig,
+            task_id: &str,
+            writes: Vec<(String, Value)>,
+        ) -> Result<(), GraphError> {
+            self.inner.put_writes(config, task_id, writes).await
+        }
+        async fn merge_metadata(
+            &self,
+            config: &CheckpointConfig,
+            metadata: Metadata,
+        ) -> Result<(), GraphError> {
+            self.inner.merge_metadata(config, metadata).await
+        }
+        async fn delete_thread(&self, thread_id: &str) -> Result<(), GraphError> {
+            self.inner.delete_thread(thread_id).await
+        }
+        async fn copy_thread(&self, from: &str, to: &str) -> Result<(), GraphError> {
+            self.inner.copy_thread(from, to).await
+        }
+        async fn prune(&self, thread_id: &str, strategy: PruneStrategy) -> Result<(), GraphError> {
+            self.inner.prune(thread_id, strategy).await
+        }
+        async fn delete_run(&self, thread_id: &str, run_id: &str) -> Result<(), GraphError> {
+            self.inner.delete_run(thread_id, run_id).await
+        }
+    }
+
+    fn of_run(run_id: &str) -> Metadata {
+        let mut metadata = Metadata::new();
+        metadata.insert("run_id".into(), Value::String(run_id.into()));
+        metadata
+    }
+
+    #[tokio::test]
+    async fn a_fence_waits_for_the_runs_write_under_way_and_refuses_the_next() {
+        let held = Arc::new(Held {
+            inner: InMemorySaver::new(),
+            permits: Semaphore::new(0),
+        });
+        let fences = Arc::new(Fences::default());
+        let saver = Arc::new(FencedSaver {
+            inner: Arc::clone(&held) as Arc<dyn Checkpointer>,
+            fences: Arc::clone(&fences),
+        });
+        let thread = CheckpointConfig::new("t", None);
+        let under_way = tokio::spawn({
+            let (saver, thread) = (Arc::clone(&saver), thread.clone());
+            async move {
+                saver
+                    .put(&thread, JsonText::new(&Value::Null), of_run("r1"))
+                    .await
+            }
+        });
+        // The write has begun (counted) before the fence is raised.
+        while !fences.lock().writing.contains_key("r1") {
+            tokio::task::yield_now().await;
+        }
+        let fence = tokio::spawn({
+            let fences = Arc::clone(&fences);
+            async move { fences.fence("r1").await }
+        });
+        for _ in 0..100 {
+            tokio::task::yield_now().await;
+        }
+        assert!(
+            !fence.is_finished(),
+            "the fence waits for the write under way"
+        );
+        held.permits.add_permits(10);
+        fence.await.expect("fenced");
+        under_way
+            .await
+            .expect("joined")
+            .expect("the earlier write landed");
+        let late = saver
+            .put(&thread, JsonText::new(&Value::Null), of_run("r1"))
+            .await;
+        assert!(matches!(late, Err(GraphError::Cancelled)), "{late:?}");
+        // Another run still writes; the fenced run's one checkpoint is all it left.
+        saver
+            .put(&thread, JsonText::new(&Value::Null), of_run("r2"))
+            .await
+            .expect("another run's write");
+        let stored = held
+            .list(&thread, CheckpointListOptions::default())
+            .await
+            .expect("listed");
+        let runs: Vec<_> = stored
+            .iter()
+            .map(|t| t.metadata["run_id"].clone())
+            .collect();
+        assert_eq!(runs, [Value::from("r2"), Value::from("r1")]);
+    }
+}
