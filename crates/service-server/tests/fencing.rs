@@ -2,16 +2,17 @@
 //! rolled back finishes after the rollback, and what it then writes must not reach the
 //! thread. The binary serves the reference graphs (`examples/python-graphs`) through the
 //! bridge, with the interpreter SERVICE_PYTHON (scripts/test makes a virtual
-//! environment with LangGraph).
+//! environment with LangGraph), in memory and on PostgreSQL (TEST_DATABASE_URL).
 
 mod support;
 
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use support::{Instance, request, spawn};
+use support::{Database, Instance, request, spawn};
 
-fn python_graphs() -> Instance {
+/// The binary serving the reference graphs: `dev`, or `start` on `database_url`.
+fn python_graphs(database_url: Option<&str>) -> Instance {
     let python = std::env::var("SERVICE_PYTHON").unwrap_or_else(|_| {
         panic!(
             "set SERVICE_PYTHON to a Python with langgraph installed (scripts/test makes e2e/.venv)"
@@ -21,10 +22,15 @@ fn python_graphs() -> Instance {
         env!("CARGO_MANIFEST_DIR"),
         "/../../examples/python-graphs/langgraph.json"
     );
-    spawn(
-        &["dev", "--port", "0", "--config", config],
-        &[("SERVICE_PYTHON", python.as_str())],
-    )
+    let mut env = vec![("SERVICE_PYTHON", python.as_str())];
+    let mode = match database_url {
+        Some(url) => {
+            env.push(("DATABASE_URL", url));
+            "start"
+        }
+        None => "dev",
+    };
+    spawn(&[mode, "--port", "0", "--config", config], &env)
 }
 
 /// The run's status once `done` holds for it (bounded: a minute).
@@ -105,8 +111,23 @@ fn rollback_over_a_sleeping_node(server: &Instance) {
 
 #[test]
 fn a_rollback_over_a_sleeping_python_node_leaves_no_checkpoint_of_the_displaced_run() {
-    let server = python_graphs();
+    let server = python_graphs(None);
     for _ in 0..20 {
         rollback_over_a_sleeping_node(&server);
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_postgresql_too_a_displaced_runs_late_checkpoint_is_refused() {
+    let database = Database::create("fencing").await;
+    let url = database.url();
+    tokio::task::spawn_blocking(move || {
+        let server = python_graphs(Some(&url));
+        for _ in 0..20 {
+            rollback_over_a_sleeping_node(&server);
+        }
+    })
+    .await
+    .expect("20 rollbacks");
+    database.drop().await;
 }
