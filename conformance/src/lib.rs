@@ -188,6 +188,7 @@ macro_rules! __conformance_tests {
                 thread_search_enforced_metadata_key_collision_matches_nothing,
                 thread_search_enforced_alternatives_match_any,
                 thread_search_filters_ids_status_and_values,
+                thread_search_and_count_leave_out_excluded_metadata,
                 thread_search_sorts_by_each_field,
                 thread_count_by_status,
                 thread_copy_duplicates_state_under_new_id,

@@ -410,6 +410,42 @@ pub async fn thread_search_filters_ids_status_and_values(factory: Factory) {
     assert_eq!(search_ids(&h, combined).await, sorted(vec![a, c]));
 }
 
+/// `exclude_metadata` leaves out the threads whose metadata contains any of its
+/// objects, in search and count alike, ANDed with the other conditions.
+pub async fn thread_search_and_count_leave_out_excluded_metadata(factory: Factory) {
+    let h = Harness::new(&factory).await;
+    h.thread_with(json!({"kind": "draft", "team": "a"})).await;
+    let archived = h
+        .thread_with(json!({"archived": true, "team": "a"}))
+        .await
+        .thread_id;
+    let kept = h
+        .thread_with(json!({"kind": "final", "team": "a"}))
+        .await
+        .thread_id;
+    let team = || Some(obj(json!({"team": "a"})));
+    let one = ThreadFilter {
+        metadata: team(),
+        exclude_metadata: vec![obj(json!({"kind": "draft"}))],
+        ..Default::default()
+    };
+    assert_eq!(
+        search_ids(&h, one.clone()).await,
+        sorted(vec![archived, kept])
+    );
+    let two = ThreadFilter {
+        metadata: team(),
+        exclude_metadata: vec![
+            obj(json!({"kind": "draft"})),
+            obj(json!({"archived": true})),
+        ],
+        ..Default::default()
+    };
+    assert_eq!(search_ids(&h, two.clone()).await, vec![kept]);
+    assert_eq!(h.store.threads().count(&two).await.expect("count"), 1);
+    assert_eq!(h.store.threads().count(&one).await.expect("count"), 2);
+}
+
 /// Search sorts by each field in both directions.
 pub async fn thread_search_sorts_by_each_field(factory: Factory) {
     let h = Harness::new(&factory).await;

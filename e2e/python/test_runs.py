@@ -75,6 +75,12 @@ async def test_stateless_run_with_on_completion_keep_keeps_its_thread(client):
     assert contents(state["values"]) == ["hi", "echo: hi"]
 
 
+async def test_invoke_answers_the_graphs_final_values(client):
+    # No SDK method: POST /invoke/{graph_id} is this server's (SPEC "single-graph invoke").
+    result = await client.http.post("/invoke/echo", json=HI)
+    assert contents(result) == ["hi", "echo: hi"]
+
+
 async def test_batch_creates_runs_in_order(client):
     m = marker()
     runs = await client.runs.create_batch(

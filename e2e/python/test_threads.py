@@ -64,6 +64,21 @@ async def test_search_and_count_filter_by_metadata_status_and_ids(client):
     assert len(page) == 1
 
 
+async def test_search_and_count_leave_out_exclude_metadata(client, http):
+    m = marker()
+    await client.threads.create(metadata={"e2e": m, "kind": "draft"})
+    archived = await client.threads.create(metadata={"e2e": m, "archived": True})
+    kept = await client.threads.create(metadata={"e2e": m, "kind": "final"})
+    r = await http.post("/threads/search", json={"metadata": {"e2e": m}, "exclude_metadata": {"kind": "draft"}})
+    assert r.status_code == 200
+    assert {t["thread_id"] for t in r.json()} == {archived["thread_id"], kept["thread_id"]}
+    both = [{"kind": "draft"}, {"archived": True}]
+    r = await http.post("/threads/search", json={"metadata": {"e2e": m}, "exclude_metadata": both})
+    assert [t["thread_id"] for t in r.json()] == [kept["thread_id"]]
+    r = await http.post("/threads/count", json={"metadata": {"e2e": m}, "exclude_metadata": both})
+    assert r.json() == 1
+
+
 async def test_search_by_values_containment(client):
     m = marker()
     t = await client.threads.create(metadata={"e2e": m})
@@ -217,6 +232,19 @@ async def test_history_filters_by_checkpoint_metadata(client, thread):
     inputs = await client.threads.get_history(tid, limit=10, metadata={"source": "input"})
     assert len(inputs) == 1
     assert inputs[0]["metadata"]["source"] == "input"
+
+
+async def test_history_select_keeps_the_named_fields_and_value_keys(http, client, thread):
+    tid = thread["thread_id"]
+    await client.runs.wait(tid, "steps", input={"n": 2})
+    history = await client.threads.get_history(tid, limit=10, select=["values.count", "next", "metadata"])
+    assert history and all(set(h) <= {"values", "next", "metadata"} for h in history), history
+    assert history[0]["values"] == {"count": 2} and history[0]["next"] == []
+    assert history[0]["metadata"]["step"] >= 1
+    r = await http.get(f"/threads/{tid}/history", params=[("select", "checkpoint"), ("limit", "1")])
+    assert r.status_code == 200 and list(r.json()[0]) == ["checkpoint"], r.text
+    r = await http.post(f"/threads/{tid}/history", json={"select": ["config"]})
+    assert r.status_code == 422 and "config" in r.json()["message"], r.text
 
 
 async def test_create_with_supersteps_applies_updates(client):

@@ -30,6 +30,14 @@ pub struct AuthConfig {
     /// configuration written for it never runs without its handler.
     #[serde(default)]
     pub path: Option<serde_json::Value>,
+    /// langgraph.json settings of that Python handler (Studio's bypass, the OpenAPI
+    /// security description, its result cache): accepted, with no handler to apply to.
+    #[serde(default)]
+    pub disable_studio_auth: Option<serde_json::Value>,
+    #[serde(default)]
+    pub openapi: Option<serde_json::Value>,
+    #[serde(default)]
+    pub cache: Option<serde_json::Value>,
 }
 
 /// An API key: the key itself, or where to read it, with optional permissions.

@@ -69,6 +69,11 @@ pub(crate) fn too_large(limit: usize) -> ApiError {
     ))
 }
 
+/// A 400 for a request refused before any route sees it (a CORS preflight).
+pub(crate) fn bad_request(message: impl Into<String>) -> ApiError {
+    ApiError(EngineError::bad_request(message))
+}
+
 /// A 422 for a body or query that does not fit the schema.
 pub(crate) fn unprocessable(message: impl Into<String>) -> ApiError {
     ApiError(EngineError::unprocessable(message))

@@ -14,6 +14,7 @@ mod console;
 mod cors;
 mod error;
 mod extract;
+mod headers;
 mod idempotency;
 mod json;
 mod project;
@@ -31,7 +32,9 @@ use service_engine::auth::Authorizer;
 use crate::auth::{Access, Auth};
 
 pub use console::{ConsoleMountError, console, console_mount};
+pub use cors::{CorsPolicy, OriginPattern};
 pub use error::{ApiError, ApiResult, status_of};
+pub use headers::ConfigurableHeaders;
 pub use routes::RouteInfo;
 
 /// The request body limit when none is configured: 25 MiB, room for agent inputs
@@ -55,6 +58,12 @@ pub struct RouterOptions {
     /// MCP endpoint besides loopback ones: the configured CORS origins. A request
     /// without `Origin` (not from a browser) is not checked.
     pub allowed_origins: Vec<String>,
+    /// How cross-origin requests are answered (`http.cors`); none answers every
+    /// origin, as the reference server does without the block.
+    pub cors: Option<CorsPolicy>,
+    /// Request headers copied into new runs' `config.configurable`
+    /// (`http.configurable_headers`); none by default.
+    pub configurable_headers: Option<ConfigurableHeaders>,
 }
 
 impl Default for RouterOptions {
@@ -65,6 +74,8 @@ impl Default for RouterOptions {
             disable_runs: false,
             limits: ClientLimits::default(),
             allowed_origins: Vec::new(),
+            cors: None,
+            configurable_headers: None,
         }
     }
 }
@@ -120,6 +131,7 @@ pub fn router_with(engine: Engine, options: RouterOptions) -> Router {
         slots: streams::StreamSlots::new(options.limits.max_streams_per_principal),
         authorizer: options.auth.authorizer,
         origins: routes::mcp::Origins(options.allowed_origins.into()),
+        configurable_headers: options.configurable_headers.map(Arc::new),
     };
     // Wrapping the whole route table (not each route) lets an idempotent replay
     // re-dispatch to a different route (the join of the recorded run).
@@ -148,7 +160,10 @@ pub fn router_with(engine: Engine, options: RouterOptions) -> Router {
             auth::authenticate,
         ));
     }
-    router.layer(axum::middleware::from_fn(cors::cors))
+    router.layer(axum::middleware::from_fn_with_state(
+        options.cors.map(Arc::new),
+        cors::cors,
+    ))
 }
 
 /// What every request carries to the routes, put in by one layer (each layer of the
@@ -160,6 +175,7 @@ struct RequestContext {
     slots: streams::StreamSlots,
     authorizer: Option<Arc<dyn Authorizer>>,
     origins: routes::mcp::Origins,
+    configurable_headers: Option<Arc<ConfigurableHeaders>>,
 }
 
 async fn with_context(
@@ -173,6 +189,9 @@ async fn with_context(
     extensions.insert(context.origins);
     if let Some(authorizer) = context.authorizer {
         extensions.insert(authorizer);
+    }
+    if let Some(headers) = context.configurable_headers {
+        extensions.insert(headers);
     }
     request
 }
@@ -188,7 +207,7 @@ fn route_table(disable_runs: bool) -> routes::Table {
         .merge(routes::threads::routes())
         .merge(routes::crons::routes())
         .merge(routes::store::routes())
-        .merge(routes::meta::routes());
+        .merge(routes::meta::routes(!disable_runs));
     if disable_runs {
         return table;
     }

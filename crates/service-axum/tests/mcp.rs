@@ -355,3 +355,28 @@ async fn a_tool_call_whose_client_hangs_up_cancels_its_run() {
     // The run would sleep a minute; cancelled, its thread is idle (or gone) at once.
     until_busy(&app, 0).await;
 }
+
+#[tokio::test]
+async fn info_says_whether_mcp_is_served() {
+    async fn mcp_flag(app: Router) -> Value {
+        let request = Request::builder()
+            .uri("/info")
+            .body(Body::empty())
+            .expect("request");
+        let response = app.oneshot(request).await.expect("answered");
+        let bytes = response
+            .into_body()
+            .collect()
+            .await
+            .expect("body")
+            .to_bytes();
+        serde_json::from_slice::<Value>(&bytes).expect("json")["flags"]["mcp"].clone()
+    }
+    assert_eq!(mcp_flag(app().await).await, json!(true));
+    let without_runs = support::app_with(RouterOptions {
+        disable_runs: true,
+        ..RouterOptions::default()
+    })
+    .await;
+    assert_eq!(mcp_flag(without_runs).await, json!(false));
+}

@@ -16,6 +16,7 @@ use crate::bus::StreamBus;
 use crate::callbacks::Callbacks;
 use crate::coordination::{Coordinator, LocalCoordinator};
 use crate::drive::Driver;
+use crate::fence::{FencedSaver, Fences};
 use crate::frames::Frames;
 use crate::graph_store::graph_store;
 use crate::items::ItemOps;
@@ -108,7 +109,13 @@ impl Engine {
         parts: EngineParts,
         coordinator: Arc<dyn Coordinator>,
     ) -> Result<Self, GraphError> {
-        let graphs = parts.graphs.build(Arc::clone(&parts.checkpointer))?;
+        // The graphs write through a fence, so a stopped run's late checkpoints are
+        // refused; thread copy, prune and rollback use the saver itself.
+        let fences = Arc::new(Fences::default());
+        let graphs = parts.graphs.build(Arc::new(FencedSaver {
+            inner: Arc::clone(&parts.checkpointer),
+            fences: Arc::clone(&fences),
+        }))?;
         let frames = Frames::new(Arc::clone(&parts.bus), parts.config.expose_stacks);
         let items = ItemOps::new(parts.store.clone(), &parts.config);
         let driver = Driver {
@@ -122,6 +129,7 @@ impl Engine {
         let settler = Settler {
             store: parts.store.clone(),
             checkpointer: Arc::clone(&parts.checkpointer),
+            fences,
             frames: frames.clone(),
             callbacks: Callbacks::new(
                 parts.webhooks.clone(),

@@ -15,6 +15,7 @@ mod drive;
 mod embedding;
 mod engine;
 mod error;
+mod fence;
 mod frames;
 mod graph_store;
 mod health;

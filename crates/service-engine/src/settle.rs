@@ -15,6 +15,7 @@ use service_store::{Clock, Store};
 
 use crate::callbacks::{CallbackBody, Callbacks};
 use crate::drive::{Driven, Ending};
+use crate::fence::Fences;
 use crate::frames::Frames;
 use crate::outcome::{pending_interrupts, result_body, snapshot_mirror};
 use crate::run_options::RunOptions;
@@ -53,6 +54,8 @@ pub(crate) struct Settled {
 pub(crate) struct Settler {
     pub(crate) store: Store,
     pub(crate) checkpointer: Arc<dyn Checkpointer>,
+    /// The fence of the saver the graphs write through: a stopped run's is raised.
+    pub(crate) fences: Arc<Fences>,
     pub(crate) frames: Frames,
     pub(crate) callbacks: Callbacks,
     pub(crate) clock: Arc<dyn Clock>,
@@ -101,6 +104,12 @@ impl Settler {
                 )),
             ),
         };
+        // A stopped run's graph may still be working (a Python node sleeping in a
+        // thread); whatever it stores from now on is refused, and what it is storing
+        // lands before the rollback below.
+        if rolled_back || matches!(ending, Ending::Cancelled | Ending::TimedOut) {
+            self.fences.fence(&run.run_id.to_string()).await;
+        }
         // A rollback was asked for with a cancel already recorded, so the run settles as
         // cancelled. Its checkpoints go first: once it is settled, the thread's next run
         // may start, and must not read them. The state below is read after they are gone.

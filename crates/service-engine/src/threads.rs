@@ -8,8 +8,9 @@ use service_graph::{
 use service_store::containment::Enforced;
 use service_store::{NewThread, ThreadFilter, ThreadQuery, TtlChange};
 use service_types::{
-    Checkpoint, HistoryQuery, IfExists, Metadata, PruneStrategy, Thread, ThreadCreate, ThreadPatch,
-    ThreadSearch, ThreadState, ThreadStateUpdate, ThreadStatus, TtlSetting,
+    Checkpoint, ExcludeMetadata, HistoryQuery, IfExists, Metadata, PruneStrategy, Thread,
+    ThreadCreate, ThreadPatch, ThreadSearch, ThreadState, ThreadStateUpdate, ThreadStatus,
+    TtlSetting,
 };
 use uuid::Uuid;
 
@@ -216,6 +217,10 @@ impl Engine {
         let offset = offset(body.offset)?;
         let query = ThreadQuery {
             filter: ThreadFilter {
+                exclude_metadata: body
+                    .exclude_metadata
+                    .map(ExcludeMetadata::into_list)
+                    .unwrap_or_default(),
                 ids: body.ids,
                 metadata: body.metadata,
                 enforced,
@@ -243,6 +248,10 @@ impl Engine {
         enforced: Option<Enforced>,
     ) -> EngineResult<u64> {
         let filter = ThreadFilter {
+            exclude_metadata: body
+                .exclude_metadata
+                .map(ExcludeMetadata::into_list)
+                .unwrap_or_default(),
             ids: body.ids,
             metadata: body.metadata,
             enforced,

@@ -163,6 +163,36 @@ REQUEST: ContextVar[int | None] = ContextVar("service_request", default=None)
 
 # ------------------------------------------------------------------------ the saver
 
+# The run keys the server puts in a run's config metadata. LangGraph 1.x no longer
+# copies them into its checkpoints' metadata; the server finds a run's checkpoints by
+# them (rollback, and refusing a stopped run's late checkpoints), so the saver does.
+RUN_KEYS = ("run_id", "thread_id", "graph_id", "assistant_id", "run_attempt")
+
+
+def _run_keys(config: dict) -> dict:
+    run = config.get("metadata") or {}
+    return {key: run[key] for key in RUN_KEYS if key in run}
+
+
+def _serializer():
+    """LangGraph's serializer, with langgraph.json's `checkpointer.serde` settings
+    (allowed modules, pickle fallback) when the server passes them."""
+    settings = os.environ.get("SERVICE_CHECKPOINTER_SERDE")
+    if not settings:
+        return None
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+    def modules(value: Any) -> Any:
+        return [tuple(path) for path in value] if isinstance(value, list) else value
+
+    options = json.loads(settings)
+    kwargs: dict[str, Any] = {"pickle_fallback": bool(options.get("pickle_fallback", False))}
+    for key in ("allowed_json_modules", "allowed_msgpack_modules"):
+        if key in options:
+            kwargs[key] = modules(options[key])
+    return JsonPlusSerializer(**kwargs)
+
+
 def _saver_class():
     from langgraph.checkpoint.base import (
         WRITES_IDX_MAP,
@@ -182,7 +212,7 @@ def _saver_class():
         """
 
         def __init__(self) -> None:
-            super().__init__()
+            super().__init__(serde=_serializer())
             # Checkpoints this process knows the server has. LangGraph stores a
             # checkpoint in the background, after the one before it, and may record
             # the next step's writes against it first; the server refuses writes
@@ -274,7 +304,7 @@ def _saver_class():
                 parent_id=parent,
                 checkpoint_id=checkpoint["id"],
                 checkpoint=self._typed(checkpoint),
-                metadata=json.loads(_dumps(metadata)),
+                metadata={**_run_keys(config), **json.loads(_dumps(metadata))},
             )
             self._event((thread, ns, checkpoint["id"])).set()
             return {"configurable": {"thread_id": thread, "checkpoint_ns": ns, "checkpoint_id": checkpoint["id"]}}

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
+use futures::StreamExt;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use service_graph::{
@@ -233,6 +234,32 @@ impl AgentGraph for PythonGraph {
     ) -> Result<ChunkStream, GraphError> {
         let request = self.run("events", input, &options, &ctx)?;
         Ok(chunks(request, ctx))
+    }
+
+    /// Streams `values` only and answers the last one, which is what LangGraph's
+    /// `ainvoke` returns (the output channels); else the state the run ended in.
+    async fn invoke(
+        &self,
+        input: RunInput,
+        mut options: StreamOptions,
+        ctx: RunContext,
+    ) -> Result<Value, GraphError> {
+        options.stream_mode = vec![StreamMode::Values];
+        let final_state = ctx.final_state.clone();
+        let mut stream = chunks(self.run("stream", input, &options, &ctx)?, ctx);
+        let mut last = None;
+        while let Some(chunk) = stream.next().await {
+            if let Chunk::Mode { mode, data, .. } = chunk?
+                && mode == "values"
+            {
+                last = Some(data);
+            }
+        }
+        Ok(match (last, final_state.take()) {
+            (Some(values), _) => values,
+            (None, Some(ended)) => ended.values,
+            (None, None) => json!({}),
+        })
     }
 
     async fn get_state(

@@ -117,6 +117,50 @@ async fn a_run_streams_values_and_keeps_its_state_in_the_servers_saver() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invoke_answers_the_graphs_final_values() {
+    let (_bridge, graphs, _saver) = bridge(&[("echo", "./graphs.py:echo")], 1).await;
+    let echo = graphs.load("echo").await.unwrap();
+    let input = RunInput::Values(json!({"messages": [{"type": "human", "content": "hi"}]}));
+    let values = echo
+        .invoke(
+            input,
+            options("t-invoke", &[StreamMode::Updates]),
+            context(),
+        )
+        .await
+        .expect("every LangGraph graph can be invoked");
+    assert_eq!(values["messages"][0]["content"], "hi");
+    assert_eq!(values["messages"][1]["content"], "echo: hi");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_workers_serializer_takes_langgraph_json_serde_settings() {
+    let graphs = BTreeMap::from([("echo".to_owned(), "./graphs.py:echo".to_owned())]);
+    let mut settings = BridgeOptions::new(graphs, reference());
+    settings.python = python().into();
+    settings.workers = 1;
+    settings.env = vec![(
+        "SERVICE_CHECKPOINTER_SERDE".into(),
+        r#"{"allowed_json_modules": [["graphs", "EchoState"]], "allowed_msgpack_modules": null, "pickle_fallback": false}"#.into(),
+    )];
+    let bridge = Bridge::start(settings).await.expect("the bridge starts");
+    let saver: Arc<dyn Checkpointer> = Arc::new(InMemorySaver::new());
+    let echo = bridge.resolver(saver).load("echo").await.unwrap();
+    let input = RunInput::Values(json!({"messages": [{"type": "human", "content": "hi"}]}));
+    run(echo.as_ref(), input, options("t-serde", &[]), context())
+        .await
+        .expect("a run with the strict serializer");
+    let state = echo
+        .get_state(
+            &RunnableConfig::for_thread("t-serde"),
+            StateOptions::default(),
+        )
+        .await
+        .expect("its state reads back through the configured serializer");
+    assert_eq!(state.values["messages"][1]["content"], "echo: hi");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_interrupt_pauses_the_run_and_a_command_resumes_it() {
     let (_bridge, graphs, _saver) = bridge(&[("approval", "./graphs.py:approval")], 1).await;
     let approval = graphs.load("approval").await.unwrap();

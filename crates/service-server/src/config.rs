@@ -16,7 +16,7 @@ pub(crate) struct ConfigFile {
     /// Graph id to serve → the served program's graph it runs (e.g.
     /// `{"chat": "echo"}`); absent serves every graph under its own id.
     #[serde(default)]
-    pub graphs: Option<BTreeMap<String, String>>,
+    pub graphs: Option<BTreeMap<String, GraphEntry>>,
     /// HTTP settings.
     #[serde(default)]
     pub http: HttpConfig,
@@ -59,11 +59,61 @@ pub(crate) struct ConfigFile {
     pub node_version: Option<serde_json::Value>,
     #[serde(default)]
     pub image_distro: Option<serde_json::Value>,
+    #[serde(default)]
+    pub api_version: Option<serde_json::Value>,
+    #[serde(default)]
+    pub base_image: Option<serde_json::Value>,
+    #[serde(default)]
+    pub source: Option<serde_json::Value>,
+    #[serde(default)]
+    pub keep_pkg_tools: Option<serde_json::Value>,
+    #[serde(rename = "_INTERNAL_docker_tag", default)]
+    pub internal_docker_tag: Option<serde_json::Value>,
+    #[serde(default)]
+    pub project_root: Option<serde_json::Value>,
+    #[serde(default)]
+    pub package: Option<serde_json::Value>,
     #[serde(rename = "$schema", default)]
     pub schema: Option<serde_json::Value>,
-    /// langgraph.json's generative UI components: refused, not served yet.
+    /// langgraph.json's generative UI components and their settings: not served here.
     #[serde(default)]
     pub ui: Option<serde_json::Value>,
+    #[serde(default)]
+    pub ui_config: Option<serde_json::Value>,
+    /// `langgraph dev`'s switch off of saving its in-memory state to disk.
+    #[serde(default)]
+    pub disable_persistence: Option<bool>,
+    /// A Python function choosing a thread's run priority: not applied here.
+    #[serde(default)]
+    pub priority: Option<serde_json::Value>,
+    /// Encryption at rest with the user's Python key handler: refused, as running
+    /// without it would store in the clear what the user meant encrypted.
+    #[serde(default)]
+    pub encryption: Option<serde_json::Value>,
+}
+
+/// A `graphs` entry: the target, or langgraph.json's `{path, description}`.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub(crate) enum GraphEntry {
+    /// `./file.py:attr`, `module:attr`, `rust:<id>` or a program graph's id.
+    Target(String),
+    /// langgraph.json's object form.
+    Described {
+        /// The target.
+        path: String,
+        /// Not shown here (the graph's system assistant keeps its own).
+        #[serde(default)]
+        description: Option<String>,
+    },
+}
+
+impl GraphEntry {
+    fn target(&self) -> &str {
+        match self {
+            Self::Target(target) | Self::Described { path: target, .. } => target,
+        }
+    }
 }
 
 /// langgraph.json's `webhooks` block: only its URL policy, mapped onto
@@ -74,6 +124,12 @@ pub(crate) struct LanggraphWebhooks {
     /// The URL policy.
     #[serde(default)]
     pub url: Option<LanggraphWebhookUrl>,
+    /// Headers added to every webhook and the prefix of the variables they may name:
+    /// accepted with a notice, not sent.
+    #[serde(default)]
+    pub headers: Option<serde_json::Value>,
+    #[serde(default)]
+    pub env_prefix: Option<serde_json::Value>,
 }
 
 /// `webhooks.url` of langgraph.json.
@@ -132,6 +188,124 @@ pub(crate) struct HttpConfig {
     /// SPEC: turn off the run routes (and the deliveries routes).
     #[serde(default)]
     pub disable_runs: Option<bool>,
+    /// langgraph.json's switches off of other route groups: refused (not built yet),
+    /// as ignoring one would serve routes the user turned off.
+    #[serde(default)]
+    pub disable_assistants: Option<bool>,
+    #[serde(default)]
+    pub disable_threads: Option<bool>,
+    #[serde(default)]
+    pub disable_store: Option<bool>,
+    #[serde(default)]
+    pub disable_mcp: Option<bool>,
+    #[serde(default)]
+    pub disable_meta: Option<bool>,
+    #[serde(default)]
+    pub disable_ui: Option<bool>,
+    #[serde(default)]
+    pub disable_webhooks: Option<bool>,
+    /// CORS (langgraph.json's `http.cors`); absent answers every origin.
+    #[serde(default)]
+    pub cors: Option<CorsBlock>,
+    /// langgraph.json keys accepted with a notice: custom routes (`app`, their auth
+    /// and middleware order, `mount_prefix`), headers to log.
+    #[serde(default)]
+    pub app: Option<serde_json::Value>,
+    #[serde(default)]
+    pub enable_custom_route_auth: Option<serde_json::Value>,
+    #[serde(default)]
+    pub middleware_order: Option<serde_json::Value>,
+    #[serde(default)]
+    pub mount_prefix: Option<serde_json::Value>,
+    /// Request headers copied into new runs' `config.configurable`.
+    #[serde(default)]
+    pub configurable_headers: Option<HeaderPatterns>,
+    #[serde(default)]
+    pub logging_headers: Option<serde_json::Value>,
+}
+
+/// `http.configurable_headers`: `*` patterns of header names (`include` and
+/// `exclude` are accepted too, as the reference server accepts them).
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct HeaderPatterns {
+    #[serde(default)]
+    pub includes: Option<Vec<String>>,
+    #[serde(default)]
+    pub excludes: Option<Vec<String>>,
+    #[serde(default)]
+    pub include: Option<Vec<String>>,
+    #[serde(default)]
+    pub exclude: Option<Vec<String>>,
+}
+
+impl HeaderPatterns {
+    /// What the router copies.
+    pub(crate) fn copied(&self) -> service_axum::ConfigurableHeaders {
+        let pick = |plural: &Option<Vec<String>>, singular: &Option<Vec<String>>| {
+            plural
+                .clone()
+                .filter(|patterns| !patterns.is_empty())
+                .or_else(|| singular.clone())
+                .unwrap_or_default()
+        };
+        service_axum::ConfigurableHeaders {
+            includes: pick(&self.includes, &self.include),
+            excludes: pick(&self.excludes, &self.exclude),
+        }
+    }
+}
+
+/// `http.cors`, as langgraph.json writes it.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct CorsBlock {
+    #[serde(default)]
+    pub allow_origins: Option<Vec<String>>,
+    #[serde(default)]
+    pub allow_methods: Option<Vec<String>>,
+    #[serde(default)]
+    pub allow_headers: Option<Vec<String>>,
+    #[serde(default)]
+    pub allow_credentials: Option<bool>,
+    #[serde(default)]
+    pub allow_origin_regex: Option<String>,
+    #[serde(default)]
+    pub expose_headers: Option<Vec<String>>,
+    #[serde(default)]
+    pub max_age: Option<u64>,
+}
+
+impl CorsBlock {
+    /// The policy, as the reference server reads the block: without `allow_origins`
+    /// any origin is allowed unless `allow_origin_regex` says which; the other keys
+    /// default as its CORS middleware's do (GET only, no extra headers, no
+    /// credentials, nothing exposed, 600 s).
+    pub(crate) fn policy(&self) -> Result<service_axum::CorsPolicy, ConfigError> {
+        let defaults = service_axum::CorsPolicy::default();
+        let origins = match (&self.allow_origins, &self.allow_origin_regex) {
+            (Some(origins), _) => origins.clone(),
+            (None, Some(_)) => Vec::new(),
+            (None, None) => vec!["*".to_owned()],
+        };
+        let allow_origin_regex = match &self.allow_origin_regex {
+            Some(pattern) => Some(service_axum::OriginPattern::new(pattern).map_err(|error| {
+                ConfigError(format!(
+                    "http.cors.allow_origin_regex {pattern:?} is not a valid regular expression: {error}"
+                ))
+            })?),
+            None => None,
+        };
+        Ok(service_axum::CorsPolicy {
+            allow_origins: origins,
+            allow_methods: self.allow_methods.clone().unwrap_or(defaults.allow_methods),
+            allow_headers: self.allow_headers.clone().unwrap_or_default(),
+            allow_credentials: self.allow_credentials.unwrap_or(false),
+            expose_headers: self.expose_headers.clone().unwrap_or_default(),
+            max_age: self.max_age.unwrap_or(defaults.max_age),
+            allow_origin_regex,
+        })
+    }
 }
 
 /// The `store` block.
@@ -223,6 +397,14 @@ pub(crate) struct CheckpointerConfig {
     /// Thread expiry.
     #[serde(default)]
     pub ttl: Option<CheckpointerTtl>,
+    /// The Python graphs' serializer settings (allowed modules, pickle fallback),
+    /// handed to the bridge's workers.
+    #[serde(default)]
+    pub serde: Option<serde_json::Map<String, serde_json::Value>>,
+    /// A custom Python checkpointer: refused (SPEC reserves `custom`), as the
+    /// checkpoints would go elsewhere than the user's saver.
+    #[serde(default)]
+    pub path: Option<serde_json::Value>,
 }
 
 /// `checkpointer.ttl`, in minutes.
@@ -238,6 +420,10 @@ pub(crate) struct CheckpointerTtl {
     /// Sweeper period (default 60).
     #[serde(default)]
     pub sweep_interval_minutes: Option<f64>,
+    /// Most threads one sweep deletes: accepted, not applied (a sweep deletes every
+    /// expired thread).
+    #[serde(default)]
+    pub sweep_limit: Option<serde_json::Value>,
 }
 
 fn yes() -> bool {
@@ -245,26 +431,112 @@ fn yes() -> bool {
 }
 
 impl ConfigFile {
-    /// langgraph.json's image-build keys that are set: accepted, not used here.
-    pub(crate) fn ignored_keys(&self) -> Vec<String> {
-        let set: Vec<&str> = [
+    /// The served id → target of the `graphs` block.
+    pub(crate) fn graph_targets(&self) -> Option<BTreeMap<String, String>> {
+        self.graphs.as_ref().map(|graphs| {
+            graphs
+                .iter()
+                .map(|(id, entry)| (id.clone(), entry.target().to_owned()))
+                .collect()
+        })
+    }
+
+    /// One startup notice per langgraph.json key that is set and accepted without
+    /// being (fully) applied here, saying what it does here.
+    pub(crate) fn notices(&self) -> Vec<String> {
+        let mut notices = Vec::new();
+        let image: Vec<&str> = [
             ("python_version", self.python_version.is_some()),
             ("pip_config_file", self.pip_config_file.is_some()),
             ("pip_installer", self.pip_installer.is_some()),
             ("dockerfile_lines", self.dockerfile_lines.is_some()),
             ("node_version", self.node_version.is_some()),
             ("image_distro", self.image_distro.is_some()),
+            ("api_version", self.api_version.is_some()),
+            ("base_image", self.base_image.is_some()),
+            ("source", self.source.is_some()),
+            ("keep_pkg_tools", self.keep_pkg_tools.is_some()),
+            ("_INTERNAL_docker_tag", self.internal_docker_tag.is_some()),
+            ("project_root", self.project_root.is_some()),
+            ("package", self.package.is_some()),
         ]
         .into_iter()
         .filter_map(|(key, set)| set.then_some(key))
         .collect();
-        if set.is_empty() {
-            return Vec::new();
+        if !image.is_empty() {
+            notices.push(format!(
+                "{} only matter to image builds; ignored here (this server runs the graphs in the Python environment of SERVICE_PYTHON)",
+                image.join(", ")
+            ));
         }
-        vec![format!(
-            "{} only matter to image builds; ignored here (this server runs the graphs in the Python environment of SERVICE_PYTHON)",
-            set.join(", ")
-        )]
+        let http = &self.http;
+        let said = [
+            (
+                self.ui.is_some() || self.ui_config.is_some(),
+                "ui, ui_config: generative UI components are not served here (no /ui routes); the graphs run without them",
+            ),
+            (
+                self.disable_persistence.is_some(),
+                "disable_persistence: dev keeps nothing on disk here anyway (everything is in memory and gone at exit); start keeps everything in its database",
+            ),
+            (
+                self.priority.is_some(),
+                "priority: not applied here; a thread's runs are taken in the order they were created",
+            ),
+            (
+                self.graphs.as_ref().is_some_and(|graphs| {
+                    graphs.values().any(|entry| {
+                        matches!(
+                            entry,
+                            GraphEntry::Described {
+                                description: Some(_),
+                                ..
+                            }
+                        )
+                    })
+                }),
+                "graphs.*.description: not shown here; a graph's assistant keeps its own description",
+            ),
+            (
+                self.checkpointer
+                    .ttl
+                    .as_ref()
+                    .is_some_and(|ttl| ttl.sweep_limit.is_some()),
+                "checkpointer.ttl.sweep_limit: not applied here; each sweep deletes every expired thread",
+            ),
+            (
+                http.app.is_some()
+                    || http.enable_custom_route_auth.is_some()
+                    || http.middleware_order.is_some(),
+                "http.app, http.enable_custom_route_auth, http.middleware_order: custom routes are not mounted here",
+            ),
+            (
+                http.mount_prefix.is_some(),
+                "http.mount_prefix: not applied here; the API is served at the root (put a proxy in front to serve it under a prefix)",
+            ),
+            (
+                http.logging_headers.is_some(),
+                "http.logging_headers: not applied here; request headers are not logged",
+            ),
+            (
+                self.webhooks
+                    .as_ref()
+                    .is_some_and(|w| w.headers.is_some() || w.env_prefix.is_some()),
+                "webhooks.headers, webhooks.env_prefix: not applied here; webhooks carry their signature headers only (docs/webhooks.md)",
+            ),
+            (
+                self.auth.disable_studio_auth.is_some()
+                    || self.auth.openapi.is_some()
+                    || self.auth.cache.is_some(),
+                "auth.disable_studio_auth, auth.openapi, auth.cache: belong to a Python auth handler, which this server does not run; its own schemes apply (docs/auth.md)",
+            ),
+        ];
+        notices.extend(
+            said.into_iter()
+                .filter(|(set, _)| *set)
+                .map(|(_, notice)| notice.to_owned()),
+        );
+        notices
     }
 
     /// `service.webhooks` with langgraph.json's `webhooks.url` policy applied under
@@ -360,10 +632,52 @@ impl ConfigFile {
                 )));
             }
         }
-        if self.ui.is_some() {
+        if self.encryption.is_some() {
             return Err(ConfigError(
-                "ui (generative UI components) is not supported yet; remove the key".into(),
+                "encryption is not supported: this server does not run the Python encryption handler, and would store in the clear what it should encrypt; remove the key".into(),
             ));
+        }
+        if self.checkpointer.path.is_some() {
+            return Err(ConfigError(
+                "checkpointer.path (a custom checkpointer) is not supported: the checkpoints would go to this server's own saver instead of yours; remove the key".into(),
+            ));
+        }
+        if let Some(key) = self
+            .checkpointer
+            .serde
+            .iter()
+            .flat_map(|serde| serde.keys())
+            .find(|key| {
+                ![
+                    "allowed_json_modules",
+                    "allowed_msgpack_modules",
+                    "pickle_fallback",
+                ]
+                .contains(&key.as_str())
+            })
+        {
+            return Err(ConfigError(format!(
+                "checkpointer.serde.{key} is not a serializer setting (allowed_json_modules, allowed_msgpack_modules, pickle_fallback)"
+            )));
+        }
+        let http = &self.http;
+        for (key, set) in [
+            ("disable_assistants", http.disable_assistants == Some(true)),
+            ("disable_threads", http.disable_threads == Some(true)),
+            ("disable_store", http.disable_store == Some(true)),
+            ("disable_mcp", http.disable_mcp == Some(true)),
+            ("disable_meta", http.disable_meta == Some(true)),
+            ("disable_ui", http.disable_ui == Some(true)),
+            ("disable_webhooks", http.disable_webhooks == Some(true)),
+        ] {
+            if set {
+                return Err(ConfigError(format!(
+                    "http.{key} is not supported yet (only http.disable_runs is): those routes would still be served; remove the key"
+                )));
+            }
+        }
+        if let Some(cors) = &http.cors {
+            cors.policy()?;
         }
         self.console().map(drop)
     }
@@ -443,7 +757,7 @@ mod tests {
         )
         .unwrap();
         config.validate().unwrap();
-        let notices = config.ignored_keys();
+        let notices = config.notices();
         assert_eq!(notices.len(), 1);
         assert!(
             notices[0].starts_with(
@@ -493,12 +807,33 @@ mod tests {
     #[test]
     fn langgraph_json_keys_this_server_cannot_honour_are_refused_naming_them() {
         // auth.path is refused by service-auth, which reads the auth block.
-        let config: ConfigFile = serde_json::from_str(r#"{"ui": {"agent": "./ui.tsx"}}"#).unwrap();
-        let error = config.validate().unwrap_err();
-        assert!(
-            error.0.contains("ui") && error.0.contains("not supported yet"),
-            "{error}"
-        );
+        for (text, says) in [
+            (
+                r#"{"encryption": {"path": "./crypt.py:crypt"}}"#,
+                "encryption",
+            ),
+            (
+                r#"{"checkpointer": {"path": "./saver.py:make"}}"#,
+                "checkpointer.path",
+            ),
+            (
+                r#"{"http": {"disable_assistants": true}}"#,
+                "http.disable_assistants",
+            ),
+            (r#"{"http": {"disable_mcp": true}}"#, "http.disable_mcp"),
+            (
+                r#"{"http": {"cors": {"allow_origin_regex": "https://(a"}}}"#,
+                "http.cors.allow_origin_regex",
+            ),
+            (
+                r#"{"checkpointer": {"serde": {"pickle_fallbak": true}}}"#,
+                "checkpointer.serde.pickle_fallbak",
+            ),
+        ] {
+            let config: ConfigFile = serde_json::from_str(text).unwrap();
+            let error = config.validate().unwrap_err();
+            assert!(error.0.contains(says), "{text}: {error}");
+        }
         for key in ["allowed_ports", "max_url_length"] {
             let config: ConfigFile =
                 serde_json::from_str(&format!(r#"{{"webhooks": {{"url": {{"{key}": [443]}}}}}}"#))
@@ -506,6 +841,122 @@ mod tests {
             let error = config.webhooks_policy().unwrap_err();
             assert!(error.0.contains(&format!("webhooks.url.{key}")), "{error}");
         }
+    }
+
+    #[test]
+    fn every_key_langgraph_cli_reads_boots_with_one_notice_of_what_it_does_here() {
+        // The keys langgraph-cli 0.4.40 reads (its config schema and `langgraph dev`),
+        // each set as its docs show.
+        let config: ConfigFile = serde_json::from_str(
+            r#"{"$schema": "https://langgra.ph/schema.json", "python_version": "3.12", "node_version": "20",
+                "api_version": "0.8", "base_image": "langchain/langgraph-api", "image_distro": "wolfi",
+                "pip_config_file": "pip.conf", "pip_installer": "uv", "source": {"kind": "uv", "root": "."},
+                "dependencies": ["."], "dockerfile_lines": [], "keep_pkg_tools": true,
+                "_INTERNAL_docker_tag": "x", "project_root": ".", "package": "agent",
+                "graphs": {"agent": {"path": "./agent.py:graph", "description": "An agent"}, "echo": "rust:echo"},
+                "env": {"A": "1"},
+                "store": {"index": {"embed": "openai:m", "dims": 8, "fields": ["$"]}, "ttl": {"refresh_on_read": true, "default_ttl": 5, "sweep_interval_minutes": 10}},
+                "checkpointer": {"ttl": {"strategy": "delete", "default_ttl": 60, "sweep_interval_minutes": 10, "sweep_limit": 100},
+                                 "serde": {"allowed_json_modules": [["agent", "State"]], "allowed_msgpack_modules": null, "pickle_fallback": false}},
+                "auth": {"disable_studio_auth": true, "openapi": {"securitySchemes": {}}, "cache": {"ttl_seconds": 60}},
+                "priority": {"path": "./priority.py:decide"},
+                "http": {"app": "./app.py:app", "disable_runs": false, "disable_assistants": false, "disable_mcp": false,
+                         "configurable_headers": {"includes": ["x-user-*"]}, "logging_headers": {"excludes": ["authorization"]},
+                         "middleware_order": "auth_first", "enable_custom_route_auth": true, "mount_prefix": "/api"},
+                "webhooks": {"env_prefix": "LG_WEBHOOK_", "headers": {"x-token": "${{ env.TOKEN }}"}, "url": {"require_https": false}},
+                "ui": {"agent": "./ui.tsx"}, "ui_config": {"shared": ["react"]}, "disable_persistence": true}"#,
+        )
+        .unwrap();
+        config.validate().unwrap();
+        assert_eq!(
+            config.graph_targets().unwrap(),
+            BTreeMap::from([
+                ("agent".to_owned(), "./agent.py:graph".to_owned()),
+                ("echo".to_owned(), "rust:echo".to_owned()),
+            ])
+        );
+        let notices = config.notices();
+        for key in [
+            "api_version",
+            "keep_pkg_tools",
+            "ui, ui_config",
+            "disable_persistence",
+            "priority",
+            "graphs.*.description",
+            "sweep_limit",
+            "http.app",
+            "http.mount_prefix",
+            "http.logging_headers",
+            "webhooks.headers",
+            "auth.disable_studio_auth",
+        ] {
+            assert_eq!(
+                notices.iter().filter(|notice| notice.contains(key)).count(),
+                1,
+                "{key}: {notices:?}"
+            );
+        }
+        assert!(
+            serde_json::from_str::<ConfigFile>(r#"{"graphs": {"a": "./a.py:g"}}"#)
+                .unwrap()
+                .notices()
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn http_cors_is_read_as_the_reference_server_reads_it() {
+        let policy = |cors: &str| {
+            serde_json::from_str::<ConfigFile>(&format!(r#"{{"http": {{"cors": {cors}}}}}"#))
+                .unwrap()
+                .http
+                .cors
+                .unwrap()
+                .policy()
+                .unwrap()
+        };
+        let defaults = policy("{}");
+        assert_eq!(defaults.allow_origins, ["*"], "no origins listed: any");
+        assert_eq!(defaults.allow_methods, ["GET"]);
+        assert!(defaults.allow_headers.is_empty() && defaults.expose_headers.is_empty());
+        assert!(!defaults.allow_credentials);
+        assert_eq!(defaults.max_age, 600);
+        let by_regex = policy(r#"{"allow_origin_regex": "https://.*\\.example\\.com"}"#);
+        assert!(by_regex.allow_origins.is_empty(), "the regex alone decides");
+        assert!(by_regex.allow_origin_regex.is_some());
+        let full = policy(
+            r#"{"allow_origins": ["https://a.example"], "allow_methods": ["GET", "POST"], "allow_headers": ["x-api-key"],
+                "allow_credentials": true, "expose_headers": ["x-pagination-total"], "max_age": 60}"#,
+        );
+        assert_eq!(full.allow_origins, ["https://a.example"]);
+        assert_eq!(full.allow_methods, ["GET", "POST"]);
+        assert!(full.allow_credentials);
+        assert_eq!(full.max_age, 60);
+        let typo =
+            serde_json::from_str::<ConfigFile>(r#"{"http": {"cors": {"allow_origin": []}}}"#);
+        assert!(typo.unwrap_err().to_string().contains("allow_origin"));
+    }
+
+    #[test]
+    fn configurable_headers_take_either_spelling_of_their_patterns() {
+        let copied = |block: &str| {
+            serde_json::from_str::<ConfigFile>(&format!(
+                r#"{{"http": {{"configurable_headers": {block}}}}}"#
+            ))
+            .unwrap()
+            .http
+            .configurable_headers
+            .unwrap()
+            .copied()
+        };
+        let plural = copied(r#"{"includes": ["x-*"], "excludes": ["x-secret"]}"#);
+        assert_eq!(
+            (plural.includes, plural.excludes),
+            (vec!["x-*".to_owned()], vec!["x-secret".to_owned()])
+        );
+        let singular = copied(r#"{"include": ["user-agent"]}"#);
+        assert_eq!(singular.includes, ["user-agent"]);
+        assert!(singular.excludes.is_empty());
     }
 
     #[test]

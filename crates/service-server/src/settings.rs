@@ -95,7 +95,7 @@ impl ServerConfig {
             .unwrap_or(std::path::Path::new("."));
         let auth = service_auth::resolve(&file.auth, config_dir, &lookup)
             .map_err(|error| ConfigError(error.0))?;
-        let plan = crate::graphs::GraphPlan::of(file.graphs.clone())?;
+        let plan = crate::graphs::GraphPlan::of(file.graph_targets())?;
         let python_embed = file
             .store
             .index
@@ -119,10 +119,23 @@ impl ServerConfig {
                 knobs.python.as_deref(),
                 knobs.python_workers,
             )?;
+            if let Some(serde) = &file.checkpointer.serde {
+                // The workers build their serializer from it (python/bridge.py).
+                options.env.push((
+                    "SERVICE_CHECKPOINTER_SERDE".into(),
+                    serde_json::Value::Object(serde.clone()).to_string(),
+                ));
+            }
             options.embed = python_embed.map(str::to_owned);
             Some(options)
         };
         let mut python_embedder = None;
+        let cors = file
+            .http
+            .cors
+            .as_ref()
+            .map(crate::config::CorsBlock::policy)
+            .transpose()?;
         let queue = queue(mode, args, &knobs, &file, &mut warnings);
         let mut engine = engine_config(mode, args, &knobs, &file);
         engine.store_index = match &file.store.index {
@@ -230,16 +243,25 @@ impl ServerConfig {
                     .unwrap_or_default(),
                 disable_runs: file.http.disable_runs.unwrap_or(false),
                 limits: client_limits(&knobs),
-                // No CORS origins are configurable yet (`http.cors`), so MCP admits
-                // browsers on loopback only.
-                allowed_origins: Vec::new(),
+                // MCP admits the browsers CORS admits by name (and loopback ones);
+                // without `http.cors`, loopback only.
+                allowed_origins: cors
+                    .as_ref()
+                    .map(|cors| cors.allow_origins.clone())
+                    .unwrap_or_default(),
+                cors,
+                configurable_headers: file
+                    .http
+                    .configurable_headers
+                    .as_ref()
+                    .map(crate::config::HeaderPatterns::copied),
             },
             console,
             log_filter,
             graph_aliases: plan.program,
             python,
             python_embedder,
-            notices: file.ignored_keys(),
+            notices: file.notices(),
             webhooks,
             queue,
             auth,

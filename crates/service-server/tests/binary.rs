@@ -292,3 +292,81 @@ fn a_jwks_url_that_cannot_be_fetched_stops_the_boot_naming_it() {
         "stderr: {stderr}"
     );
 }
+
+#[test]
+fn a_langgraph_json_with_every_kind_of_key_boots_noting_what_each_does_here() {
+    let config = ConfigFile::write(
+        "langgraph-keys",
+        &serde_json::json!({
+            "dependencies": ["."], "graphs": {"chat": {"path": "rust:echo", "description": "Chat"}},
+            "python_version": "3.12", "ui": {"chat": "./ui.tsx"}, "disable_persistence": true,
+            "priority": {"path": "./priority.py:decide"},
+            "http": {"cors": {"allow_origins": ["https://app.example"], "allow_methods": ["GET", "POST"]}},
+        }),
+    );
+    let mut child = server()
+        .args(["dev", "--port", "0", "--config", &config.path()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut log = BufReader::new(child.stdout.take().unwrap());
+    let mut boot = String::new();
+    let address = loop {
+        let mut line = String::new();
+        assert!(log.read_line(&mut line).unwrap() > 0, "exited: {boot}");
+        if line.contains("listening on http://") {
+            break listening_address(&mut std::io::Cursor::new(line));
+        }
+        boot.push_str(&line);
+    };
+    std::thread::spawn(move || for _ in log.lines() {});
+    for notice in [
+        "python_version",
+        "ui, ui_config:",
+        "disable_persistence:",
+        "priority:",
+        "graphs.*.description:",
+    ] {
+        assert_eq!(boot.matches(notice).count(), 1, "{notice}: {boot}");
+    }
+    let preflight = |origin: &str| {
+        let mut stream = TcpStream::connect(&address).unwrap();
+        write!(
+            stream,
+            "OPTIONS /threads HTTP/1.1\r\nHost: x\r\nConnection: close\r\nOrigin: {origin}\r\nAccess-Control-Request-Method: POST\r\n\r\n"
+        )
+        .unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).unwrap();
+        answer
+    };
+    let allowed = preflight("https://app.example");
+    assert!(allowed.starts_with("HTTP/1.1 200"), "{allowed}");
+    assert!(
+        allowed
+            .to_ascii_lowercase()
+            .contains("access-control-allow-origin: https://app.example"),
+        "{allowed}"
+    );
+    assert!(preflight("https://evil.example").starts_with("HTTP/1.1 400"));
+    terminate_cleanly_within(&mut child, Duration::from_secs(10));
+}
+
+#[test]
+fn a_langgraph_json_key_whose_absence_would_weaken_security_stops_the_boot() {
+    let config = ConfigFile::write(
+        "langgraph-encryption",
+        &serde_json::json!({"graphs": {"chat": "rust:echo"}, "encryption": {"path": "./crypt.py:crypt"}}),
+    );
+    let output = server()
+        .args(["dev", "--port", "0", "--config", &config.path()])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        said.contains("encryption") && said.contains("in the clear"),
+        "{said}"
+    );
+}

@@ -154,6 +154,10 @@ pub(crate) fn conditions(sql: &mut Sql, filter: &ThreadFilter) -> StoreResult<Op
         let p = sql.bind(ids.clone());
         conditions.push(format!("thread_id = ANY({p}::uuid[])"));
     }
+    for excluded in &filter.exclude_metadata {
+        let p = sql.bind(Value::Object(excluded.clone()));
+        conditions.push(format!("NOT (metadata @> {p}::jsonb)"));
+    }
     if let Some(status) = filter.status {
         let p = sql.bind(enum_text(&status)?);
         conditions.push(format!("status = {p}"));

@@ -142,6 +142,7 @@ impl Text for ThreadFilter {
             ("metadata", &self.metadata),
             ("metadata", &self.enforced),
             ("values", &self.values),
+            ("exclude_metadata", &self.exclude_metadata),
         ])
     }
 }

@@ -85,6 +85,8 @@ pub struct ThreadFilter {
     pub status: Option<ThreadStatus>,
     /// Containment on values (a thread with null values never matches).
     pub values: Option<Metadata>,
+    /// Threads whose metadata contains any of these are left out.
+    pub exclude_metadata: Vec<Metadata>,
 }
 
 impl ThreadFilter {
@@ -119,6 +121,10 @@ impl ThreadMatcher<'_> {
             .as_ref()
             .is_none_or(|ids| ids.contains(&thread.thread_id))
             && containment::contains_any(&thread.metadata, &self.metadata)
+            && !filter
+                .exclude_metadata
+                .iter()
+                .any(|excluded| containment::contains_object(&thread.metadata, excluded))
             && filter.status.is_none_or(|status| thread.status == status)
             && filter
                 .values

@@ -33,17 +33,18 @@ pub use protocol::{
 };
 pub use requests::{
     AssistantCreate, AssistantPatch, AssistantSearch, AssistantSortBy, AssistantVersionsQuery,
-    BulkCancel, BulkCancelStatus, CronCreate, CronPatch, CronSearch, CronSortBy, HistoryBefore,
-    HistoryQuery, NodeSelection, RunCreate, SetLatest, StoreDelete, StoreListNamespaces, StorePut,
-    StoreSearch, StreamModes, Superstep, SuperstepUpdate, ThreadCreate, ThreadPatch, ThreadPrune,
-    ThreadSearch, ThreadSortBy, ThreadStateAtCheckpoint, ThreadStatePatch, ThreadStateUpdate,
+    BulkCancel, BulkCancelStatus, CronCreate, CronPatch, CronSearch, CronSortBy, ExcludeMetadata,
+    HistoryBefore, HistoryQuery, NodeSelection, RunCreate, SetLatest, StoreDelete,
+    StoreListNamespaces, StorePut, StoreSearch, StreamModes, Superstep, SuperstepUpdate,
+    ThreadCreate, ThreadPatch, ThreadPrune, ThreadSearch, ThreadSortBy, ThreadStateAtCheckpoint,
+    ThreadStatePatch, ThreadStateUpdate,
 };
 pub use run::{
     CancelAction, Durability, IfNotExists, MultitaskStrategy, OnCompletion, OnDisconnect, Run,
     RunStatus, StreamMode,
 };
 pub use schema::GraphSchema;
-pub use state::{Checkpoint, Interrupt, ThreadState, ThreadTask};
+pub use state::{Checkpoint, HistorySelect, Interrupt, ThreadState, ThreadTask};
 pub use thread::{
     MAX_TTL_MINUTES, PendingInterrupts, PruneStrategy, Thread, ThreadStatus, ThreadTtl, TtlSetting,
     ttl_minutes_valid,

@@ -400,6 +400,29 @@ pub struct ThreadSearch {
     /// Alias to path extraction (Python SDK only).
     #[serde(default)]
     pub extract: Option<Metadata>,
+    /// Leaves out threads whose metadata contains it (or any of them).
+    #[serde(default)]
+    pub exclude_metadata: Option<ExcludeMetadata>,
+}
+
+/// `exclude_metadata` of a thread search or count: one object or a list of them.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub enum ExcludeMetadata {
+    /// One object.
+    One(Metadata),
+    /// Several; a thread containing any of them is left out.
+    Many(Vec<Metadata>),
+}
+
+impl ExcludeMetadata {
+    /// The objects, as a list.
+    pub fn into_list(self) -> Vec<Metadata> {
+        match self {
+            Self::One(metadata) => vec![metadata],
+            Self::Many(list) => list,
+        }
+    }
 }
 
 /// `POST /threads/prune`.
@@ -487,6 +510,9 @@ pub struct HistoryQuery {
     /// Namespace / starting point.
     #[serde(default)]
     pub checkpoint: Option<Checkpoint>,
+    /// Only these fields of each entry ([`crate::HistorySelect`]).
+    #[serde(default)]
+    pub select: Option<Vec<String>>,
 }
 
 /// Status selector of a bulk cancel.

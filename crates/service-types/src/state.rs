@@ -103,3 +103,122 @@ impl ThreadState {
         }
     }
 }
+
+/// The fields history entries keep (`select` of the history routes): top-level fields
+/// of a [`ThreadState`], and `values.<key>` for one key of its values.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HistorySelect(Vec<String>);
+
+/// The top-level fields `select` may name.
+const STATE_FIELDS: [&str; 8] = [
+    "values",
+    "next",
+    "tasks",
+    "checkpoint",
+    "metadata",
+    "created_at",
+    "parent_checkpoint",
+    "interrupts",
+];
+
+impl HistorySelect {
+    /// The selection; an unknown field is an error naming it and the known ones.
+    pub fn new(fields: Vec<String>) -> Result<Self, String> {
+        let unknown: Vec<&String> = fields
+            .iter()
+            .filter(|field| !STATE_FIELDS.contains(&field.as_str()) && !is_values_key(field))
+            .collect();
+        if !unknown.is_empty() {
+            return Err(format!(
+                "Invalid select fields: {unknown:?}. Expected: {STATE_FIELDS:?} or values.<key>"
+            ));
+        }
+        Ok(Self(fields))
+    }
+
+    /// `state` with only the selected fields (`values` with only the selected keys
+    /// when keys are named and `values` itself is not).
+    pub fn project(&self, state: &ThreadState) -> serde_json::Value {
+        let serde_json::Value::Object(mut whole) = serde_json::to_value(state).unwrap_or_default()
+        else {
+            return serde_json::Value::Null;
+        };
+        let mut kept = serde_json::Map::new();
+        for field in &self.0 {
+            if let Some(value) = whole.remove(field) {
+                kept.insert(field.clone(), value);
+            }
+        }
+        let keys: Vec<&str> = self
+            .0
+            .iter()
+            .filter_map(|field| field.strip_prefix("values."))
+            .collect();
+        if !keys.is_empty()
+            && !kept.contains_key("values")
+            && let serde_json::Value::Object(values) = &state.values
+        {
+            let picked = keys
+                .into_iter()
+                .filter_map(|key| values.get(key).map(|value| (key.to_owned(), value.clone())))
+                .collect();
+            kept.insert("values".into(), serde_json::Value::Object(picked));
+        }
+        serde_json::Value::Object(kept)
+    }
+}
+
+/// `values.<key>`, a key of letters, digits, `_` and `-`.
+fn is_values_key(field: &str) -> bool {
+    field.strip_prefix("values.").is_some_and(|key| {
+        !key.is_empty()
+            && key
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    })
+}
+
+#[cfg(test)]
+mod select_tests {
+    use super::*;
+    use serde_json::json;
+
+    fn state() -> ThreadState {
+        serde_json::from_value(json!({
+            "values": {"messages": [1], "count": 2, "log": ["a"]},
+            "next": ["step"], "tasks": [], "checkpoint": null, "parent_checkpoint": null,
+            "metadata": {"step": 1}, "created_at": null, "interrupts": [],
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn select_keeps_the_named_fields_and_value_keys() {
+        let select = |fields: &[&str]| {
+            HistorySelect::new(fields.iter().map(|f| (*f).to_owned()).collect())
+                .unwrap()
+                .project(&state())
+        };
+        assert_eq!(
+            select(&["next", "metadata"]),
+            json!({"next": ["step"], "metadata": {"step": 1}})
+        );
+        assert_eq!(
+            select(&["values.count", "values.absent"]),
+            json!({"values": {"count": 2}})
+        );
+        assert_eq!(
+            select(&["values", "values.count"])["values"],
+            json!({"messages": [1], "count": 2, "log": ["a"]}),
+            "values itself wins over its keys"
+        );
+    }
+
+    #[test]
+    fn an_unknown_select_field_is_refused_naming_it() {
+        for bad in ["checkpoint_id", "values.", "values.a.b", "config"] {
+            let error = HistorySelect::new(vec![bad.to_owned()]).unwrap_err();
+            assert!(error.contains(bad), "{error}");
+        }
+    }
+}

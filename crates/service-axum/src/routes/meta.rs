@@ -12,11 +12,14 @@ use crate::extract::{JsonBody, Path, QueryParams};
 use crate::json::Json;
 use crate::routes::Table;
 
-pub(crate) fn routes() -> Table {
+/// `mcp`: whether `/mcp` is served (`/info` says so among its flags).
+pub(crate) fn routes(mcp: bool) -> Table {
     Table::new()
         .get("/", Access::Public, ok)
         .get("/ok", Access::Public, ok)
-        .get("/info", Access::Public, info)
+        .get("/info", Access::Public, move |engine: State<Engine>| {
+            info(engine, mcp)
+        })
         .post(
             "/invoke/{graph_id}",
             (Resource::Threads, Action::CreateRun),
@@ -32,7 +35,7 @@ async fn ok(State(engine): State<Engine>, params: QueryParams) -> ApiResult<Json
     Ok(Json(json!({"ok": true})))
 }
 
-async fn info(State(engine): State<Engine>) -> Json<Value> {
+async fn info(State(engine): State<Engine>, mcp: bool) -> Json<Value> {
     Json(json!({
         "version": env!("CARGO_PKG_VERSION"),
         "langgraph_py_version": null,
@@ -42,6 +45,7 @@ async fn info(State(engine): State<Engine>) -> Json<Value> {
             "langsmith": false,
             "langsmith_tracing_replicas": false,
             "langsmith_tracing_session_on_runs": false,
+            "mcp": mcp,
             // No channel routes in this server yet, so no GET /channels: the console
             // reads this instead of asking for a 404 (which a browser logs as an error).
             "channels": false,

@@ -14,16 +14,19 @@ use service_engine::{Caller, Engine, RunStream, RunTarget, RunToJoin, run_not_fo
 use service_types::{BulkCancel, CancelAction, OnDisconnect, Run, RunCreate, RunStatus};
 use uuid::Uuid;
 
-use crate::ClientLimits;
+use std::sync::Arc;
+
 use crate::auth::CallerOf;
 use crate::error::{ApiError, ApiResult, unprocessable};
 use crate::extract::{JsonBody, Path, QueryParams, uuid};
+use crate::headers::{RunBody, apply_to};
 use crate::json::{self, Json};
 use crate::project;
 use crate::routes::Table;
 use crate::routes::{MountPrefix, headers};
 use crate::sse::{ModeFilter, OnDrop, SseBody, encode, sse_response, waiting_json_response};
 use crate::streams::StreamSlot;
+use crate::{ClientLimits, ConfigurableHeaders};
 
 const SELECTABLE: [&str; 12] = [
     "run_id",
@@ -142,7 +145,7 @@ async fn create_on_thread(
     CallerOf(caller): CallerOf,
     prefix: MountPrefix,
     Path(thread_id): Path<String>,
-    JsonBody(body): JsonBody<RunCreate>,
+    RunBody(body): RunBody,
 ) -> ApiResult<Response> {
     create(
         &engine,
@@ -158,7 +161,7 @@ async fn create_stateless(
     State(engine): State<Engine>,
     CallerOf(caller): CallerOf,
     prefix: MountPrefix,
-    JsonBody(body): JsonBody<RunCreate>,
+    RunBody(body): RunBody,
 ) -> ApiResult<Response> {
     create(&engine, &caller, &prefix, RunTarget::Stateless, body).await
 }
@@ -196,7 +199,7 @@ async fn stream_on_thread(
     prefix: MountPrefix,
     Path(thread_id): Path<String>,
     slot: StreamSlot,
-    JsonBody(body): JsonBody<RunCreate>,
+    RunBody(body): RunBody,
 ) -> ApiResult<Response> {
     let target = RunTarget::Thread(uuid("thread", &thread_id)?);
     let response = stream(&engine, &caller, &prefix, target, body).await?;
@@ -208,7 +211,7 @@ async fn stream_stateless(
     CallerOf(caller): CallerOf,
     prefix: MountPrefix,
     slot: StreamSlot,
-    JsonBody(body): JsonBody<RunCreate>,
+    RunBody(body): RunBody,
 ) -> ApiResult<Response> {
     let response = stream(&engine, &caller, &prefix, RunTarget::Stateless, body).await?;
     Ok(slot.held_by(response))
@@ -263,7 +266,7 @@ async fn wait_on_thread(
     CallerOf(caller): CallerOf,
     prefix: MountPrefix,
     Path(thread_id): Path<String>,
-    JsonBody(body): JsonBody<RunCreate>,
+    RunBody(body): RunBody,
 ) -> ApiResult<Response> {
     wait(
         &engine,
@@ -279,7 +282,7 @@ async fn wait_stateless(
     State(engine): State<Engine>,
     CallerOf(caller): CallerOf,
     prefix: MountPrefix,
-    JsonBody(body): JsonBody<RunCreate>,
+    RunBody(body): RunBody,
 ) -> ApiResult<Response> {
     wait(&engine, &caller, &prefix, RunTarget::Stateless, body).await
 }
@@ -288,6 +291,8 @@ async fn batch(
     State(engine): State<Engine>,
     CallerOf(caller): CallerOf,
     Extension(limits): Extension<ClientLimits>,
+    copied: Option<Extension<Arc<ConfigurableHeaders>>>,
+    headers: HeaderMap,
     JsonBody(items): JsonBody<Vec<Value>>,
 ) -> ApiResult<Response> {
     if items.len() > limits.max_batch_runs {
@@ -302,8 +307,14 @@ async fn batch(
         .into_iter()
         .enumerate()
         .map(|(index, item)| {
-            serde_json::from_value::<RunCreate>(item)
-                .map_err(|error| unprocessable(format!("Invalid run at index {index}: {error}")))
+            let mut body = serde_json::from_value::<RunCreate>(item)
+                .map_err(|error| unprocessable(format!("Invalid run at index {index}: {error}")))?;
+            apply_to(
+                copied.as_ref().map(|policy| policy.as_ref()),
+                &headers,
+                &mut body,
+            );
+            Ok(body)
         })
         .collect::<Result<Vec<_>, ApiError>>()?;
     let mut runs = Vec::with_capacity(bodies.len());

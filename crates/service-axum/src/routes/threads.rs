@@ -8,8 +8,9 @@ use service_engine::Engine;
 use service_engine::auth::{Action, Resource};
 use service_engine::bus::Replay;
 use service_types::{
-    Checkpoint, HistoryBefore, HistoryQuery, PruneStrategy, Thread, ThreadCreate, ThreadPatch,
-    ThreadPrune, ThreadSearch, ThreadStateAtCheckpoint, ThreadStatePatch, ThreadStateUpdate,
+    Checkpoint, HistoryBefore, HistoryQuery, HistorySelect, PruneStrategy, Thread, ThreadCreate,
+    ThreadPatch, ThreadPrune, ThreadSearch, ThreadStateAtCheckpoint, ThreadStatePatch,
+    ThreadStateUpdate,
 };
 
 use crate::auth::CallerOf;
@@ -254,8 +255,32 @@ async fn history_post(
     Path(id): Path<String>,
     JsonBody(body): JsonBody<HistoryQuery>,
 ) -> ApiResult<Response> {
+    history(engine, caller, &id, body).await
+}
+
+/// The history, with only the `select`ed fields of each entry when it names any.
+async fn history(
+    engine: Engine,
+    caller: service_engine::auth::Caller,
+    id: &str,
+    mut query: HistoryQuery,
+) -> ApiResult<Response> {
+    let select = match query.select.take().filter(|fields| !fields.is_empty()) {
+        Some(fields) => Some(HistorySelect::new(fields).map_err(unprocessable)?),
+        None => None,
+    };
     let threads = engine.as_caller(&caller).threads();
-    Ok(Json(threads.history(thread_id(&id)?, body).await?).into_response())
+    let states = threads.history(thread_id(id)?, query).await?;
+    Ok(match select {
+        Some(select) => Json(
+            states
+                .iter()
+                .map(|state| select.project(state))
+                .collect::<Vec<_>>(),
+        )
+        .into_response(),
+        None => Json(states).into_response(),
+    })
 }
 
 async fn history_get(
@@ -269,10 +294,10 @@ async fn history_get(
         before: query
             .get("before")
             .map(|id| HistoryBefore::Id(id.to_owned())),
+        select: Some(query.list("select")),
         ..HistoryQuery::default()
     };
-    let threads = engine.as_caller(&caller).threads();
-    Ok(Json(threads.history(thread_id(&id)?, body).await?).into_response())
+    history(engine, caller, &id, body).await
 }
 
 /// `GET /threads/{id}/stream`: every frame of every run on the thread, run-done
