@@ -89,6 +89,10 @@ pub(crate) struct EnvKnobs {
     pub python: Option<String>,
     /// SERVICE_PYTHON_WORKERS: how many Python worker processes run.
     pub python_workers: Option<usize>,
+    /// SERVICE_NODE: the interpreter of the JS graphs' workers.
+    pub node: Option<String>,
+    /// SERVICE_NODE_WORKERS: how many Node worker processes run.
+    pub node_workers: Option<usize>,
     /// SERVICE_REQUEST_LOG (the mode's default on a malformed value).
     pub request_log: Option<bool>,
     /// DB_POOL_MAX: connections per pool.
@@ -204,6 +208,10 @@ impl EnvKnobs {
         knobs.python = get("SERVICE_PYTHON");
         if let Some(text) = get("SERVICE_PYTHON_WORKERS") {
             knobs.python_workers = Some(positive("SERVICE_PYTHON_WORKERS", &text)?);
+        }
+        knobs.node = get("SERVICE_NODE");
+        if let Some(text) = get("SERVICE_NODE_WORKERS") {
+            knobs.node_workers = Some(positive("SERVICE_NODE_WORKERS", &text)?);
         }
         if let Some(text) = get("SERVICE_QUEUE_STREAM_MAXLEN") {
             knobs.queue_stream_maxlen = Some(text.trim().parse().map_err(|_| {

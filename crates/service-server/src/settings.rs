@@ -38,6 +38,8 @@ pub(crate) struct ServerConfig {
     pub graph_aliases: Option<BTreeMap<String, String>>,
     /// The Python graphs the block names, and how to run them.
     pub python: Option<service_python::BridgeOptions>,
+    /// The JS graphs the block names, and how to run them.
+    pub node: Option<service_node::NodeOptions>,
     /// How run-completion webhooks are sent.
     pub webhooks: service_webhooks::WebhookSettings,
     /// The Redis stream bus, when a queue is configured; else the in-memory bus.
@@ -94,22 +96,36 @@ impl ServerConfig {
         let auth = service_auth::resolve(&file.auth, config_dir, &lookup)
             .map_err(|error| ConfigError(error.0))?;
         let plan = crate::graphs::GraphPlan::of(file.graphs.clone())?;
-        let python = if plan.python.is_empty() {
-            None
-        } else {
-            // Graph paths are relative to the config file, wherever the server starts.
-            let base = std::path::absolute(config_dir).map_err(|error| {
+        // Graph paths are relative to the config file, wherever the server starts.
+        let base = || {
+            std::path::absolute(config_dir).map_err(|error| {
                 ConfigError(format!(
                     "cannot resolve the config file's directory: {error}"
                 ))
-            })?;
+            })
+        };
+        let python = if plan.python.is_empty() {
+            None
+        } else {
             Some(crate::graphs::bridge_options(
                 plan.python,
-                &base,
+                &base()?,
                 file.dependencies.as_deref().unwrap_or_default(),
                 file.env.as_ref(),
                 knobs.python.as_deref(),
                 knobs.python_workers,
+            )?)
+        };
+        let node = if plan.node.is_empty() {
+            None
+        } else {
+            Some(crate::graphs::node_options(
+                plan.node,
+                &base()?,
+                file.env.as_ref(),
+                file.node_version.as_ref(),
+                knobs.node.as_deref(),
+                knobs.node_workers,
             )?)
         };
         let queue = queue(mode, args, &knobs, &file, &mut warnings);
@@ -219,6 +235,7 @@ impl ServerConfig {
             log_filter,
             graph_aliases: plan.program,
             python,
+            node,
             notices: file.ignored_keys(),
             webhooks,
             queue,
