@@ -431,6 +431,18 @@ function snapshot(state) {
   };
 }
 
+/** A checkpoint payload with Python's `parent_config` (null for the first), as the
+ * server's `checkpoints` and `debug` events carry it. */
+function checkpointPayload({ parentConfig, ...payload }) {
+  return { ...payload, parent_config: parentConfig ?? null };
+}
+
+function wireShaped(mode, data) {
+  if (mode === "checkpoints") return checkpointPayload(data);
+  if (mode === "debug" && data?.type === "checkpoint") return { ...data, payload: checkpointPayload(data.payload) };
+  return data;
+}
+
 /** The graph and stream options of a run request. */
 function served(graphId) {
   const graph = GRAPHS.get(graphId);
@@ -452,7 +464,7 @@ async function stream(request, signal) {
   const modes = request.modes?.length ? request.modes : ["values"];
   const chunks = await graph.stream(input(request.input), { ...options, streamMode: modes, subgraphs: true });
   for await (const [namespace, mode, data] of chunks) {
-    send({ id: request.id, chunk: [mode, namespace, data] });
+    send({ id: request.id, chunk: [mode, namespace, wireShaped(mode, data)] });
   }
   if (!threaded(config)) return null;
   // The state the run ended in, so the server need not ask for it.
