@@ -23,35 +23,36 @@ const protocolWrite = process.stdout.write.bind(process.stdout);
 process.stdout.write = process.stderr.write.bind(process.stderr);
 for (const level of ["log", "info", "debug"]) console[level] = console.error;
 
-/** JSON for what graphs put in state and frames (messages, errors, dates, ...). */
+/** JSON for what graphs put in state and frames (messages, errors, dates, ...). A
+ * replacer sees a value after its own toJSON, so messages arrive here as LangChain's
+ * `{lc, type: "constructor", id, kwargs}`. */
 function plain(_key, value) {
   if (value === undefined || value === null || typeof value !== "object") {
     return typeof value === "bigint" ? value.toString() : value;
   }
-  if (typeof value._getType === "function" && "content" in value) return message(value);
+  if (value.lc === 1 && value.type === "constructor" && value.id?.[1] === "messages") return message(value);
   if (value instanceof Error) return { error: value.name, message: value.message };
   if (value instanceof Map) return Object.fromEntries(value);
   if (value instanceof Set) return [...value];
   if (ArrayBuffer.isView(value)) return Buffer.from(value.buffer).toString("base64");
-  if (value.lc_serializable && typeof value.toJSON === "function") return value.toJSON();
   return value;
 }
 
-const MESSAGE_FIELDS = [
-  "content", "additional_kwargs", "response_metadata", "name", "id", "tool_calls",
-  "invalid_tool_calls", "usage_metadata", "tool_call_id", "artifact", "status",
-  "tool_call_chunks", "chunk_position",
-];
+const MESSAGE_TYPES = {
+  AIMessage: "ai",
+  HumanMessage: "human",
+  SystemMessage: "system",
+  ToolMessage: "tool",
+  ChatMessage: "chat",
+  FunctionMessage: "function",
+  RemoveMessage: "remove",
+};
 
-/** A LangChain message as the SDKs read it: `type` plus its fields. */
-function message(value) {
-  // A streamed chunk keeps its class name (`AIMessageChunk`), as Python's model_dump.
-  const chunk = value.constructor?.name?.endsWith("MessageChunk");
-  const out = { type: chunk ? value.constructor.name : value._getType() };
-  for (const field of MESSAGE_FIELDS) {
-    if (value[field] !== undefined) out[field] = value[field];
-  }
-  return out;
+/** A LangChain message as the SDKs read it: its fields and `type` (`ai`, ...; a
+ * streamed chunk keeps its class name, `AIMessageChunk`, as Python's model_dump). */
+function message({ id, kwargs }) {
+  const name = id[id.length - 1];
+  return { ...kwargs, type: MESSAGE_TYPES[name] ?? name };
 }
 
 function send(msg) {

@@ -12,7 +12,7 @@ use std::time::Duration;
 pub struct ConfigError(pub String);
 
 /// The SERVICE_ knobs this server reads.
-const SUPPORTED: [&str; 20] = [
+const SUPPORTED: [&str; 22] = [
     "SERVICE_RUN_CONCURRENCY",
     "SERVICE_RUN_TIMEOUT_MS",
     "SERVICE_SHUTDOWN_GRACE_MS",
@@ -33,6 +33,8 @@ const SUPPORTED: [&str; 20] = [
     "SERVICE_STREAM_BUFFER_FRAMES",
     "SERVICE_PYTHON",
     "SERVICE_PYTHON_WORKERS",
+    "SERVICE_NODE",
+    "SERVICE_NODE_WORKERS",
 ];
 
 const NO_HEAP_SAMPLER: &str = "this server does not sample its heap yet";

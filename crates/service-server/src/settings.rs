@@ -92,6 +92,8 @@ impl ServerConfig {
             .config
             .as_deref()
             .and_then(std::path::Path::parent)
+            // `--config langgraph.json`: its parent is the empty path, the working directory.
+            .filter(|dir| !dir.as_os_str().is_empty())
             .unwrap_or(std::path::Path::new("."));
         let auth = service_auth::resolve(&file.auth, config_dir, &lookup)
             .map_err(|error| ConfigError(error.0))?;
