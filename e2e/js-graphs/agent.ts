@@ -6,6 +6,8 @@
 //   "weather in <city>" -> calls the `weather` tool, then answers in streamed tokens;
 //   "book <city>"       -> calls the `book` tool, which asks for confirmation with interrupt();
 //   "explode"           -> the model throws.
+// `nested` runs a compiled subgraph as its node `review`; the subgraph interrupts
+// (its first node is `drafting`: LangGraph.js refuses a node named like a state key).
 // `made` is built by a factory that reads the run's config and the config's env.
 // `sleepy` waits `seconds` before it answers.
 
@@ -92,6 +94,40 @@ const book = tool(
 );
 
 export const agent = createReactAgent({ llm: new ScriptedModel({}), tools: [weather, book] });
+
+const ReviewState = Annotation.Root({
+  topic: Annotation<string>(),
+  draft: Annotation<string>(),
+  status: Annotation<string>(),
+});
+
+const review = new StateGraph(ReviewState)
+  .addNode("drafting", (state) => ({ draft: `draft for ${state.topic}` }))
+  .addNode("review", (state) => {
+    const answer = interrupt({ question: "approve?", draft: state.draft });
+    return { status: answer === true ? "approved" : "rejected" };
+  })
+  .addEdge(START, "drafting")
+  .addEdge("drafting", "review")
+  .addEdge("review", END)
+  .compile();
+
+const NestedState = Annotation.Root({
+  topic: Annotation<string>(),
+  draft: Annotation<string>(),
+  status: Annotation<string>(),
+  log: Annotation<string[]>({ reducer: (left, right) => left.concat(right), default: () => [] }),
+});
+
+export const nested = new StateGraph(NestedState)
+  .addNode("plan", () => ({ log: ["plan"] }))
+  .addNode("review", review)
+  .addNode("publish", (state) => ({ log: [`publish ${state.status}`] }))
+  .addEdge(START, "plan")
+  .addEdge("plan", "review")
+  .addEdge("review", "publish")
+  .addEdge("publish", END)
+  .compile();
 
 const MadeState = Annotation.Root({ greeting: Annotation<string>() });
 

@@ -1,8 +1,8 @@
 """JS graphs through the Node bridge, on a server of their own started from
 e2e/js-graphs/langgraph.json, which mixes them with a Python graph and a Rust one:
 LangGraph.js's prebuilt ReAct agent with a scripted chat model (token streaming, tool
-calls, an interrupt inside a tool, a failing model), a graph factory with the config's
-`env`, and a worker killed mid-run.
+calls, an interrupt inside a tool, a failing model), a subgraph, a graph factory with
+the config's `env`, and a worker killed mid-run.
 
 These start their own server, so they run once, in the pass over the built-in graphs.
 The server runs in e2e/js-graphs itself: the workers load @langchain/langgraph and tsx
@@ -118,6 +118,30 @@ async def test_a_run_whose_model_throws_fails_with_the_js_error_and_its_stack(gr
     assert parts[-1].data["message"] == "the model exploded"
     [run] = await graphs.runs.list(thread["thread_id"])
     assert run["status"] == "error"
+
+
+async def test_a_subgraphs_events_state_and_interrupt(graphs):
+    thread = await graphs.threads.create()
+    tid = thread["thread_id"]
+    parts = await collect(
+        graphs.runs.stream(tid, "nested", input={"topic": "cats"}, stream_mode=["updates"], stream_subgraphs=True)
+    )
+    inner = [p for p in parts if p.event.startswith("updates|review:")]
+    assert inner and inner[0].data == {"drafting": {"draft": "draft for cats"}}
+    state = await graphs.threads.get_state(tid, subgraphs=True)
+    assert state["next"] == ["review"]
+    [task] = state["tasks"]
+    assert task["state"]["values"]["draft"] == "draft for cats"
+    assert task["state"]["next"] == ["review"]
+    [pending] = state["interrupts"]
+    assert pending["value"]["question"] == "approve?"
+    result = await graphs.runs.wait(tid, "nested", command=Command(resume=True))
+    assert result["log"] == ["plan", "publish approved"]
+    assistant = (await graphs.assistants.search(graph_id="nested"))[0]
+    subgraphs = await graphs.assistants.get_subgraphs(assistant["assistant_id"])
+    assert list(subgraphs) == ["review"]
+    drawing = await graphs.assistants.get_graph(assistant["assistant_id"], xray=1)
+    assert {"review:drafting", "review:review"} <= {node["id"] for node in drawing["nodes"]}
 
 
 async def test_a_factory_graph_reads_the_runs_config_and_the_config_env(graphs):
