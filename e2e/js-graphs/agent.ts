@@ -10,6 +10,7 @@
 // (its first node is `drafting`: LangGraph.js refuses a node named like a state key).
 // `made` is built by a factory that reads the run's config and the config's env.
 // `sleepy` waits `seconds` before it answers.
+// `welcomer` greets the run's context; its state and context are Zod schemas.
 
 import { AIMessage, AIMessageChunk, type BaseMessage, ToolMessage } from "@langchain/core/messages";
 import type { CallbackManagerForLLMRun } from "@langchain/core/callbacks/manager";
@@ -139,6 +140,16 @@ export function made(config: LangGraphRunnableConfig) {
     .addEdge(START, "greet")
     .addEdge("greet", END);
 }
+
+export const welcomer = new StateGraph(z.object({ greeting: z.string().optional() }), {
+  context: z.object({ name: z.string().default("nobody") }),
+})
+  .addNode("hello", (_state, runtime: LangGraphRunnableConfig<{ name: string }>) => ({
+    greeting: `hi ${runtime.context?.name}`,
+  }))
+  .addEdge(START, "hello")
+  .addEdge("hello", END)
+  .compile();
 
 const SleepyState = Annotation.Root({ seconds: Annotation<number>(), woke: Annotation<boolean>() });
 

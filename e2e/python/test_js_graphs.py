@@ -150,6 +150,18 @@ async def test_a_factory_graph_reads_the_runs_config_and_the_config_env(graphs):
     assert result["greeting"] == "hello from env: hello ada"
 
 
+async def test_the_context_reaches_the_graph_and_zod_schemas_are_served(graphs):
+    assistant = await graphs.assistants.create("welcomer", context={"name": "grace"})
+    result = await graphs.runs.wait(None, assistant["assistant_id"], input={})
+    assert result["greeting"] == "hi grace"
+    schemas = await graphs.assistants.get_schemas(assistant["assistant_id"])
+    assert schemas["context_schema"]["properties"]["name"]["default"] == "nobody"
+    assert "greeting" in schemas["state_schema"]["properties"]
+    # Without a context, the schema's defaults apply.
+    plain = await graphs.runs.wait(None, "welcomer", input={})
+    assert plain["greeting"] == "hi nobody"
+
+
 async def test_python_and_rust_graphs_serve_beside_the_js_ones(graphs):
     assistant = await graphs.assistants.create("greeter", context={"name": "grace"})
     result = await graphs.runs.wait(None, assistant["assistant_id"], input={})

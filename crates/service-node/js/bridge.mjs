@@ -444,17 +444,31 @@ function wireShaped(mode, data) {
   return data;
 }
 
-/** The graph and stream options of a run request. */
+/** The loaded graph of a request. */
 function served(graphId) {
   const graph = GRAPHS.get(graphId);
   if (!graph) throw new Error(`graph ${graphId} is not loaded in this worker`);
   return graph;
 }
 
+/** The run's context through the graph's context schema, so its defaults apply (as
+ * Python LangGraph does with a context dataclass; LangGraph.js passes it unparsed). */
+async function runContext(graph, context) {
+  const validate = graph.builder?._configRuntimeSchema?.["~standard"]?.validate;
+  if (!validate) return context;
+  const parsed = await validate(context);
+  if (parsed.issues) {
+    const reasons = parsed.issues.map((issue) => `${(issue.path ?? []).join(".") || "context"}: ${issue.message}`);
+    throw new TypeError(`the run's context does not match the graph's context schema (${reasons.join("; ")})`);
+  }
+  return parsed.value;
+}
+
+/** The graph and stream options of a run request. */
 async function prepareRun(request, signal) {
   const config = runConfig(request);
   const graph = await served(request.graph_id).compiled(config, { stateful: threaded(config) });
-  const options = { ...config, signal, context: request.context ?? {} };
+  const options = { ...config, signal, context: await runContext(graph, request.context ?? {}) };
   if (request.interrupt_before) options.interruptBefore = request.interrupt_before;
   if (request.interrupt_after) options.interruptAfter = request.interrupt_after;
   return { graph, config, options };
@@ -534,12 +548,14 @@ function schemas(graph) {
     }
   };
   const builder = graph.builder;
+  const state = describe(builder?._schemaRuntimeDefinition);
   return {
-    input_schema: describe(builder?._inputDefinition),
-    output_schema: describe(builder?._outputDefinition),
-    state_schema: describe(builder?._schemaDefinition),
-    config_schema: describe(builder?._configSchema),
-    context_schema: describe(builder?._configRuntimeSchema ?? builder?._contextSchema),
+    // Without an input schema of its own, a graph takes (part of) its state.
+    input_schema: describe(builder?._inputRuntimeDefinition) ?? state,
+    output_schema: describe(builder?._outputRuntimeDefinition) ?? state,
+    state_schema: state,
+    config_schema: null,
+    context_schema: describe(builder?._configRuntimeSchema),
   };
 }
 
