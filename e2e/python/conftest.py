@@ -35,8 +35,9 @@ REFERENCE = os.environ.get("E2E_REFERENCE", "") not in ("", "0", "false")
 SERVER_BIN = os.environ.get("E2E_SERVER_BIN", "")
 SERVER_MODE = os.environ.get("E2E_SERVER_MODE", "dev")
 # `rust`: the server serves its built-in example graphs; `python`: the reference
-# graphs (examples/python-graphs) through the Python bridge, which lack the
-# examples' `nested` graph and the `reply` graph's missing capabilities.
+# graphs (examples/python-graphs) through the Python bridge, `js`: their TypeScript
+# versions (examples/js-graphs) through the Node bridge; both lack the examples'
+# `nested` graph and the `reply` graph's missing capabilities.
 GRAPHS = os.environ.get("E2E_GRAPHS", "rust")
 
 rust_examples_only = pytest.mark.skipif(

@@ -2,7 +2,11 @@
 
 from langgraph_sdk.schema import Command
 
-from conftest import collect, events, review_request, spec_only
+from conftest import GRAPHS, collect, events, review_request, spec_only
+
+# LangGraph.js refuses a node named like a state key: the JS graph's `draft` node is
+# `drafting` (examples/js-graphs/graphs.ts).
+DRAFT_NODE = "drafting" if GRAPHS == "js" else "draft"
 
 
 async def pause(client, tid):
@@ -67,7 +71,7 @@ async def test_stream_reports_the_interrupt_in_updates_and_values(client, thread
     parts = await collect(client.runs.stream(thread["thread_id"], "approval", input={"topic": "dogs"},
                                              stream_mode=["values", "updates"]))
     updates = [p.data for p in parts if p.event == "updates"]
-    assert {"draft": {"draft": "draft for dogs"}} in updates
+    assert {DRAFT_NODE: {"draft": "draft for dogs"}} in updates
     intr_update = next(u for u in updates if "__interrupt__" in u)
     assert intr_update["__interrupt__"][0]["value"]["question"] == "approve?"
     assert parts[-1].event == "values" and "__interrupt__" in parts[-1].data

@@ -7,8 +7,9 @@ use service_types::RunError;
 /// Why the bridge could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum BridgeError {
-    /// The interpreter, LangGraph or the protocol handshake failed.
-    #[error("Python graphs: {0}")]
+    /// The interpreter, LangGraph or the protocol handshake failed (the message
+    /// names the language).
+    #[error("{0}")]
     Boot(String),
 }
 

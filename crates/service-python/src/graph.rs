@@ -28,7 +28,7 @@ pub(crate) struct PythonGraph {
 fn malformed(what: &str, error: impl std::fmt::Display) -> GraphError {
     GraphError::Other(Box::new(RunError::new(
         "BridgeProtocolError",
-        format!("the Python worker sent a malformed {what}: {error}"),
+        format!("the graph worker sent a malformed {what}: {error}"),
     )))
 }
 

@@ -10,12 +10,15 @@
 //! prune and PostgreSQL persistence work as for Rust graphs and a worker restart loses
 //! nothing. A worker that dies fails only its own in-flight requests and is replaced.
 //!
-//! The protocol between the two sides is described in docs/python-graphs.md.
+//! The protocol between the two sides is described in docs/python-graphs.md. Another
+//! language side speaking it (service-node's) starts its workers with
+//! [`Bridge::start_runtime`].
 
 mod calls;
 mod embed;
 mod error;
 mod graph;
+mod runtime;
 mod worker;
 
 use std::collections::BTreeMap;
@@ -28,6 +31,7 @@ use service_types::RunError;
 
 pub use embed::PythonEmbedder;
 pub use error::BridgeError;
+pub use runtime::Runtime;
 
 use crate::graph::PythonGraphs;
 use crate::worker::{Launch, Pool};
@@ -72,7 +76,7 @@ pub struct Bridge {
     pool: Arc<Pool>,
     graph_ids: Vec<String>,
     failures: BTreeMap<String, RunError>,
-    python: String,
+    runtime: String,
     langgraph: String,
 }
 
@@ -94,29 +98,67 @@ impl Bridge {
             "embed": options.embed,
         });
         let launch = Launch {
-            python: options.python,
-            cwd: options.base.clone(),
+            runtime: Runtime::python(options.python),
+            cwd: options.base,
             env: options.env,
             spec: spec.to_string(),
         };
-        let (pool, hello) = Pool::start(launch, options.workers).await?;
+        Self::launch(
+            launch,
+            options.graphs.into_keys().collect(),
+            options.workers,
+        )
+        .await
+    }
+
+    /// Starts `workers` workers of another language side, each given `spec` (the
+    /// `SERVICE_BRIDGE_SPEC` JSON its bridge reads) and run in `cwd` with `env`.
+    pub async fn start_runtime(
+        runtime: Runtime,
+        cwd: PathBuf,
+        env: Vec<(String, String)>,
+        spec: &serde_json::Value,
+        graph_ids: Vec<String>,
+        workers: usize,
+    ) -> Result<Self, BridgeError> {
+        let launch = Launch {
+            runtime,
+            cwd,
+            env,
+            spec: spec.to_string(),
+        };
+        Self::launch(launch, graph_ids, workers).await
+    }
+
+    async fn launch(
+        launch: Launch,
+        graph_ids: Vec<String>,
+        workers: usize,
+    ) -> Result<Self, BridgeError> {
+        let language = launch.runtime.language;
+        let (pool, hello) =
+            Pool::start(launch, workers)
+                .await
+                .map_err(|BridgeError::Boot(message)| {
+                    BridgeError::Boot(format!("{language} graphs: {message}"))
+                })?;
         Ok(Self {
             pool,
-            graph_ids: options.graphs.keys().cloned().collect(),
+            graph_ids,
             failures: hello.failures.into_iter().collect(),
-            python: hello.python,
+            runtime: hello.runtime,
             langgraph: hello.langgraph,
         })
     }
 
-    /// Graphs that failed to import, with the Python error (stack included).
+    /// Graphs that failed to load, with the error (stack included).
     pub fn failures(&self) -> &BTreeMap<String, RunError> {
         &self.failures
     }
 
-    /// The Python and LangGraph versions the workers run.
+    /// The interpreter's and LangGraph's versions the workers run.
     pub fn versions(&self) -> (&str, &str) {
-        (&self.python, &self.langgraph)
+        (&self.runtime, &self.langgraph)
     }
 
     /// Connects `embedder` to these workers (they loaded its spec at boot).

@@ -1,11 +1,10 @@
 //! The worker processes: started, fed and read here, replaced when one dies.
 //!
-//! Each worker is one Python process running the embedded `bridge.py`. Requests go to
-//! its stdin and answers come from its protocol stream (its original stdout), one JSON
+//! Each worker is one interpreter process running the embedded bridge of its
+//! [`Runtime`] (`bridge.py` for Python). Requests go to its stdin and answers come from its protocol stream (its original stdout), one JSON
 //! message per line; its stderr (where the graphs' prints go too) is logged.
 
 use std::collections::HashMap;
-use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -22,20 +21,21 @@ use tokio::sync::mpsc;
 
 use crate::calls;
 use crate::error::{BridgeError, python_error};
+use crate::runtime::Runtime;
 
 /// The Python side, shipped inside the binary.
-const BRIDGE_PY: &str = include_str!("../python/bridge.py");
+pub(crate) const BRIDGE_PY: &str = include_str!("../python/bridge.py");
 
 /// The protocol version both sides speak (`PROTOCOL` in bridge.py).
 pub(crate) const PROTOCOL: u64 = 1;
 
-/// How long a worker may take to import LangGraph and the graphs.
+/// How long a worker may take to load LangGraph and the graphs.
 const BOOT_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// How to start a worker.
 #[derive(Clone, Debug)]
 pub(crate) struct Launch {
-    pub python: OsString,
+    pub runtime: Runtime,
     pub cwd: PathBuf,
     pub env: Vec<(String, String)>,
     /// The `SERVICE_BRIDGE_SPEC` JSON: graphs, their base directory, import paths.
@@ -45,7 +45,8 @@ pub(crate) struct Launch {
 /// What a worker reports once it has loaded the graphs.
 #[derive(Clone, Debug)]
 pub(crate) struct Hello {
-    pub python: String,
+    /// The interpreter's version.
+    pub runtime: String,
     pub langgraph: String,
     /// Graph id → why it failed to load (absent: loaded).
     pub failures: HashMap<String, RunError>,
@@ -68,6 +69,7 @@ struct Pending {
 /// A running worker process.
 pub(crate) struct Worker {
     pid: u32,
+    language: &'static str,
     input: mpsc::UnboundedSender<Vec<u8>>,
     pending: Mutex<HashMap<u64, Pending>>,
     alive: AtomicBool,
@@ -125,6 +127,7 @@ impl std::fmt::Debug for Pool {
 /// A request in flight: its frames, and its cancellation when dropped unfinished.
 pub(crate) struct Request {
     id: u64,
+    language: &'static str,
     worker: Arc<Worker>,
     frames: mpsc::UnboundedReceiver<Frame>,
     finished: bool,
@@ -136,7 +139,7 @@ impl Request {
         let frame = self.frames.recv().await.unwrap_or_else(|| {
             Frame::Done(Err(GraphError::Other(Box::new(RunError::new(
                 "WorkerExited",
-                "the Python worker stopped",
+                format!("the {} worker stopped", self.language),
             )))))
         });
         if matches!(frame, Frame::Done(_)) {
@@ -218,7 +221,10 @@ impl Pool {
             .ok_or_else(|| {
                 GraphError::Other(Box::new(RunError::new(
                     "WorkerUnavailable",
-                    "no Python worker is running (one is being restarted); try again",
+                    format!(
+                        "no {} worker is running (one is being restarted); try again",
+                        self.launch.runtime.language
+                    ),
                 )))
             })?;
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
@@ -231,6 +237,7 @@ impl Pool {
         worker.send(&message);
         Ok(Request {
             id,
+            language: worker.language,
             worker,
             frames: receiver,
             finished: false,
@@ -273,15 +280,15 @@ async fn start_worker(pool: Weak<Pool>) -> Result<(Arc<Worker>, Hello), BridgeEr
         .upgrade()
         .map(|pool| pool.launch.clone())
         .ok_or_else(|| BridgeError::Boot("the bridge stopped".into()))?;
-    let python = launch.python.to_string_lossy().into_owned();
-    let mut child = Command::new(&launch.python)
-        .arg("-u")
-        .arg("-c")
-        .arg(BRIDGE_PY)
+    let runtime = &launch.runtime;
+    let language = runtime.language;
+    let program = runtime.program.to_string_lossy().into_owned();
+    let mut child = Command::new(&runtime.program)
+        .args(&runtime.args)
         .current_dir(&launch.cwd)
         .envs(launch.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
         .env("SERVICE_BRIDGE_SPEC", &launch.spec)
-        .env("PYTHONUNBUFFERED", "1")
+        .envs(runtime.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -289,7 +296,8 @@ async fn start_worker(pool: Weak<Pool>) -> Result<(Arc<Worker>, Hello), BridgeEr
         .spawn()
         .map_err(|error| {
             BridgeError::Boot(format!(
-                "cannot start the Python interpreter {python:?} (set SERVICE_PYTHON): {error}"
+                "cannot start the {language} interpreter {program:?} (set {}): {error}",
+                runtime.program_variable
             ))
         })?;
     let pid = child.id().unwrap_or_default();
@@ -298,13 +306,13 @@ async fn start_worker(pool: Weak<Pool>) -> Result<(Arc<Worker>, Hello), BridgeEr
     else {
         return Err(BridgeError::Boot("the worker's pipes are missing".into()));
     };
-    tokio::spawn(log_stderr(pid, stderr));
+    tokio::spawn(log_stderr(pid, language, stderr));
     let mut lines = BufReader::new(stdout);
-    let hello = tokio::time::timeout(BOOT_TIMEOUT, read_hello(&mut lines, &python))
+    let hello = tokio::time::timeout(BOOT_TIMEOUT, read_hello(&mut lines, runtime, &program))
         .await
         .map_err(|_| {
             BridgeError::Boot(format!(
-                "the Python worker ({python}) did not load the graphs within {}s",
+                "the {language} worker ({program}) did not load the graphs within {}s",
                 BOOT_TIMEOUT.as_secs()
             ))
         })?;
@@ -325,6 +333,7 @@ async fn start_worker(pool: Weak<Pool>) -> Result<(Arc<Worker>, Hello), BridgeEr
     let (input, outgoing) = mpsc::unbounded_channel();
     let worker = Arc::new(Worker {
         pid,
+        language,
         input,
         pending: Mutex::new(HashMap::new()),
         alive: AtomicBool::new(true),
@@ -332,14 +341,16 @@ async fn start_worker(pool: Weak<Pool>) -> Result<(Arc<Worker>, Hello), BridgeEr
     });
     tokio::spawn(write_stdin(stdin, outgoing));
     tokio::spawn(read_stdout(pool, Arc::clone(&worker), lines, child));
-    tracing::debug!(pid, "Python worker ready");
+    tracing::debug!(pid, "{language} worker ready");
     Ok((worker, hello))
 }
 
 async fn read_hello(
     lines: &mut BufReader<ChildStdout>,
-    python: &str,
+    runtime: &Runtime,
+    program: &str,
 ) -> Result<Hello, BridgeError> {
+    let language = runtime.language;
     let mut line = Vec::new();
     let read = lines
         .read_until(b'\n', &mut line)
@@ -347,7 +358,7 @@ async fn read_hello(
         .map_err(|error| BridgeError::Boot(format!("reading the worker: {error}")))?;
     if read == 0 {
         return Err(BridgeError::Boot(format!(
-            "the Python worker ({python}) exited before it was ready"
+            "the {language} worker ({program}) exited before it was ready"
         )));
     }
     let message: Value = serde_json::from_slice(&line).map_err(|error| {
@@ -356,7 +367,8 @@ async fn read_hello(
     let hello = &message["hello"];
     if let Some(error) = hello["langgraph_error"].as_str() {
         return Err(BridgeError::Boot(format!(
-            "langgraph is not installed for {python} ({error}); install it there (pip install langgraph) or point SERVICE_PYTHON at an interpreter that has it"
+            "{} is not installed for {program} ({error}); install it there ({}) or point {} at an interpreter that has it",
+            runtime.package, runtime.install, runtime.program_variable
         )));
     }
     if let Some(error) = hello.get("embed_error") {
@@ -381,7 +393,9 @@ async fn read_hello(
         .unwrap_or(0);
     if major < 1 {
         return Err(BridgeError::Boot(format!(
-            "{python} has langgraph {langgraph}; the bridge needs langgraph 1.0 or newer (pip install -U langgraph)"
+            "{program} has {package} {langgraph}; the bridge needs {package} 1.0 or newer ({})",
+            runtime.install,
+            package = runtime.package
         )));
     }
     let failures = hello["graphs"]
@@ -392,7 +406,10 @@ async fn read_hello(
         .map(|(id, loaded)| (id.clone(), RunError::from_value(&loaded["error"])))
         .collect();
     Ok(Hello {
-        python: hello["python"].as_str().unwrap_or_default().to_owned(),
+        runtime: hello[runtime.version_field]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned(),
         langgraph,
         failures,
     })
@@ -406,10 +423,10 @@ async fn write_stdin(mut stdin: ChildStdin, mut outgoing: mpsc::UnboundedReceive
     }
 }
 
-async fn log_stderr(pid: u32, stderr: tokio::process::ChildStderr) {
+async fn log_stderr(pid: u32, language: &'static str, stderr: tokio::process::ChildStderr) {
     let mut lines = BufReader::new(stderr).lines();
     while let Ok(Some(line)) = lines.next_line().await {
-        tracing::info!(target: "service_python::worker", pid, "{line}");
+        tracing::info!(target: "service_python::worker", pid, language, "{line}");
     }
 }
 
@@ -431,7 +448,7 @@ async fn read_stdout(
         match serde_json::from_slice::<Map<String, Value>>(&line) {
             Ok(message) => dispatch(&pool, &worker, message),
             Err(error) => {
-                tracing::error!(pid = worker.pid, %error, "unreadable message from the Python worker")
+                tracing::error!(pid = worker.pid, %error, "unreadable message from the {} worker", worker.language)
             }
         }
     }
@@ -444,11 +461,15 @@ async fn read_stdout(
     if pool.stopped.load(Ordering::Relaxed) {
         return;
     }
+    let language = worker.language;
     let cause = RunError::new(
         "WorkerExited",
-        format!("the Python worker (pid {}) exited ({status})", worker.pid),
+        format!(
+            "the {language} worker (pid {}) exited ({status})",
+            worker.pid
+        ),
     );
-    tracing::error!(pid = worker.pid, %status, "a Python worker exited; its runs fail and a new worker starts");
+    tracing::error!(pid = worker.pid, %status, "a {language} worker exited; its runs fail and a new worker starts");
     worker.fail_all(&cause);
     let weak = Arc::downgrade(&pool);
     drop(pool);
@@ -473,7 +494,8 @@ async fn replace(pool: Weak<Pool>, dead: Arc<Worker>) {
                 workers.retain(|worker| !Arc::ptr_eq(worker, &dead));
                 tracing::info!(
                     pid = worker.pid,
-                    "a new Python worker replaced the one that exited"
+                    "a new {} worker replaced the one that exited",
+                    worker.language
                 );
                 workers.push(worker);
                 return;
@@ -485,7 +507,7 @@ async fn replace(pool: Weak<Pool>, dead: Arc<Worker>) {
                 {
                     return;
                 }
-                tracing::error!(%error, "restarting a Python worker failed; retrying in {pause:?}");
+                tracing::error!(%error, "restarting a {} worker failed; retrying in {pause:?}", dead.language);
                 tokio::time::sleep(pause).await;
                 pause = (pause * 2).min(Duration::from_secs(30));
             }

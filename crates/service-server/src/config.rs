@@ -46,6 +46,10 @@ pub(crate) struct ConfigFile {
     /// langgraph.json: the webhook URL policy.
     #[serde(default)]
     pub webhooks: Option<LanggraphWebhooks>,
+    /// langgraph.json: the Node major version the JS graphs need, checked against
+    /// SERVICE_NODE's at boot.
+    #[serde(default)]
+    pub node_version: Option<serde_json::Value>,
     /// langgraph.json keys that only matter to image builds: accepted, ignored.
     #[serde(default)]
     pub python_version: Option<serde_json::Value>,
@@ -55,8 +59,6 @@ pub(crate) struct ConfigFile {
     pub pip_installer: Option<serde_json::Value>,
     #[serde(default)]
     pub dockerfile_lines: Option<serde_json::Value>,
-    #[serde(default)]
-    pub node_version: Option<serde_json::Value>,
     #[serde(default)]
     pub image_distro: Option<serde_json::Value>,
     #[serde(default)]
@@ -450,7 +452,6 @@ impl ConfigFile {
             ("pip_config_file", self.pip_config_file.is_some()),
             ("pip_installer", self.pip_installer.is_some()),
             ("dockerfile_lines", self.dockerfile_lines.is_some()),
-            ("node_version", self.node_version.is_some()),
             ("image_distro", self.image_distro.is_some()),
             ("api_version", self.api_version.is_some()),
             ("base_image", self.base_image.is_some()),

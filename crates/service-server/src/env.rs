@@ -12,7 +12,7 @@ use std::time::Duration;
 pub struct ConfigError(pub String);
 
 /// The SERVICE_ knobs this server reads.
-const SUPPORTED: [&str; 20] = [
+const SUPPORTED: [&str; 22] = [
     "SERVICE_RUN_CONCURRENCY",
     "SERVICE_RUN_TIMEOUT_MS",
     "SERVICE_SHUTDOWN_GRACE_MS",
@@ -33,6 +33,8 @@ const SUPPORTED: [&str; 20] = [
     "SERVICE_STREAM_BUFFER_FRAMES",
     "SERVICE_PYTHON",
     "SERVICE_PYTHON_WORKERS",
+    "SERVICE_NODE",
+    "SERVICE_NODE_WORKERS",
 ];
 
 const NO_HEAP_SAMPLER: &str = "this server does not sample its heap yet";
@@ -89,6 +91,10 @@ pub(crate) struct EnvKnobs {
     pub python: Option<String>,
     /// SERVICE_PYTHON_WORKERS: how many Python worker processes run.
     pub python_workers: Option<usize>,
+    /// SERVICE_NODE: the interpreter of the JS graphs' workers.
+    pub node: Option<String>,
+    /// SERVICE_NODE_WORKERS: how many Node worker processes run.
+    pub node_workers: Option<usize>,
     /// SERVICE_REQUEST_LOG (the mode's default on a malformed value).
     pub request_log: Option<bool>,
     /// DB_POOL_MAX: connections per pool.
@@ -204,6 +210,10 @@ impl EnvKnobs {
         knobs.python = get("SERVICE_PYTHON");
         if let Some(text) = get("SERVICE_PYTHON_WORKERS") {
             knobs.python_workers = Some(positive("SERVICE_PYTHON_WORKERS", &text)?);
+        }
+        knobs.node = get("SERVICE_NODE");
+        if let Some(text) = get("SERVICE_NODE_WORKERS") {
+            knobs.node_workers = Some(positive("SERVICE_NODE_WORKERS", &text)?);
         }
         if let Some(text) = get("SERVICE_QUEUE_STREAM_MAXLEN") {
             knobs.queue_stream_maxlen = Some(text.trim().parse().map_err(|_| {

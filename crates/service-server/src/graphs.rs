@@ -1,6 +1,6 @@
 //! The graphs a boot serves: the program's graph source, optionally renamed or
-//! narrowed by the configuration file's `graphs` block, and the Python graphs that
-//! block names (served by the bridge).
+//! narrowed by the configuration file's `graphs` block, and the Python and JS graphs
+//! that block names (served by the bridges).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -8,26 +8,31 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use service_graph::{AgentGraph, Checkpointer, GraphError, GraphResolver, GraphSource};
+use service_node::NodeOptions;
 use service_python::{Bridge, BridgeOptions};
 use service_types::GraphSchema;
 
 use crate::env::ConfigError;
 
 /// The `graphs` block split by runtime: the program's own graphs (served id → the
-/// program's id) and the Python ones (served id → `file.py:attr` or `module:attr`).
+/// program's id), the Python ones (served id → `file.py:attr` or `module:attr`) and
+/// the JS ones (served id → `./file.ts:export`).
 #[derive(Debug, Default, PartialEq)]
 pub(crate) struct GraphPlan {
     /// `None`: no block, every program graph under its own id.
     pub program: Option<BTreeMap<String, String>>,
     /// Served id → Python target.
     pub python: BTreeMap<String, String>,
+    /// Served id → JS target.
+    pub node: BTreeMap<String, String>,
 }
 
 const JS_FILES: [&str; 6] = [".ts", ".mts", ".cts", ".js", ".mjs", ".cjs"];
 
 impl GraphPlan {
-    /// Reads the block: `rust:<id>` or a plain id is a program graph, `<path or
-    /// module>:<attr>` a Python one; JavaScript graphs are refused (not served yet).
+    /// Reads the block: `rust:<id>` or a plain id is a program graph, a `.ts`/`.js`
+    /// file (`:export`, or its default export) a JS one, `<path or module>:<attr>` a
+    /// Python one.
     pub(crate) fn of(block: Option<BTreeMap<String, String>>) -> Result<Self, ConfigError> {
         let Some(block) = block else {
             return Ok(Self::default());
@@ -35,6 +40,7 @@ impl GraphPlan {
         let mut plan = Self {
             program: Some(BTreeMap::new()),
             python: BTreeMap::new(),
+            node: BTreeMap::new(),
         };
         for (id, target) in block {
             if let Some(program) = target.strip_prefix("rust:") {
@@ -47,9 +53,13 @@ impl GraphPlan {
                 .rsplit_once(':')
                 .map_or(target.as_str(), |(file, _)| file);
             if JS_FILES.iter().any(|extension| file.ends_with(extension)) {
-                return Err(ConfigError(format!(
-                    "graphs.{id}: {target:?} is a JavaScript graph; this server does not run JavaScript graphs yet (Python and built-in Rust graphs only)"
-                )));
+                if target.ends_with(':') {
+                    return Err(ConfigError(format!(
+                        "graphs.{id}: {target:?} must be './file.ts:export' (or the file alone for its default export)"
+                    )));
+                }
+                plan.node.insert(id, target);
+                continue;
             }
             match target.rsplit_once(':') {
                 Some((path, attr)) if !path.is_empty() && !attr.is_empty() => {
@@ -97,6 +107,37 @@ pub(crate) fn bridge_options(
         .map(|dependency| base.join(dependency))
         .collect();
     options.env = config_env(base, env)?;
+    Ok(options)
+}
+
+/// The Node bridge's options for `node` graphs of a config file in `base`: its `env`
+/// and `node_version`, the interpreter and pool size from the environment.
+pub(crate) fn node_options(
+    node: BTreeMap<String, String>,
+    base: &Path,
+    env: Option<&serde_json::Value>,
+    node_version: Option<&serde_json::Value>,
+    interpreter: Option<&str>,
+    workers: Option<usize>,
+) -> Result<NodeOptions, ConfigError> {
+    let mut options = NodeOptions::new(node, base);
+    if let Some(interpreter) = interpreter {
+        options.node = interpreter.into();
+    }
+    if let Some(workers) = workers {
+        options.workers = workers;
+    }
+    options.env = config_env(base, env)?;
+    options.node_version = match node_version {
+        None => None,
+        Some(serde_json::Value::String(version)) => Some(version.clone()),
+        Some(serde_json::Value::Number(version)) => Some(version.to_string()),
+        Some(other) => {
+            return Err(ConfigError(format!(
+                "node_version must be a Node major version such as \"20\", got {other}"
+            )));
+        }
+    };
     Ok(options)
 }
 
@@ -173,54 +214,77 @@ pub(crate) async fn start_bridge(options: BridgeOptions) -> Result<Bridge, Confi
     Ok(bridge)
 }
 
+/// Starts the Node workers; like [`start_bridge`], a graph that fails to load is
+/// reported and stays listed.
+pub(crate) async fn start_node(options: NodeOptions) -> Result<Bridge, ConfigError> {
+    let workers = options.workers;
+    let bridge = service_node::start(options)
+        .await
+        .map_err(|error| ConfigError(error.to_string()))?;
+    let (node, langgraph) = bridge.versions();
+    tracing::info!("JS graphs: {workers} worker(s), Node {node}, @langchain/langgraph {langgraph}");
+    for (graph_id, failure) in bridge.failures() {
+        tracing::error!(
+            "graph {graph_id} failed to load: {}\n{}",
+            failure.chain_summary(),
+            failure.stack.as_deref().unwrap_or_default()
+        );
+    }
+    Ok(bridge)
+}
+
 /// `source` as the plan says: the program's graphs (renamed or narrowed by the block,
-/// if given) and the Python graphs of `bridge`.
+/// if given) and the Python and JS graphs of `bridges`.
 pub(crate) fn served(
     source: Box<dyn GraphSource>,
     aliases: Option<BTreeMap<String, String>>,
-    bridge: Option<Bridge>,
+    bridges: Vec<Bridge>,
 ) -> Box<dyn GraphSource> {
     let program = match aliases {
         Some(aliases) => Box::new(Aliased { source, aliases }),
         None => source,
     };
-    match bridge {
-        Some(bridge) => Box::new(WithPython { program, bridge }),
-        None => program,
+    if bridges.is_empty() {
+        program
+    } else {
+        Box::new(WithBridges { program, bridges })
     }
 }
 
-/// The program's graphs and the Python ones, side by side.
-struct WithPython {
+/// The program's graphs and the bridges' ones, side by side.
+struct WithBridges {
     program: Box<dyn GraphSource>,
-    bridge: Bridge,
+    bridges: Vec<Bridge>,
 }
 
-impl GraphSource for WithPython {
+impl GraphSource for WithBridges {
     fn build(
         self: Box<Self>,
         checkpointer: Arc<dyn Checkpointer>,
     ) -> Result<Arc<dyn GraphResolver>, GraphError> {
         let program = self.program.build(Arc::clone(&checkpointer))?;
-        let python = self.bridge.resolver(checkpointer);
-        Ok(Arc::new(Combined { program, python }))
+        let bridged = self
+            .bridges
+            .iter()
+            .map(|bridge| bridge.resolver(Arc::clone(&checkpointer)))
+            .collect();
+        Ok(Arc::new(Combined { program, bridged }))
     }
 }
 
-/// Finds a graph among the program's, then the Python ones (the block's ids are
-/// unique, so an id is one or the other).
+/// Finds a graph among the bridges', then the program's (the block's ids are unique,
+/// so an id has one owner).
 struct Combined {
     program: Arc<dyn GraphResolver>,
-    python: Arc<dyn GraphResolver>,
+    bridged: Vec<Arc<dyn GraphResolver>>,
 }
 
 impl Combined {
     fn owner(&self, graph_id: &str) -> &Arc<dyn GraphResolver> {
-        if self.python.graph_ids().iter().any(|id| id == graph_id) {
-            &self.python
-        } else {
-            &self.program
-        }
+        self.bridged
+            .iter()
+            .find(|bridged| bridged.graph_ids().iter().any(|id| id == graph_id))
+            .unwrap_or(&self.program)
     }
 }
 
@@ -228,7 +292,9 @@ impl Combined {
 impl GraphResolver for Combined {
     fn graph_ids(&self) -> Vec<String> {
         let mut ids = self.program.graph_ids();
-        ids.extend(self.python.graph_ids());
+        for bridged in &self.bridged {
+            ids.extend(bridged.graph_ids());
+        }
         ids.sort();
         ids
     }
@@ -326,7 +392,7 @@ mod tests {
             .iter()
             .map(|(id, target)| ((*id).to_owned(), (*target).to_owned()))
             .collect();
-        served(Box::new(source), Some(aliases), None).build(Arc::new(InMemorySaver::new()))
+        served(Box::new(source), Some(aliases), Vec::new()).build(Arc::new(InMemorySaver::new()))
     }
 
     #[tokio::test]
@@ -362,10 +428,12 @@ mod plan_tests {
     }
 
     #[test]
-    fn a_langgraph_json_graphs_block_splits_into_python_and_program_graphs() {
+    fn a_langgraph_json_graphs_block_splits_into_python_js_and_program_graphs() {
         let plan = GraphPlan::of(block(&[
             ("agent", "./src/agent.py:graph"),
             ("pkg", "my_pkg.graphs:make_graph"),
+            ("ts", "./src/agent.ts:graph"),
+            ("built", "./dist/agent.mjs"),
             ("fast", "rust:echo"),
             ("chat", "echo"),
         ]))
@@ -375,6 +443,8 @@ mod plan_tests {
             ["agent", "pkg"],
             "{plan:?}"
         );
+        assert_eq!(plan.node["ts"], "./src/agent.ts:graph");
+        assert_eq!(plan.node["built"], "./dist/agent.mjs");
         let program = plan.program.unwrap();
         assert_eq!(program["fast"], "echo");
         assert_eq!(program["chat"], "echo");
@@ -382,10 +452,9 @@ mod plan_tests {
     }
 
     #[test]
-    fn javascript_graphs_and_malformed_targets_are_refused_naming_the_graph() {
+    fn malformed_targets_are_refused_naming_the_graph() {
         for (target, says) in [
-            ("./src/agent.ts:graph", "JavaScript"),
-            ("./src/agent.mjs:graph", "JavaScript"),
+            ("./src/agent.ts:", "./file.ts:export"),
             ("./src/agent.py", "names a file but no graph"),
             ("./src/agent.py:", "must be"),
         ] {

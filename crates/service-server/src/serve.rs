@@ -46,14 +46,18 @@ pub(crate) async fn serve(
     }
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let engine_config = config.engine;
-    let bridge = match config.python {
-        Some(options) => Some(graphs::start_bridge(options).await?),
-        None => None,
-    };
-    if let (Some(bridge), Some(embedder)) = (&bridge, &config.python_embedder) {
-        bridge.attach_embedder(embedder);
+    let mut bridges = Vec::new();
+    if let Some(options) = config.python {
+        let bridge = graphs::start_bridge(options).await?;
+        if let Some(embedder) = &config.python_embedder {
+            bridge.attach_embedder(embedder);
+        }
+        bridges.push(bridge);
     }
-    let graphs = graphs::served(graphs, config.graph_aliases, bridge);
+    if let Some(options) = config.node {
+        bridges.push(graphs::start_node(options).await?);
+    }
+    let graphs = graphs::served(graphs, config.graph_aliases, bridges);
     let redis = match &config.queue {
         Some(options) => {
             let bus = service_redis::RedisBus::connect(options.clone())

@@ -40,6 +40,8 @@ pub(crate) struct ServerConfig {
     pub python: Option<service_python::BridgeOptions>,
     /// `store.index.embed` when the Python workers serve it (attached once they run).
     pub python_embedder: Option<service_python::PythonEmbedder>,
+    /// The JS graphs the block names, and how to run them.
+    pub node: Option<service_node::NodeOptions>,
     /// How run-completion webhooks are sent.
     pub webhooks: service_webhooks::WebhookSettings,
     /// The Redis stream bus, when a queue is configured; else the in-memory bus.
@@ -92,10 +94,20 @@ impl ServerConfig {
             .config
             .as_deref()
             .and_then(std::path::Path::parent)
+            // `--config langgraph.json`: its parent is the empty path, the working directory.
+            .filter(|dir| !dir.as_os_str().is_empty())
             .unwrap_or(std::path::Path::new("."));
         let auth = service_auth::resolve(&file.auth, config_dir, &lookup)
             .map_err(|error| ConfigError(error.0))?;
         let plan = crate::graphs::GraphPlan::of(file.graph_targets())?;
+        // Graph paths are relative to the config file, wherever the server starts.
+        let base = || {
+            std::path::absolute(config_dir).map_err(|error| {
+                ConfigError(format!(
+                    "cannot resolve the config file's directory: {error}"
+                ))
+            })
+        };
         let python_embed = file
             .store
             .index
@@ -105,15 +117,9 @@ impl ServerConfig {
         let python = if plan.python.is_empty() && python_embed.is_none() {
             None
         } else {
-            // Graph paths are relative to the config file, wherever the server starts.
-            let base = std::path::absolute(config_dir).map_err(|error| {
-                ConfigError(format!(
-                    "cannot resolve the config file's directory: {error}"
-                ))
-            })?;
             let mut options = crate::graphs::bridge_options(
                 plan.python,
-                &base,
+                &base()?,
                 file.dependencies.as_deref().unwrap_or_default(),
                 file.env.as_ref(),
                 knobs.python.as_deref(),
@@ -136,6 +142,18 @@ impl ServerConfig {
             .as_ref()
             .map(crate::config::CorsBlock::policy)
             .transpose()?;
+        let node = if plan.node.is_empty() {
+            None
+        } else {
+            Some(crate::graphs::node_options(
+                plan.node,
+                &base()?,
+                file.env.as_ref(),
+                file.node_version.as_ref(),
+                knobs.node.as_deref(),
+                knobs.node_workers,
+            )?)
+        };
         let queue = queue(mode, args, &knobs, &file, &mut warnings);
         let mut engine = engine_config(mode, args, &knobs, &file);
         engine.store_index = match &file.store.index {
@@ -261,6 +279,7 @@ impl ServerConfig {
             graph_aliases: plan.program,
             python,
             python_embedder,
+            node,
             notices: file.notices(),
             webhooks,
             queue,
