@@ -4,24 +4,43 @@
 // reference-graph passes read them from here. `npx @langchain/langgraph-cli dev`
 // serves them too, to compare with the reference server.
 
-import { Annotation, END, START, StateGraph, interrupt } from "@langchain/langgraph";
+import { Annotation, END, START, StateGraph, interrupt, messagesStateReducer } from "@langchain/langgraph";
 import type { LangGraphRunnableConfig } from "@langchain/langgraph";
 
 const append = <T>() =>
   Annotation<T[]>({ reducer: (left, right) => left.concat(right), default: () => [] });
 
 // ---------------------------------------------------------------------- echo
-const EchoState = Annotation.Root({ messages: append<unknown>() });
+// Messages merge by id as LangGraph's `add_messages` does (ids given, content blocks kept).
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+const messages = () => Annotation<any[]>({ reducer: messagesStateReducer, default: () => [] });
+
+const EchoState = Annotation.Root({ messages: messages() });
 
 const content = (message: unknown): unknown =>
   message !== null && typeof message === "object" && "content" in message
     ? (message as { content: unknown }).content
     : message;
 
+/** A message's text: its content string, or its text blocks joined. */
+const text = (message: unknown): string => {
+  const value = content(message);
+  if (Array.isArray(value)) {
+    return value
+      .map((block) =>
+        typeof block === "string" ? block : block?.type === "text" ? String(block.text ?? "") : "",
+      )
+      .join("");
+  }
+  return value === null || value === undefined ? "" : String(value);
+};
+
+const last = (list: unknown[]): unknown => list[list.length - 1];
+
 export const echo = new StateGraph(EchoState)
   .addNode("echo", (state) => {
-    const last = state.messages.length ? content(state.messages[state.messages.length - 1]) : "";
-    return { messages: [{ type: "ai", content: `echo: ${last}` }] };
+    const said = state.messages.length ? text(last(state.messages)) : "";
+    return { messages: [{ type: "ai", content: `echo: ${said}` }] };
   })
   .addEdge(START, "echo")
   .addEdge("echo", END)
@@ -49,15 +68,48 @@ const ApprovalState = Annotation.Root({
   topic: Annotation<string>(),
   draft: Annotation<string>(),
   status: Annotation<string>(),
+  messages: messages(),
 });
+
+type Decision = { type?: string; edited_action?: { args?: { draft?: string } } };
 
 // LangGraph.js refuses a node named as a state key, so the Python graph's `draft` node
 // is `drafting` here.
 export const approval = new StateGraph(ApprovalState)
-  .addNode("drafting", (state) => ({ draft: `draft for ${state.topic}` }))
+  .addNode("drafting", (state) => {
+    const topic = state.topic ?? (state.messages.length ? text(last(state.messages)) : undefined);
+    return { draft: `draft for ${topic}` };
+  })
   .addNode("review", (state) => {
-    const answer = interrupt({ question: "approve?", draft: state.draft });
-    return { status: answer === true ? "approved" : "rejected" };
+    // The ask also in the shape of LangChain's human-in-the-loop middleware, which
+    // Agent Chat UI renders and answers with {"decisions": [...]}.
+    const draft = state.draft;
+    const answer = interrupt({
+      question: "approve?",
+      draft,
+      action_requests: [{ name: "publish", args: { draft }, description: "Publish this draft?" }],
+      review_configs: [{ action_name: "publish", allowed_decisions: ["approve", "edit", "reject"] }],
+    });
+    let status = "rejected";
+    let decided = draft;
+    const decisions: Decision[] | undefined = answer?.decisions;
+    if (answer === true) {
+      status = "approved";
+    } else if (Array.isArray(decisions) && decisions.length) {
+      const decision = decisions[0];
+      if (decision.type === "approve") {
+        status = "approved";
+      } else if (decision.type === "edit") {
+        status = "approved";
+        decided = decision.edited_action?.args?.draft ?? draft;
+      }
+    }
+    const update: Record<string, unknown> = {
+      status,
+      messages: [{ type: "ai", content: `${status}: ${decided}` }],
+    };
+    if (decided !== draft) update.draft = decided;
+    return update;
   })
   .addEdge(START, "drafting")
   .addEdge("drafting", "review")
