@@ -34,10 +34,12 @@ export async function recentRuns(limit) {
 }
 
 /** Where a webhook goes, redacted (SPEC console item 9): the host, and whether a
- *  path beyond the root exists. */
+ *  path beyond the root exists; a channel reply (`channel://<route>/...`) by its
+ *  channel name only. */
 export function redactWebhook(url) {
   try {
     const parsed = new URL(url);
+    if (parsed.protocol === "channel:") return `channel ${parsed.host}`;
     const hasPath = parsed.pathname !== "/" && parsed.pathname !== "";
     return `${parsed.host}${hasPath ? " (with a path)" : ""}`;
   } catch {

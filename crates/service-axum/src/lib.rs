@@ -55,6 +55,9 @@ pub struct RouterOptions {
     /// MCP endpoint besides loopback ones: the configured CORS origins. A request
     /// without `Origin` (not from a browser) is not checked.
     pub allowed_origins: Vec<String>,
+    /// Inbound channel routes (`service.channels`): `GET /channels` and
+    /// `POST /channels/{route_name}` exist only with at least one.
+    pub channels: Option<service_channels::Channels>,
 }
 
 impl Default for RouterOptions {
@@ -65,6 +68,7 @@ impl Default for RouterOptions {
             disable_runs: false,
             limits: ClientLimits::default(),
             allowed_origins: Vec::new(),
+            channels: None,
         }
     }
 }
@@ -109,7 +113,10 @@ pub fn router(engine: Engine) -> Router {
 
 /// Every route of the service, bound to `engine`, with `options`.
 pub fn router_with(engine: Engine, options: RouterOptions) -> Router {
-    let (routes, table) = route_table(options.disable_runs).into_parts();
+    let channels = options
+        .channels
+        .filter(|channels| !channels.routes().is_empty());
+    let (routes, table) = route_table(options.disable_runs, channels.is_some()).into_parts();
     let routes = routes
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
@@ -120,6 +127,7 @@ pub fn router_with(engine: Engine, options: RouterOptions) -> Router {
         slots: streams::StreamSlots::new(options.limits.max_streams_per_principal),
         authorizer: options.auth.authorizer,
         origins: routes::mcp::Origins(options.allowed_origins.into()),
+        channels,
     };
     // Wrapping the whole route table (not each route) lets an idempotent replay
     // re-dispatch to a different route (the join of the recorded run).
@@ -160,6 +168,7 @@ struct RequestContext {
     slots: streams::StreamSlots,
     authorizer: Option<Arc<dyn Authorizer>>,
     origins: routes::mcp::Origins,
+    channels: Option<service_channels::Channels>,
 }
 
 async fn with_context(
@@ -174,21 +183,39 @@ async fn with_context(
     if let Some(authorizer) = context.authorizer {
         extensions.insert(authorizer);
     }
+    if let Some(channels) = context.channels {
+        extensions.insert(channels);
+    }
     request
 }
 
 /// Every route the router serves with `options`, with what each asks the authorizer.
 pub fn routes(options: &RouterOptions) -> Vec<RouteInfo> {
-    route_table(options.disable_runs).into_parts().1
+    let channels = options
+        .channels
+        .as_ref()
+        .is_some_and(|channels| !channels.routes().is_empty());
+    route_table(options.disable_runs, channels).into_parts().1
 }
 
-fn route_table(disable_runs: bool) -> routes::Table {
-    let table = routes::Table::new()
+/// The routes a router adds when channel routes are configured (`GET /channels`,
+/// `POST /channels/{route_name}`), so route walks can cover them.
+pub fn channel_routes() -> Vec<RouteInfo> {
+    routes::channels::routes().into_parts().1
+}
+
+fn route_table(disable_runs: bool, channels: bool) -> routes::Table {
+    let mut table = routes::Table::new()
         .merge(routes::assistants::routes())
         .merge(routes::threads::routes())
         .merge(routes::crons::routes())
         .merge(routes::store::routes())
         .merge(routes::meta::routes());
+    // Channel runs are the operator's configuration, not client run requests: they
+    // stay with `disable_runs`.
+    if channels {
+        table = table.merge(routes::channels::routes());
+    }
     if disable_runs {
         return table;
     }

@@ -40,6 +40,8 @@ pub(crate) struct ServerConfig {
     pub python: Option<service_python::BridgeOptions>,
     /// How run-completion webhooks are sent.
     pub webhooks: service_webhooks::WebhookSettings,
+    /// Inbound channel routes, their credentials read from the environment.
+    pub channels: service_channels::Routes,
     /// The Redis stream bus, when a queue is configured; else the in-memory bus.
     pub queue: Option<service_redis::RedisBusOptions>,
     /// The `auth` block's keys and tokens, whose JWK Set is fetched before serving.
@@ -86,6 +88,8 @@ impl ServerConfig {
         )
         .map_err(|error| ConfigError(error.to_string()))?;
         warnings.extend(webhook_warnings);
+        let channels = service_channels::Routes::resolve(&file.service.channels, &lookup)
+            .map_err(|error| ConfigError(error.to_string()))?;
         let config_dir = args
             .config
             .as_deref()
@@ -214,6 +218,8 @@ impl ServerConfig {
                 // No CORS origins are configurable yet (`http.cors`), so MCP admits
                 // browsers on loopback only.
                 allowed_origins: Vec::new(),
+                // Built once the engine exists (serve.rs).
+                channels: None,
             },
             console,
             log_filter,
@@ -221,6 +227,7 @@ impl ServerConfig {
             python,
             notices: file.ignored_keys(),
             webhooks,
+            channels,
             queue,
             auth,
             warnings,

@@ -32,7 +32,10 @@ async fn ok(State(engine): State<Engine>, params: QueryParams) -> ApiResult<Json
     Ok(Json(json!({"ok": true})))
 }
 
-async fn info(State(engine): State<Engine>) -> Json<Value> {
+async fn info(
+    State(engine): State<Engine>,
+    channels: Option<axum::Extension<service_channels::Channels>>,
+) -> Json<Value> {
     Json(json!({
         "version": env!("CARGO_PKG_VERSION"),
         "langgraph_py_version": null,
@@ -42,9 +45,9 @@ async fn info(State(engine): State<Engine>) -> Json<Value> {
             "langsmith": false,
             "langsmith_tracing_replicas": false,
             "langsmith_tracing_session_on_runs": false,
-            // No channel routes in this server yet, so no GET /channels: the console
-            // reads this instead of asking for a 404 (which a browser logs as an error).
-            "channels": false,
+            // Without channel routes there is no GET /channels: the console reads this
+            // instead of asking for a 404 (which a browser logs as an error).
+            "channels": channels.is_some(),
         },
         "host": {
             "kind": "self-hosted",

@@ -1,6 +1,7 @@
 //! Route handlers, one module per resource.
 
 pub(crate) mod assistants;
+pub(crate) mod channels;
 pub(crate) mod crons;
 pub(crate) mod deliveries;
 pub(crate) mod mcp;
