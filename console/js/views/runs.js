@@ -152,6 +152,8 @@ async function detail(threadId, runId, signal) {
       section("Deliveries", () => get(`${base}/deliveries?limit=${CAPS.runs}`), (rows) =>
         table(rows, [
           ["Delivery", (d) => short(d.delivery_id)],
+          // Redacted by the server: a host, or a channel's name.
+          ["Destination", (d) => d.destination ?? "—"],
           ["Status", (d) => badge(d.status)],
           ["Attempt", (d) => d.attempt],
           ["Last error", (d) => d.last_error ?? "—"],
