@@ -139,7 +139,7 @@ impl ChannelProvider for Slack {
 /// A message or mention event; edits, bots (this app's own replies among them) and
 /// other events are acknowledged and ignored.
 fn decode_event(body: &Value) -> Result<Decoded, String> {
-    let event_id = body["event_id"]
+    body["event_id"]
         .as_str()
         .ok_or("event without an event_id")?;
     let event = &body["event"];
@@ -155,7 +155,10 @@ fn decode_event(body: &Value) -> Result<Decoded, String> {
     let thread = event["thread_ts"].as_str().unwrap_or(ts);
     let text = strip_mentions(event["text"].as_str().unwrap_or_default());
     Ok(Decoded::Message(Message {
-        event_id: event_id.to_owned(),
+        // The message, not the event: a retry repeats its event, and a mention in a
+        // channel the app also reads arrives as two events (`app_mention` and
+        // `message`) of one message.
+        event_id: format!("{channel}/{ts}"),
         conversation: format!("{channel}/{thread}"),
         sender: event["user"].as_str().unwrap_or_default().to_owned(),
         text,

@@ -366,6 +366,33 @@ async fn slack_bad_signature_stale_timestamp_and_retries_start_nothing() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slack_a_mention_delivered_as_two_events_runs_once() {
+    let h = harness().await;
+    let message = slack_event("Ev-m", "C9", "900.1", None, "<@UAPP> hi");
+    let mut mention: Value = serde_json::from_slice(&message).unwrap();
+    mention["event_id"] = json!("Ev-a");
+    mention["event"]["type"] = json!("app_mention");
+    let mention = mention.to_string().into_bytes();
+    assert_eq!(
+        h.post("slack", &slack_headers(&mention, now()), &mention)
+            .await
+            .status,
+        200
+    );
+    let second = h
+        .post("slack", &slack_headers(&message, now()), &message)
+        .await;
+    assert_eq!(second.body["duplicate"], json!(true));
+    let runs = h.settled(conversation_thread("slack", "C9/900.1"), 1).await;
+    assert_eq!(runs.len(), 1);
+    assert_eq!(
+        text_of(&runs[0]),
+        "hi",
+        "the mention is not part of the text"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slack_url_verification_is_answered_with_its_challenge() {
     let h = harness().await;
     let body = json!({"type": "url_verification", "token": "t", "challenge": "ch-123"}).to_string();
