@@ -70,12 +70,16 @@ impl FakeTelegram {
     }
 }
 
-/// The binary with every log line kept, for the no-secret check.
-fn spawn_logged(args: &[&str], env: &[(&str, &str)]) -> (Instance, Arc<Mutex<Vec<String>>>) {
+/// The binary with every log line at `level` kept, for the no-secret check.
+fn spawn_logged(
+    args: &[&str],
+    env: &[(&str, &str)],
+    level: &str,
+) -> (Instance, Arc<Mutex<Vec<String>>>) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_service-server"))
         .args(args)
         .env("NO_COLOR", "1")
-        .env("RUST_LOG", "debug")
+        .env("RUST_LOG", level)
         .envs(env.iter().copied())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -172,7 +176,11 @@ async fn the_inventory_needs_assistants_read_and_inbound_routes_need_only_the_si
         ("TG_TOKEN", TELEGRAM_TOKEN),
         ("OPS_SECRET", "ops-secret-value-0042"),
     ];
-    let (server, log) = spawn_logged(&["dev", "--port", "0", "--config", &config.path()], &env);
+    let (server, log) = spawn_logged(
+        &["dev", "--port", "0", "--config", &config.path()],
+        &env,
+        "debug",
+    );
 
     assert_eq!(call(&server, "GET", "/channels", &[], None).status, 401);
     let denied = call(
@@ -284,7 +292,7 @@ async fn a_reply_unacknowledged_when_the_server_is_killed_arrives_after_the_rest
         ("SERVICE_WEBHOOK_TIMEOUT_MS", "1000"),
     ];
     let args = ["start", "--port", "0", "--config", &config.path()];
-    let (mut first, _) = spawn_logged(&args, &env);
+    let (mut first, _) = spawn_logged(&args, &env, "info");
     let (status, answer) = post_raw(
         &first,
         "/channels/tg",
@@ -302,7 +310,7 @@ async fn a_reply_unacknowledged_when_the_server_is_killed_arrives_after_the_rest
     fake.open.send_replace(true);
     assert!(fake.acknowledged.lock().unwrap().is_empty());
 
-    let (second, _) = spawn_logged(&args, &env);
+    let (second, _) = spawn_logged(&args, &env, "info");
     wait_until(
         "the reply after the restart",
         Duration::from_secs(60),
@@ -313,4 +321,99 @@ async fn a_reply_unacknowledged_when_the_server_is_killed_arrives_after_the_rest
     assert_eq!(message, json!({"chat_id": "77", "text": "echo: survive"}));
     drop(second);
     database.drop().await;
+}
+
+/// SPEC's burst through the binary over real HTTP: 200 signed messages over 20
+/// conversations (each conversation's in order, the conversations at once) plus a
+/// redelivery of each conversation's first. The acknowledgement times are reported;
+/// the bound asserted is generous (Slack's deadline is 3 s).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_burst_of_200_messages_is_acknowledged_fast_and_runs_in_order_per_conversation() {
+    let (fake, api) = FakeTelegram::start(true).await;
+    let config = channels_config("burst", &api, None);
+    let env = [
+        ("TG_SECRET", TELEGRAM_SECRET),
+        ("TG_TOKEN", TELEGRAM_TOKEN),
+        ("OPS_SECRET", "ops-secret-value-0042"),
+    ];
+    let (server, _) = spawn_logged(
+        &["dev", "--port", "0", "--config", &config.path()],
+        &env,
+        "info",
+    );
+    let server = Arc::new(server);
+    let signed = [("x-telegram-bot-api-secret-token", TELEGRAM_SECRET)];
+    let senders: Vec<_> = (0..20_i64)
+        .map(|chat| {
+            let server = Arc::clone(&server);
+            std::thread::spawn(move || {
+                let mut acks = Vec::new();
+                let mut thread = String::new();
+                for message in 0..10_i64 {
+                    let body =
+                        telegram_update(chat * 100 + message, 1000 + chat, &format!("m{message}"));
+                    let started = Instant::now();
+                    let (status, answer) = post_raw(&server, "/channels/tg", &signed, &body);
+                    acks.push(started.elapsed());
+                    assert_eq!(status, 200, "{answer}");
+                    thread = answer["thread_id"].as_str().unwrap().to_owned();
+                    if message == 0 {
+                        let (_, again) = post_raw(&server, "/channels/tg", &signed, &body);
+                        assert_eq!(again["duplicate"], json!(true));
+                    }
+                }
+                (acks, thread)
+            })
+        })
+        .collect();
+    let mut acks = Vec::new();
+    let mut threads = Vec::new();
+    for sender in senders {
+        let (times, thread) = sender.join().unwrap();
+        acks.extend(times);
+        threads.push(thread);
+    }
+    acks.sort();
+    let p99 = acks[acks.len() * 99 / 100 - 1];
+    println!(
+        "burst over HTTP: {} acks, p50 {:?}, p99 {:?}, max {:?}",
+        acks.len(),
+        acks[acks.len() / 2],
+        p99,
+        acks[acks.len() - 1]
+    );
+    assert!(p99 < Duration::from_secs(2), "p99 {p99:?}");
+    wait_until("a reply per message", Duration::from_secs(60), || {
+        fake.acknowledged.lock().unwrap().len() >= 200
+    })
+    .await;
+    for thread in &threads {
+        let runs = call(
+            &server,
+            "GET",
+            &format!("/threads/{thread}/runs"),
+            &[],
+            None,
+        )
+        .body;
+        let mut texts: Vec<String> = runs
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|run| {
+                run["kwargs"]["input"]["text"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned()
+            })
+            .collect();
+        texts.reverse();
+        let expected: Vec<String> = (0..10).map(|m| format!("m{m}")).collect();
+        assert_eq!(texts, expected, "thread {thread}");
+    }
+    assert_eq!(
+        fake.acknowledged.lock().unwrap().len(),
+        200,
+        "no reply for a redelivery"
+    );
 }
