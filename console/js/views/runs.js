@@ -34,10 +34,12 @@ export async function recentRuns(limit) {
 }
 
 /** Where a webhook goes, redacted (SPEC console item 9): the host, and whether a
- *  path beyond the root exists. */
+ *  path beyond the root exists; a channel reply (`channel://<route>/...`) by its
+ *  channel name only. */
 export function redactWebhook(url) {
   try {
     const parsed = new URL(url);
+    if (parsed.protocol === "channel:") return `channel ${parsed.host}`;
     const hasPath = parsed.pathname !== "/" && parsed.pathname !== "";
     return `${parsed.host}${hasPath ? " (with a path)" : ""}`;
   } catch {
@@ -150,6 +152,8 @@ async function detail(threadId, runId, signal) {
       section("Deliveries", () => get(`${base}/deliveries?limit=${CAPS.runs}`), (rows) =>
         table(rows, [
           ["Delivery", (d) => short(d.delivery_id)],
+          // Redacted by the server: a host, or a channel's name.
+          ["Destination", (d) => d.destination ?? "—"],
           ["Status", (d) => badge(d.status)],
           ["Attempt", (d) => d.attempt],
           ["Last error", (d) => d.last_error ?? "—"],

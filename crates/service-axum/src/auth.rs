@@ -111,7 +111,12 @@ pub(crate) async fn authenticate(
     request: Request,
     next: Next,
 ) -> Response {
-    if gate.public.contains(&request.uri().path()) {
+    let path = request.uri().path();
+    if gate
+        .public
+        .iter()
+        .any(|public| matches_template(public, path))
+    {
         return next.run(request).await;
     }
     let (mut parts, body) = request.into_parts();
@@ -122,6 +127,23 @@ pub(crate) async fn authenticate(
         }
         Err(refusal) => refusal.into_response(),
     }
+}
+
+/// True when `path` is an instance of the route template (`{name}` is one segment).
+fn matches_template(template: &str, path: &str) -> bool {
+    let mut segments = path.split('/');
+    for part in template.split('/') {
+        match segments.next() {
+            Some(segment) if part.starts_with('{') && part.ends_with('}') => {
+                if segment.is_empty() {
+                    return false;
+                }
+            }
+            Some(segment) if segment == part => {}
+            _ => return false,
+        }
+    }
+    segments.next().is_none()
 }
 
 /// What a route asks of the authorizer.

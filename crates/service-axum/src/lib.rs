@@ -64,6 +64,9 @@ pub struct RouterOptions {
     /// Request headers copied into new runs' `config.configurable`
     /// (`http.configurable_headers`); none by default.
     pub configurable_headers: Option<ConfigurableHeaders>,
+    /// Inbound channel routes (`service.channels`): `GET /channels` and
+    /// `POST /channels/{route_name}` exist only with at least one.
+    pub channels: Option<service_channels::Channels>,
 }
 
 impl Default for RouterOptions {
@@ -76,6 +79,7 @@ impl Default for RouterOptions {
             allowed_origins: Vec::new(),
             cors: None,
             configurable_headers: None,
+            channels: None,
         }
     }
 }
@@ -120,7 +124,10 @@ pub fn router(engine: Engine) -> Router {
 
 /// Every route of the service, bound to `engine`, with `options`.
 pub fn router_with(engine: Engine, options: RouterOptions) -> Router {
-    let (routes, table) = route_table(options.disable_runs).into_parts();
+    let channels = options
+        .channels
+        .filter(|channels| !channels.routes().is_empty());
+    let (routes, table) = route_table(options.disable_runs, channels.is_some()).into_parts();
     let routes = routes
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
@@ -132,6 +139,7 @@ pub fn router_with(engine: Engine, options: RouterOptions) -> Router {
         authorizer: options.auth.authorizer,
         origins: routes::mcp::Origins(options.allowed_origins.into()),
         configurable_headers: options.configurable_headers.map(Arc::new),
+        channels,
     };
     // Wrapping the whole route table (not each route) lets an idempotent replay
     // re-dispatch to a different route (the join of the recorded run).
@@ -176,6 +184,7 @@ struct RequestContext {
     authorizer: Option<Arc<dyn Authorizer>>,
     origins: routes::mcp::Origins,
     configurable_headers: Option<Arc<ConfigurableHeaders>>,
+    channels: Option<service_channels::Channels>,
 }
 
 async fn with_context(
@@ -193,21 +202,39 @@ async fn with_context(
     if let Some(headers) = context.configurable_headers {
         extensions.insert(headers);
     }
+    if let Some(channels) = context.channels {
+        extensions.insert(channels);
+    }
     request
 }
 
 /// Every route the router serves with `options`, with what each asks the authorizer.
 pub fn routes(options: &RouterOptions) -> Vec<RouteInfo> {
-    route_table(options.disable_runs).into_parts().1
+    let channels = options
+        .channels
+        .as_ref()
+        .is_some_and(|channels| !channels.routes().is_empty());
+    route_table(options.disable_runs, channels).into_parts().1
 }
 
-fn route_table(disable_runs: bool) -> routes::Table {
-    let table = routes::Table::new()
+/// The routes a router adds when channel routes are configured (`GET /channels`,
+/// `POST /channels/{route_name}`), so route walks can cover them.
+pub fn channel_routes() -> Vec<RouteInfo> {
+    routes::channels::routes().into_parts().1
+}
+
+fn route_table(disable_runs: bool, channels: bool) -> routes::Table {
+    let mut table = routes::Table::new()
         .merge(routes::assistants::routes())
         .merge(routes::threads::routes())
         .merge(routes::crons::routes())
         .merge(routes::store::routes())
         .merge(routes::meta::routes(!disable_runs));
+    // Channel runs are the operator's configuration, not client run requests: they
+    // stay with `disable_runs`.
+    if channels {
+        table = table.merge(routes::channels::routes());
+    }
     if disable_runs {
         return table;
     }

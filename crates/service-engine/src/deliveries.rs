@@ -51,6 +51,14 @@ impl Engine {
         };
         let mut listed = deliveries.list(run_id, &query).await?;
         listed.retain(|delivery| delivery.thread_id == thread_id);
+        // Every delivery of a run goes where the run's webhook says.
+        let destination = match self.get_run(Some(thread_id), run_id).await {
+            Ok(run) => run.kwargs["webhook"].as_str().map(redacted_destination),
+            Err(_) => None,
+        };
+        for delivery in &mut listed {
+            delivery.destination.clone_from(&destination);
+        }
         Ok(listed)
     }
 
@@ -78,5 +86,50 @@ impl Engine {
             webhooks.send(Outgoing::Recorded(delivery_id));
         }
         Ok(delivery)
+    }
+}
+
+/// A webhook URL as clients may see it (SPEC console item 9): an HTTP callback's host
+/// (and port) and whether a path beyond the root exists, never the path, query or
+/// credentials; a channel reply (`channel://<route>/...`) by its channel name only.
+pub(crate) fn redacted_destination(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return "(not a URL)".into();
+    };
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let authority = &rest[..end];
+    let host = authority
+        .rsplit_once('@')
+        .map_or(authority, |(_, host)| host);
+    if scheme.eq_ignore_ascii_case("channel") {
+        return format!("channel {host}");
+    }
+    let path = rest[end..].split(['?', '#']).next().unwrap_or_default();
+    if path.is_empty() || path == "/" {
+        host.to_owned()
+    } else {
+        format!("{host} (with a path)")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redacted_destination;
+
+    #[test]
+    fn destinations_show_the_host_or_the_channel_only() {
+        assert_eq!(
+            redacted_destination("https://user:pw@hooks.example.com:8443/t/secret?sig=1"),
+            "hooks.example.com:8443 (with a path)"
+        );
+        assert_eq!(
+            redacted_destination("http://example.com/?token=x"),
+            "example.com"
+        );
+        assert_eq!(
+            redacted_destination("channel://team-slack/C1/17.5?mac=ab"),
+            "channel team-slack"
+        );
+        assert_eq!(redacted_destination("nonsense"), "(not a URL)");
     }
 }

@@ -238,48 +238,57 @@ function storeClass(lg) {
     value: stored.value,
     createdAt: new Date(stored.created_at),
     updatedAt: new Date(stored.updated_at),
+    ...(stored.score === undefined ? {} : { score: stored.score }),
   });
-  const matches = (value, filter) =>
-    !filter || Object.entries(filter).every(([key, wanted]) => JSON.stringify(value?.[key]) === JSON.stringify(wanted));
-  const startsWith = (namespace, prefix) => prefix.every((part, i) => namespace[i] === part);
-  const endsWith = (namespace, suffix) =>
-    suffix.every((part, i) => namespace[namespace.length - suffix.length + i] === part);
+  // A call's arguments under `body`, in the store routes' request shapes
+  // (`StoreCall` in crates/service-python/src/calls.rs).
+  const store = (op, body) => call(op, { body });
+  const conditions = (op) => {
+    const wanted = {};
+    for (const condition of op.matchConditions ?? []) {
+      if (condition.matchType in wanted) {
+        throw new Error(`more than one ${condition.matchType} condition in listNamespaces`);
+      }
+      wanted[condition.matchType] = condition.path;
+    }
+    return wanted;
+  };
 
-  /** The server's long-term store, as the run that uses it sees it. */
+  /** The server's long-term store, as the run that uses it sees it: every operation is
+   * the server's own (filters, paging, semantic query, ttl), none re-implemented. */
   return class ServerStore extends lg.BaseStore {
     async one(op) {
       if ("namespacePrefix" in op) {
-        const offset = op.offset ?? 0;
-        const wanted = offset + (op.limit ?? 10);
-        const stored = await call("store.search", {
-          namespace: op.namespacePrefix,
-          limit: op.filter ? 10_000 : wanted,
+        const stored = await store("store.search", {
+          namespace_prefix: op.namespacePrefix,
+          filter: op.filter ?? null,
+          limit: op.limit ?? 10,
+          offset: op.offset ?? 0,
+          query: op.query ?? null,
         });
-        return stored.filter((s) => matches(s.value, op.filter)).slice(offset, wanted).map(item);
+        return stored.map(item);
       }
       if ("value" in op) {
         if (op.value === null) {
-          await call("store.delete", { namespace: op.namespace, key: op.key });
-        } else {
-          await call("store.put", { namespace: op.namespace, key: op.key, value: op.value });
+          await store("store.delete", { namespace: op.namespace, key: op.key });
+          return undefined;
         }
+        const body = { namespace: op.namespace, key: op.key, value: op.value };
+        if (op.index !== undefined) body.index = op.index;
+        if (typeof op.ttl === "number") body.ttl = op.ttl;
+        await store("store.put", body);
         return undefined;
       }
       if ("key" in op) {
-        const stored = await call("store.get", { namespace: op.namespace, key: op.key });
+        const stored = await store("store.get", { namespace: op.namespace, key: op.key });
         return stored === null ? null : item(stored);
       }
-      const stored = await call("store.search", { namespace: [], limit: 10_000 });
-      let namespaces = [...new Set(stored.map((s) => JSON.stringify(s.namespace)))].sort().map((n) => JSON.parse(n));
-      for (const condition of op.matchConditions ?? []) {
-        const test = condition.matchType === "prefix" ? startsWith : endsWith;
-        namespaces = namespaces.filter((n) => test(n, condition.path));
-      }
-      if (op.maxDepth !== undefined) {
-        namespaces = [...new Set(namespaces.map((n) => JSON.stringify(n.slice(0, op.maxDepth))))].sort().map((n) => JSON.parse(n));
-      }
-      const offset = op.offset ?? 0;
-      return namespaces.slice(offset, offset + (op.limit ?? 100));
+      return store("store.list_namespaces", {
+        ...conditions(op),
+        max_depth: op.maxDepth ?? null,
+        limit: op.limit ?? 100,
+        offset: op.offset ?? 0,
+      });
     }
 
     async batch(ops) {

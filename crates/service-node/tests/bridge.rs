@@ -9,7 +9,7 @@ use std::sync::Arc;
 use futures::StreamExt;
 use serde_json::{Value, json};
 use service_graph::{
-    AgentGraph, Checkpointer, Chunk, GraphError, GraphResolver, InMemoryLongTermStore,
+    AgentGraph, Checkpointer, Chunk, GraphError, GraphResolver, LongTermStore,
     InMemorySaver, RunContext, RunInput, RunnableConfig, StateOptions, StreamOptions,
 };
 use service_node::{Bridge, NodeOptions};
@@ -59,8 +59,18 @@ fn options(thread: &str, modes: &[StreamMode]) -> StreamOptions {
     }
 }
 
+/// The store the engine gives runs, over an in-memory store.
+fn long_term() -> Arc<dyn LongTermStore> {
+    service_engine::long_term_store(
+        service_store_memory::memory_store(service_store_memory::MemoryOptions::new(Arc::new(
+            service_store::SystemClock,
+        ))),
+        &service_engine::EngineConfig::default(),
+    )
+}
+
 fn context() -> RunContext {
-    RunContext::new(CancellationToken::new()).with_store(Arc::new(InMemoryLongTermStore::new()))
+    RunContext::new(CancellationToken::new()).with_store(long_term())
 }
 
 async fn run(
@@ -229,7 +239,7 @@ async fn custom_frames_store_calls_and_state_updates_go_through_the_server() {
     );
 
     let memory = graphs.load("memory").await.unwrap();
-    let store = Arc::new(InMemoryLongTermStore::new());
+    let store = long_term();
     for key in ["a", "b"] {
         let ctx = RunContext::new(CancellationToken::new()).with_store(store.clone());
         let input = RunInput::Values(json!({"user": "u1", "key": key, "text": "hello"}));
@@ -243,7 +253,8 @@ async fn custom_frames_store_calls_and_state_updates_go_through_the_server() {
         .unwrap();
     }
     let namespace = ["memories".to_owned(), "u1".to_owned()];
-    let item = service_graph::LongTermStore::get(store.as_ref(), &namespace, "b")
+    let item = store
+        .get(&namespace, "b", None)
         .await
         .unwrap()
         .unwrap();

@@ -1,4 +1,4 @@
-//! The configuration file: graphs, http, store, checkpointer, service (webhooks) and
+//! The configuration file: graphs, http, store, checkpointer, service (webhooks, channels) and
 //! auth blocks. Unknown keys
 //! are refused so a typo fails at boot, and so are settings of features not built yet.
 
@@ -178,6 +178,9 @@ pub(crate) struct ServiceConfig {
     /// Run-completion webhooks (validated with the environment in settings).
     #[serde(default)]
     pub webhooks: service_webhooks::WebhooksBlock,
+    /// Inbound channel routes (credentials resolved from the environment in settings).
+    #[serde(default)]
+    pub channels: Vec<service_channels::RouteBlock>,
 }
 
 /// The `http` block.

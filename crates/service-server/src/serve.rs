@@ -79,6 +79,26 @@ pub(crate) async fn serve(
             "webhooks are signed and sent through a custom dispatcher: it must pass headers and body on unchanged or receivers will reject the signature"
         );
     }
+    // Channel replies are deliveries of the outbox, sent through their providers.
+    let dispatcher = match (config.channels.is_empty(), dispatcher) {
+        (true, dispatcher) => dispatcher,
+        (false, custom) => {
+            let http: Arc<dyn Dispatcher> = match custom {
+                Some(custom) => custom,
+                None => Arc::new(
+                    service_webhooks::HttpDispatcher::new(&config.webhooks)
+                        .map_err(|error| ConfigError(format!("cannot send webhooks: {error}")))?,
+                ),
+            };
+            let channels = service_channels::ChannelDispatcher::new(
+                config.channels.clone(),
+                http,
+                config.webhooks.timeout,
+            )
+            .map_err(|error| ConfigError(format!("cannot send channel replies: {error}")))?;
+            Some(Arc::new(channels) as Arc<dyn Dispatcher>)
+        }
+    };
     let webhooks = |store: &service_store::Store| {
         let settings = config.webhooks.clone();
         let outbox = match &dispatcher {
@@ -151,9 +171,15 @@ pub(crate) async fn serve(
         .map_err(|error| {
             ConfigError(format!("registering the graphs failed: {}", error.chain()))
         })?;
+    let mut http = config.http;
+    if !config.channels.is_empty() {
+        let channels = service_channels::Channels::new(engine.clone(), config.channels);
+        channels.check_assistants().await.map_err(ConfigError)?;
+        http.channels = Some(channels);
+    }
     engine.start();
 
-    let mut app = service_axum::router_with(engine.clone(), config.http);
+    let mut app = service_axum::router_with(engine.clone(), http);
     if let Some(mount) = &config.console {
         app = service_axum::console(mount).merge(app);
     }

@@ -44,6 +44,8 @@ pub(crate) struct ServerConfig {
     pub node: Option<service_node::NodeOptions>,
     /// How run-completion webhooks are sent.
     pub webhooks: service_webhooks::WebhookSettings,
+    /// Inbound channel routes, their credentials read from the environment.
+    pub channels: service_channels::Routes,
     /// The Redis stream bus, when a queue is configured; else the in-memory bus.
     pub queue: Option<service_redis::RedisBusOptions>,
     /// The `auth` block's keys and tokens, whose JWK Set is fetched before serving.
@@ -90,6 +92,8 @@ impl ServerConfig {
         )
         .map_err(|error| ConfigError(error.to_string()))?;
         warnings.extend(webhook_warnings);
+        let channels = service_channels::Routes::resolve(&file.service.channels, &lookup)
+            .map_err(|error| ConfigError(error.to_string()))?;
         let config_dir = args
             .config
             .as_deref()
@@ -273,6 +277,8 @@ impl ServerConfig {
                     .configurable_headers
                     .as_ref()
                     .map(crate::config::HeaderPatterns::copied),
+                // Built once the engine exists (serve.rs).
+                channels: None,
             },
             console,
             log_filter,
@@ -282,6 +288,7 @@ impl ServerConfig {
             node,
             notices: file.notices(),
             webhooks,
+            channels,
             queue,
             auth,
             warnings,

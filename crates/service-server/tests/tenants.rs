@@ -21,12 +21,18 @@ const BOB: &str = "bob-key-0123456789abcdef00";
 const STAR: &str = "star-key-0123456789abcdef0";
 const MEMORIES: &str = "memories-key-0123456789abc";
 
+/// The secret of the walk's channel route (its inbound route is public; the inventory
+/// is walked as a guarded route).
+const CHANNEL_SECRET: (&str, &str) = ("TENANTS_OPS_SECRET", "tenants-ops-secret-0123");
+
 fn config(label: &str, extra: Value) -> ConfigFile {
     let mut config = json!({
         "auth": {
             "api_keys": {"alice": ALICE, "bob": BOB, "*": STAR, "memories": MEMORIES},
             "scoping": "owner",
-        }
+        },
+        "service": {"channels": [{"name": "ops", "provider": "generic", "assistant": "echo",
+            "secret_env": CHANNEL_SECRET.0}]},
     });
     if let (Some(auth), Value::Object(extra)) = (config["auth"].as_object_mut(), extra) {
         auth.extend(extra);
@@ -36,7 +42,10 @@ fn config(label: &str, extra: Value) -> ConfigFile {
 
 fn dev(label: &str, extra: Value) -> (Instance, ConfigFile) {
     let config = config(label, extra);
-    let instance = spawn(&["dev", "--port", "0", "--config", &config.path()], &[]);
+    let instance = spawn(
+        &["dev", "--port", "0", "--config", &config.path()],
+        &[CHANNEL_SECRET],
+    );
     (instance, config)
 }
 
@@ -359,6 +368,8 @@ fn bobs_request(route: &RouteInfo, a: &Alices) -> (String, Option<Value>, Expect
         ("GET", "/threads/{thread_id}/stream/events") => {
             (format!("/threads/{t}/stream/events"), None, Refused)
         }
+        // The inventory is the server's configuration, the same for every caller.
+        ("GET", "/channels") => ("/channels".into(), None, OnlyOwn),
         ("POST", "/invoke/{graph_id}") => ("/invoke/nothing-here".into(), Some(json!({})), Refused),
         // Her assistant is named "alice's": as a tool, `alices`. Bob has no such tool.
         ("POST", "/mcp") => (
@@ -400,7 +411,8 @@ fn walk(instance: &Instance) {
     let (alice, bob) = alice_and_bob(instance);
     let a = make_alices(&alice);
     let before = snapshot(&alice, &a);
-    let routes = service_axum::routes(&RouterOptions::default());
+    let mut routes = service_axum::routes(&RouterOptions::default());
+    routes.extend(service_axum::channel_routes());
     assert!(routes.len() > 60, "the walk covers the whole table");
     for route in routes.iter().filter(|route| route.access != Access::Public) {
         let (path, body, expect) = bobs_request(route, &a);
@@ -456,7 +468,7 @@ async fn every_route_refuses_another_owner_on_postgres() {
     let url = database.url();
     let instance = spawn(
         &["start", "--port", "0", "--config", &config.path()],
-        &[("DATABASE_URL", &url)],
+        &[("DATABASE_URL", &url), CHANNEL_SECRET],
     );
     tokio::task::spawn_blocking(move || walk(&instance))
         .await

@@ -44,6 +44,7 @@ fn delivery(row: &Row) -> StoreResult<Delivery> {
         replayable: row.column("replayable")?,
         created_at: ts(row.column("created_at")?),
         updated_at: ts(row.column("updated_at")?),
+        destination: None,
     })
 }
 

@@ -88,6 +88,7 @@ impl DeliveryRecord {
                 replayable: true,
                 created_at: now,
                 updated_at: now,
+                destination: None,
             },
             url: webhook.url,
             payload: Some(payload),

@@ -56,4 +56,9 @@ pub struct Delivery {
     pub created_at: Timestamp,
     /// Bumps on every state change.
     pub updated_at: Timestamp,
+    /// Where it goes, redacted: an HTTP callback's host and whether its URL has a
+    /// path, a channel reply's channel name (`channel <name>`). Set by the deliveries
+    /// route from the run's webhook; absent when the run is gone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub destination: Option<String>,
 }

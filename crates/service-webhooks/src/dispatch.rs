@@ -83,6 +83,14 @@ impl AttemptError {
 pub trait Dispatcher: Send + Sync + std::fmt::Debug {
     /// POSTs the attempt; `Ok` only for a 2xx answer.
     async fn post(&self, attempt: Attempt) -> Result<(), AttemptError>;
+
+    /// True for a destination this dispatcher delivers itself rather than over HTTP,
+    /// which the URL policy then does not judge: an operator-configured one the
+    /// dispatcher authenticates (a channel reply, service-channels), never a URL a
+    /// client could name on its own.
+    fn delivers_itself(&self, _url: &Url) -> bool {
+        false
+    }
 }
 
 /// The HTTP dispatcher (reqwest on rustls).

@@ -23,6 +23,8 @@ test("a webhook shows only its host and whether it has a path", () => {
   assert.equal(redactWebhook("https://hooks.example.com/t/secret-token?sig=1"), "hooks.example.com (with a path)");
   assert.equal(redactWebhook("https://user:pw@example.com:8443/"), "example.com:8443");
   assert.equal(redactWebhook("not a url"), "(not a URL)");
+  // A channel reply shows its channel only: never the conversation or the MAC.
+  assert.equal(redactWebhook("channel://slack-main/C123/1700.1?mac=abc"), "channel slack-main");
 });
 
 test("a cron reads paused, no upcoming run, or its next run relative to now", () => {

@@ -17,9 +17,14 @@ pub(crate) fn routes(mcp: bool) -> Table {
     Table::new()
         .get("/", Access::Public, ok)
         .get("/ok", Access::Public, ok)
-        .get("/info", Access::Public, move |engine: State<Engine>| {
-            info(engine, mcp)
-        })
+        .get(
+            "/info",
+            Access::Public,
+            move |engine: State<Engine>,
+                  channels: Option<axum::Extension<service_channels::Channels>>| {
+                info(engine, channels, mcp)
+            },
+        )
         .post(
             "/invoke/{graph_id}",
             (Resource::Threads, Action::CreateRun),
@@ -35,7 +40,11 @@ async fn ok(State(engine): State<Engine>, params: QueryParams) -> ApiResult<Json
     Ok(Json(json!({"ok": true})))
 }
 
-async fn info(State(engine): State<Engine>, mcp: bool) -> Json<Value> {
+async fn info(
+    State(engine): State<Engine>,
+    channels: Option<axum::Extension<service_channels::Channels>>,
+    mcp: bool,
+) -> Json<Value> {
     Json(json!({
         "version": env!("CARGO_PKG_VERSION"),
         "langgraph_py_version": null,
@@ -46,9 +55,9 @@ async fn info(State(engine): State<Engine>, mcp: bool) -> Json<Value> {
             "langsmith_tracing_replicas": false,
             "langsmith_tracing_session_on_runs": false,
             "mcp": mcp,
-            // No channel routes in this server yet, so no GET /channels: the console
-            // reads this instead of asking for a 404 (which a browser logs as an error).
-            "channels": false,
+            // Without channel routes there is no GET /channels: the console reads this
+            // instead of asking for a 404 (which a browser logs as an error).
+            "channels": channels.is_some(),
         },
         "host": {
             "kind": "self-hosted",

@@ -2,6 +2,7 @@
 
 pub(crate) mod a2a;
 pub(crate) mod assistants;
+pub(crate) mod channels;
 pub(crate) mod crons;
 pub(crate) mod deliveries;
 pub(crate) mod jsonrpc;

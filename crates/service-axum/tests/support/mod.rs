@@ -12,7 +12,14 @@ use service_store::{Clock, SystemClock};
 use service_store_memory::{MemoryOptions, memory_store};
 
 /// A started engine with its system assistants, under a router with `options`.
+// Each test file compiles this module; the auth walk builds its router itself.
+#[allow(dead_code)]
 pub(crate) async fn app_with(options: RouterOptions) -> Router {
+    service_axum::router_with(engine().await, options)
+}
+
+/// A started engine on the in-memory store with the example graphs.
+pub(crate) async fn engine() -> Engine {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let config = EngineConfig::default();
     let engine = Engine::new(EngineParts {
@@ -31,5 +38,5 @@ pub(crate) async fn app_with(options: RouterOptions) -> Router {
         .await
         .expect("system assistants");
     engine.start();
-    service_axum::router_with(engine, options)
+    engine
 }
