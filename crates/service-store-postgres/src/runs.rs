@@ -30,6 +30,10 @@ use crate::error::{is_foreign_key_violation, is_unique_violation, store_error};
 use crate::filter::metadata_condition;
 use crate::threads::{self, COLUMNS as THREAD_COLUMNS, MIRROR_SET};
 
+mod settle_sql;
+
+use settle_sql::{DeliveryParams, settle_and_mirror_sql, settle_sql};
+
 pub(crate) const COLUMNS: &str = "run_id, thread_id, assistant_id, created_at, updated_at, status, \
     metadata, multitask_strategy, kwargs, error";
 
@@ -151,168 +155,6 @@ pub(crate) const LATEST_SQL: &str =
     "SELECT run_id, thread_id, assistant_id, created_at, updated_at, \
     status, metadata, multitask_strategy, kwargs, error FROM runs WHERE thread_id = $1
     ORDER BY created_at DESC, run_id DESC LIMIT 1";
-
-/// Settles a run, mirrors it onto its thread and claims the next run, in one
-/// statement and so one (synchronous) commit. `$1` is the run; `$2` to `$7` the
-/// mirror (`MirrorParams`, `$6` now); `$8` the status it settles as, `$9` the status
-/// when a cancel won, `$10` its error; `$11` the run to claim (or NULL) and `$12` the
-/// instant it is claimed at. The thread's `runs_wait` and the claim's busy check read
-/// the snapshot from before the settle: this run is still active there, so it is left
-/// out of the first, and a next run of its own thread is not claimed.
-///
-/// `with_delivery`: the run's webhook delivery row is inserted by the same statement
-/// ([`delivered_cte`] from `$13`), and its id returned after `others_wait`.
-fn settle_and_mirror_text(with_delivery: bool) -> String {
-    let (delivery, delivered) = if with_delivery {
-        (
-            delivered_cte(13, "$6", "$8"),
-            ", (SELECT delivery_id FROM delivered) AS delivery_id",
-        )
-    } else {
-        (String::new(), "")
-    };
-    format!(
-        "WITH settled AS (
-             UPDATE runs SET
-                 status = CASE WHEN cancel_requested THEN $9 ELSE $8 END,
-                 error = CASE WHEN cancel_requested THEN NULL ELSE $10::jsonb END,
-                 updated_at = $6
-             WHERE run_id = $1 AND status IN ('pending', 'running')
-             RETURNING {SETTLED_COLUMNS}),
-         waiting AS (
-             SELECT EXISTS (
-                 SELECT 1 FROM runs, settled
-                 WHERE runs.thread_id = settled.thread_id
-                   AND runs.status IN ('pending', 'running')
-                   AND runs.run_id <> $1) AS runs_wait),
-         mirrored AS (
-             UPDATE threads SET {MIRROR_SET}
-             FROM waiting, settled
-             WHERE threads.thread_id = settled.thread_id AND settled.status = $8
-             RETURNING waiting.runs_wait),
-         claimed AS (
-             UPDATE runs SET status = 'running', updated_at = $12, started = true
-             WHERE run_id = $11 AND status = 'pending' AND available_at <= $12
-               AND thread_id <> (SELECT thread_id FROM settled)
-               AND NOT EXISTS (
-                   SELECT 1 FROM runs busy
-                   WHERE busy.thread_id = runs.thread_id AND busy.status = 'running')
-               AND NOT EXISTS (
-                   SELECT 1 FROM thread_state_holds hold
-                   WHERE hold.thread_id = runs.thread_id AND hold.held_until > $12)
-             RETURNING {COLUMNS}){delivery}
-         SELECT settled.*, (SELECT runs_wait FROM mirrored) AS others_wait{delivered}, claimed.*
-         FROM settled LEFT JOIN claimed ON true"
-    )
-}
-
-/// `, delivered AS (...)`: inserts the settled run's webhook delivery row when the run
-/// had started, with [`DeliveryParams`] from `$first` on; `now` and `status` are the
-/// placeholders of the settle's instant and of the status it settles as.
-fn delivered_cte(first: usize, now: &str, status: &str) -> String {
-    let p = |offset: usize| format!("${}", first + offset);
-    let (id, truncated, url, payload) = (p(0), p(1), p(2), p(3));
-    let (if_settled, if_cancelled, run_metadata) = (p(4), p(5), p(6));
-    format!(
-        ",
-         delivered AS (
-             INSERT INTO webhook_deliveries ({DELIVERY_COLUMNS})
-             SELECT {id}, settled.run_id, settled.thread_id, 'pending', 0, NULL, {now},
-                 {truncated}, true, {now}, {now}, {url},
-                 jsonb_set({payload}::jsonb, '{{status}}', to_jsonb(
-                     CASE WHEN settled.status = {status} THEN {if_settled}::text
-                          ELSE {if_cancelled}::text END)),
-                 NULL, {run_metadata}::jsonb
-             FROM settled JOIN runs ON runs.run_id = settled.run_id
-             WHERE runs.started
-             RETURNING delivery_id)"
-    )
-}
-
-/// A settle without the mirror (see [`RunsRepo::settle`]): `$1` the run, `$2` the
-/// status it settles as, `$3` the status when a cancel won, `$4` its error, `$5` now;
-/// `with_delivery`, the delivery row as [`delivered_cte`] from `$6`. The status a
-/// cancel recorded meanwhile turns it into is chosen under the row lock.
-fn settle_text(with_delivery: bool) -> String {
-    let (delivery, delivered) = if with_delivery {
-        (
-            delivered_cte(6, "$5", "$2"),
-            ", (SELECT delivery_id FROM delivered) AS delivery_id",
-        )
-    } else {
-        (String::new(), "")
-    };
-    format!(
-        "WITH settled AS (
-             UPDATE runs SET
-                 status = CASE WHEN cancel_requested THEN $3 ELSE $2 END,
-                 error = CASE WHEN cancel_requested THEN NULL ELSE $4::jsonb END,
-                 updated_at = $5
-             WHERE run_id = $1 AND status IN ('pending', 'running')
-             RETURNING {SETTLED_COLUMNS}){delivery}
-         SELECT settled.*{delivered} FROM settled"
-    )
-}
-
-fn settle_sql(with_delivery: bool) -> &'static str {
-    static PLAIN: LazyLock<String> = LazyLock::new(|| settle_text(false));
-    static WITH_DELIVERY: LazyLock<String> = LazyLock::new(|| settle_text(true));
-    if with_delivery {
-        WITH_DELIVERY.as_str()
-    } else {
-        PLAIN.as_str()
-    }
-}
-
-fn settle_and_mirror_sql(with_delivery: bool) -> &'static str {
-    static PLAIN: LazyLock<String> = LazyLock::new(|| settle_and_mirror_text(false));
-    static WITH_DELIVERY: LazyLock<String> = LazyLock::new(|| settle_and_mirror_text(true));
-    if with_delivery {
-        WITH_DELIVERY.as_str()
-    } else {
-        PLAIN.as_str()
-    }
-}
-
-/// The parameters of [`delivered_cte`]: the new row's id, the request's truncation
-/// flag, URL, payload (its `"status"` set in the statement to the first status, or to
-/// the second when a cancel won) and run metadata.
-struct DeliveryParams {
-    delivery_id: Uuid,
-    truncated: bool,
-    url: String,
-    payload: Value,
-    status: &'static str,
-    status_if_cancelled: &'static str,
-    run_metadata: Value,
-}
-
-impl DeliveryParams {
-    fn new(settlement: &Settlement, webhook: &WebhookRequest) -> StoreResult<Self> {
-        let interrupted = settlement.interrupted;
-        Ok(Self {
-            delivery_id: Uuid::now_v7(),
-            truncated: webhook.payload_truncated,
-            url: webhook.url.clone(),
-            payload: Value::Object(webhook.payload.clone()),
-            status: webhook_status(final_status(settlement, false)?, interrupted),
-            status_if_cancelled: webhook_status(final_status(settlement, true)?, interrupted),
-            run_metadata: Value::Object(webhook.run_metadata.clone()),
-        })
-    }
-
-    fn params(&self) -> [&(dyn ToSql + Sync); 7] {
-        [
-            &self.delivery_id,
-            &self.truncated,
-            &self.url,
-            &self.payload,
-            &self.status,
-            &self.status_if_cancelled,
-            &self.run_metadata,
-        ]
-    }
-}
 
 impl Db {
     /// Claims one run (see [`RunsRepo::claim`]) unless it runs on `not_on_thread`.
