@@ -259,8 +259,17 @@ async fn a_subgraphs_events_carry_its_namespace() {
         json!({"node": "draft", "values": {"draft": "draft for cats"}})
     );
 
-    let tree = command(&app, thread, 2, "agent.getTree", json!({})).await;
-    let tree = &tree["result"]["tree"];
+    // The update arrives before the run reaches its interrupt: wait until it has.
+    let mut tree = Value::Null;
+    for id in 2..250 {
+        tree =
+            command(&app, thread, id, "agent.getTree", json!({})).await["result"]["tree"].clone();
+        if tree["status"] != "running" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let tree = &tree;
     assert_eq!(tree["status"], "interrupted", "{tree}");
     assert_eq!(tree["children"][0]["namespace"], json!([namespace]));
     assert_eq!(tree["children"][0]["status"], "interrupted");
