@@ -206,6 +206,8 @@ macro_rules! __conformance_tests {
                 run_claim_by_id_takes_only_a_claimable_run,
                 run_cancel_pending_is_immediate_and_sends_no_webhook,
                 run_cancel_running_is_a_durable_request,
+                run_cancel_of_a_pending_run_records_its_reason,
+                run_cancel_of_a_running_run_keeps_the_first_reason_through_settle,
                 run_settle_cancel_wins_the_race,
                 run_settle_and_mirror_mirrors_only_the_planned_outcome,
                 run_settle_and_mirror_claims_the_next_run,

@@ -14,6 +14,9 @@ use uuid::Uuid;
 
 use crate::harness::{Factory, Harness, assert_kind, obj, settlement};
 
+/// The cancel reason of tests that are not about it.
+const REASON: &str = "interrupt requested via POST /runs/cancel";
+
 /// A settlement carrying a webhook.
 pub fn with_webhook(status: RunStatus) -> Settlement {
     Settlement {
@@ -469,7 +472,7 @@ pub async fn run_claim_by_id_takes_only_a_claimable_run(factory: Factory) {
     let cancelled = h.run_on(h.thread().await.thread_id).await.run_id;
     h.store
         .runs()
-        .request_cancel(cancelled)
+        .request_cancel(cancelled, REASON)
         .await
         .expect("cancel");
     assert_eq!(claim(cancelled).await, None, "cancelled before it started");
@@ -524,7 +527,12 @@ pub async fn run_cancel_pending_is_immediate_and_sends_no_webhook(factory: Facto
     let h = Harness::new(&factory).await;
     let thread = h.thread().await.thread_id;
     let run_id = h.run_on(thread).await.run_id;
-    let outcome = h.store.runs().request_cancel(run_id).await.expect("cancel");
+    let outcome = h
+        .store
+        .runs()
+        .request_cancel(run_id, REASON)
+        .await
+        .expect("cancel");
     assert!(
         matches!(&outcome, CancelOutcome::Cancelled(run) if run.status == RunStatus::Cancelled)
     );
@@ -542,10 +550,15 @@ pub async fn run_cancel_pending_is_immediate_and_sends_no_webhook(factory: Facto
         (settled.changed, settled.run.status, settled.delivery),
         (false, RunStatus::Cancelled, None)
     );
-    let again = h.store.runs().request_cancel(run_id).await.expect("cancel");
+    let again = h
+        .store
+        .runs()
+        .request_cancel(run_id, REASON)
+        .await
+        .expect("cancel");
     assert!(matches!(again, CancelOutcome::AlreadyTerminal(_)));
     assert_kind(
-        h.store.runs().request_cancel(Uuid::now_v7()).await,
+        h.store.runs().request_cancel(Uuid::now_v7(), REASON).await,
         ErrorKind::NotFound,
     );
 }
@@ -556,9 +569,127 @@ pub async fn run_cancel_running_is_a_durable_request(factory: Factory) {
     let thread = h.thread().await.thread_id;
     let run_id = h.started_run(thread).await.run_id;
     assert!(!h.store.runs().cancel_requested(run_id).await.expect("flag"));
-    let outcome = h.store.runs().request_cancel(run_id).await.expect("cancel");
+    let outcome = h
+        .store
+        .runs()
+        .request_cancel(run_id, REASON)
+        .await
+        .expect("cancel");
     assert!(matches!(&outcome, CancelOutcome::Requested(run) if run.status == RunStatus::Running));
     assert!(h.store.runs().cancel_requested(run_id).await.expect("flag"));
+}
+
+/// A pending run's cancel records its reason with the cancelled status; every read
+/// (by id, a thread's listing, its latest run) shows it, and a run nobody cancelled
+/// has none. A cancel of the settled run changes nothing.
+pub async fn run_cancel_of_a_pending_run_records_its_reason(factory: Factory) {
+    let h = Harness::new(&factory).await;
+    let thread = h.thread().await.thread_id;
+    let kept = h.started_run(thread).await.run_id;
+    let run_id = h.run_on(thread).await.run_id;
+    let reason =
+        "superseded by run 0190c6a3-1b2c-7d4e-8f00-000000000001 (multitask_strategy=interrupt)";
+    let outcome = h
+        .store
+        .runs()
+        .request_cancel(run_id, reason)
+        .await
+        .expect("cancel");
+    assert!(matches!(&outcome,
+        CancelOutcome::Cancelled(run) if run.cancel_reason.as_deref() == Some(reason)));
+    let read = h.store.runs().get(run_id).await.expect("get").expect("run");
+    assert_eq!(
+        (read.status, read.cancel_reason.as_deref()),
+        (RunStatus::Cancelled, Some(reason))
+    );
+    let listed = h
+        .store
+        .runs()
+        .list(thread, &RunListQuery::default())
+        .await
+        .expect("list");
+    let reasons: Vec<_> = listed
+        .iter()
+        .map(|run| (run.run_id, run.cancel_reason.as_deref()))
+        .collect();
+    assert_eq!(reasons, vec![(run_id, Some(reason)), (kept, None)]);
+    let latest = h.store.runs().latest(thread).await.expect("latest");
+    assert_eq!(
+        latest.and_then(|run| run.cancel_reason),
+        Some(reason.to_owned())
+    );
+    let again = h
+        .store
+        .runs()
+        .request_cancel(run_id, "rollback requested via POST /runs/cancel")
+        .await
+        .expect("cancel");
+    assert!(matches!(&again,
+        CancelOutcome::AlreadyTerminal(run) if run.cancel_reason.as_deref() == Some(reason)));
+}
+
+/// A running run's cancel records its reason at once, with the request; the first
+/// reason stays when another cancel follows, and the run settles cancelled with it.
+/// A run that settled without a cancel has no reason, and a late cancel adds none.
+pub async fn run_cancel_of_a_running_run_keeps_the_first_reason_through_settle(factory: Factory) {
+    let h = Harness::new(&factory).await;
+    let thread = h.thread().await.thread_id;
+    let run_id = h.started_run(thread).await.run_id;
+    let first = "interrupt requested via POST /threads/{thread_id}/runs/{run_id}/cancel";
+    let outcome = h
+        .store
+        .runs()
+        .request_cancel(run_id, first)
+        .await
+        .expect("cancel");
+    assert!(matches!(&outcome,
+        CancelOutcome::Requested(run) if run.cancel_reason.as_deref() == Some(first)));
+    h.store
+        .runs()
+        .request_cancel(run_id, "rollback requested via POST /runs/cancel")
+        .await
+        .expect("cancel again");
+    let active = h
+        .store
+        .runs()
+        .active(&ActiveRunsQuery {
+            thread_id: Some(thread),
+            ..ActiveRunsQuery::default()
+        })
+        .await
+        .expect("active");
+    assert_eq!(active.len(), 1);
+    assert_eq!(active[0].cancel_reason.as_deref(), Some(first));
+    h.store
+        .runs()
+        .settle(run_id, settlement(RunStatus::Success))
+        .await
+        .expect("settle");
+    let read = h.store.runs().get(run_id).await.expect("get").expect("run");
+    assert_eq!(
+        (read.status, read.cancel_reason.as_deref()),
+        (RunStatus::Cancelled, Some(first))
+    );
+
+    let thread = h.thread().await.thread_id;
+    let done = h.started_run(thread).await.run_id;
+    h.store
+        .runs()
+        .settle(done, settlement(RunStatus::Success))
+        .await
+        .expect("settle");
+    let late = h
+        .store
+        .runs()
+        .request_cancel(done, first)
+        .await
+        .expect("cancel");
+    assert!(matches!(late, CancelOutcome::AlreadyTerminal(_)));
+    let read = h.store.runs().get(done).await.expect("get").expect("run");
+    assert_eq!(
+        (read.status, read.cancel_reason),
+        (RunStatus::Success, None)
+    );
 }
 
 /// A cancel requested before settle wins: the run ends cancelled whatever the
@@ -569,7 +700,11 @@ pub async fn run_settle_cancel_wins_the_race(factory: Factory) {
     for webhook in [true, false] {
         let thread = h.thread().await.thread_id;
         let run_id = h.started_run(thread).await.run_id;
-        h.store.runs().request_cancel(run_id).await.expect("cancel");
+        h.store
+            .runs()
+            .request_cancel(run_id, REASON)
+            .await
+            .expect("cancel");
         let mut outcome = if webhook {
             with_webhook(RunStatus::Error)
         } else {
@@ -694,7 +829,11 @@ pub async fn run_settle_and_mirror_mirrors_only_the_planned_outcome(factory: Fac
         // A cancel won the race: the run is cancelled and the thread left alone.
         let third = h.started_run(thread).await.run_id;
         let before = thread_of(thread).await;
-        h.store.runs().request_cancel(third).await.expect("cancel");
+        h.store
+            .runs()
+            .request_cancel(third, REASON)
+            .await
+            .expect("cancel");
         let outcome = h
             .store
             .runs()
@@ -805,7 +944,7 @@ pub async fn run_settle_and_mirror_claims_the_next_run(factory: Factory) {
         let cancelled = h.run_on(h.thread().await.thread_id).await.run_id;
         h.store
             .runs()
-            .request_cancel(cancelled)
+            .request_cancel(cancelled, REASON)
             .await
             .expect("cancel");
         h.advance_minutes(0.5);
@@ -1056,7 +1195,11 @@ pub async fn run_active_lists_pending_and_running(factory: Factory) {
     let queued = h.run_on(a).await.run_id;
     let other = h.run_on(b).await.run_id;
     let done = h.run_on(b).await.run_id;
-    h.store.runs().request_cancel(done).await.expect("cancel");
+    h.store
+        .runs()
+        .request_cancel(done, REASON)
+        .await
+        .expect("cancel");
     let hr = &h;
     let ids = move |query: ActiveRunsQuery| async move {
         hr.store

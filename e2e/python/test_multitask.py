@@ -14,6 +14,12 @@ async def running_slow(client, tid, delay_ms=3000, **kw):
     return run
 
 
+# The peer's (langgraph-api 0.18) wording: a route's path keeps its {placeholders}.
+REQUESTED = "interrupt requested via POST /threads/{thread_id}/runs/{run_id}/cancel"
+REQUESTED_IN_BULK = "interrupt requested via POST /runs/cancel"
+DISCONNECTED = "client disconnected from the run stream (on_disconnect=cancel)"
+
+
 def assert_cancelled(run):
     assert run["status"] not in ("success", "pending", "running", "error")
     with spec_only("SPEC A2: a cancelled run's status is `cancelled` (peer: `interrupted`)"):
@@ -31,6 +37,23 @@ async def test_cancel_a_running_run(client, thread):
     replay = await collect(client.runs.join_stream(tid, run["run_id"], last_event_id="-1"))
     assert "error" not in events(replay)
     assert_cancelled(done)
+    assert done["cancel_reason"] == REQUESTED
+
+
+async def test_a_cancelled_run_reads_back_with_its_cancel_reason_and_others_with_none(client, thread):
+    tid = thread["thread_id"]
+    finished = await client.runs.create(tid, "slow", input={"delay_ms": 10})
+    finished = await wait_run(client, tid, finished["run_id"])
+    assert finished["status"] == "success"
+    assert "cancel_reason" in finished and finished["cancel_reason"] is None
+    run = await running_slow(client, tid)
+    await client.runs.cancel(tid, run["run_id"], wait=True)
+    assert (await client.runs.get(tid, run["run_id"]))["cancel_reason"] == REQUESTED
+    listed = await client.runs.list(tid, select=["run_id", "cancel_reason"])
+    assert listed == [
+        {"run_id": run["run_id"], "cancel_reason": REQUESTED},
+        {"run_id": finished["run_id"], "cancel_reason": None},
+    ]
 
 
 async def test_cancel_with_wait_returns_after_the_run_stopped(client, thread):
@@ -58,6 +81,7 @@ async def test_cancel_a_pending_run(client, thread):
     cancelled = await wait_run(client, tid, second["run_id"])
     assert (await wait_run(client, tid, first["run_id"]))["status"] == "success"
     assert_cancelled(cancelled)
+    assert cancelled["cancel_reason"] == REQUESTED
 
 
 async def test_cancel_of_a_finished_run_is_not_found(client, thread):
@@ -74,7 +98,9 @@ async def test_cancel_many_by_thread_and_run_ids(client, thread):
     second = await client.runs.create(tid, "slow", input={"delay_ms": 10}, multitask_strategy="enqueue")
     await client.runs.cancel_many(thread_id=tid, run_ids=[first["run_id"], second["run_id"]])
     for run in (first, second):
-        assert_cancelled(await wait_run(client, tid, run["run_id"]))
+        cancelled = await wait_run(client, tid, run["run_id"])
+        assert_cancelled(cancelled)
+        assert cancelled["cancel_reason"] == REQUESTED_IN_BULK
 
 
 async def test_cancel_many_by_status_pending(client, thread):
@@ -100,7 +126,9 @@ async def test_multitask_interrupt_stops_the_running_run_and_runs_the_new_one(cl
     second = await client.runs.create(tid, "slow", input={"delay_ms": 10}, multitask_strategy="interrupt")
     assert (await wait_run(client, tid, second["run_id"]))["status"] == "success"
     assert (await client.threads.get_state(tid))["values"] == {"delay_ms": 10, "done": True}
-    assert_cancelled(await wait_run(client, tid, first["run_id"]))
+    displaced = await wait_run(client, tid, first["run_id"])
+    assert_cancelled(displaced)
+    assert displaced["cancel_reason"] == f"superseded by run {second['run_id']} (multitask_strategy=interrupt)"
 
 
 async def test_multitask_rollback_deletes_the_running_run(client, thread):
@@ -132,3 +160,4 @@ async def test_stream_with_on_disconnect_cancel_cancels_when_the_client_leaves(c
     await stream.aclose()
     run = await wait_run(client, tid, first.data["run_id"])
     assert_cancelled(run)
+    assert run["cancel_reason"] == DISCONNECTED

@@ -7,6 +7,7 @@ mod assistants;
 pub mod auth;
 pub mod bus;
 mod callbacks;
+mod cancel_cause;
 mod config;
 pub mod coordination;
 mod crons;

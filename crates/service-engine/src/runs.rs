@@ -16,6 +16,7 @@ use uuid::Uuid;
 use crate::active::ActiveRun;
 use crate::auth::{Caller, Scope};
 use crate::bus::{Replay, Subscription, Topic};
+use crate::cancel_cause::CancelCause;
 use crate::limits::{check_run_numbers, clamped_limit, offset};
 use crate::run_options::{RunIds, RunOptions};
 use crate::scheduler::{NextRun, Promise};
@@ -114,7 +115,7 @@ impl Engine {
                 let thread = Self::thread_for_run(Uuid::now_v7(), assistant, None, scope);
                 let thread = RunThread::New(thread);
                 match self
-                    .insert_run(thread, assistant, body, true, watch)
+                    .insert_run(thread, Uuid::now_v7(), assistant, body, true, watch)
                     .await?
                 {
                     Queued::ThreadExists(_) => Err(EngineError::conflict(
@@ -145,7 +146,10 @@ impl Engine {
                     .thread_default_ttl_minutes
                     .map(service_types::TtlSetting::Minutes);
                 let new = RunThread::New(Self::thread_for_run(thread_id, assistant, ttl, scope));
-                let existing = match self.insert_run(new, assistant, body, false, watch).await? {
+                let queued = self
+                    .insert_run(new, Uuid::now_v7(), assistant, body, false, watch)
+                    .await?;
+                let existing = match queued {
                     Queued::ThreadExists(Some(thread)) => thread,
                     // Made concurrently by another instance, too late to be read.
                     Queued::ThreadExists(None) => self
@@ -192,16 +196,21 @@ impl Engine {
         watch: bool,
     ) -> EngineResult<Queued> {
         let strategy = body.multitask_strategy.unwrap_or_default();
-        self.apply_multitask_strategy(thread.thread_id, strategy)
+        // Minted first: the runs it displaces record it in their cancel reason.
+        let run_id = Uuid::now_v7();
+        self.apply_multitask_strategy(thread.thread_id, strategy, run_id)
             .await?;
-        self.insert_run(RunThread::Existing(thread), assistant, body, false, watch)
+        let thread = RunThread::Existing(thread);
+        self.insert_run(thread, run_id, assistant, body, false, watch)
             .await
     }
 
+    /// Makes way on a busy thread for the new run `by`, as its strategy says.
     async fn apply_multitask_strategy(
         &self,
         thread_id: Uuid,
         strategy: MultitaskStrategy,
+        by: Uuid,
     ) -> EngineResult<()> {
         let query = ActiveRunsQuery {
             thread_id: Some(thread_id),
@@ -222,8 +231,9 @@ impl Engine {
                 } else {
                     CancelAction::Interrupt
                 };
+                let cause = CancelCause::Superseded { by, strategy };
                 for run in active {
-                    self.cancel_known_run(run, action).await?;
+                    self.cancel_known_run(run, action, cause).await?;
                 }
                 Ok(())
             }
@@ -233,12 +243,12 @@ impl Engine {
     async fn insert_run(
         &self,
         thread: RunThread,
+        run_id: Uuid,
         assistant: &Assistant,
         body: &RunCreate,
         stateless: bool,
         watch: bool,
     ) -> EngineResult<Queued> {
-        let run_id = Uuid::now_v7();
         let (thread_id, thread_metadata) = match &thread {
             RunThread::Existing(thread) => (thread.thread_id, &thread.metadata),
             RunThread::New(new) => (new.thread_id, &new.metadata),
@@ -392,7 +402,8 @@ impl Engine {
             .filter(|run| run.thread_id == thread_id)
             .ok_or_else(|| EngineError::not_found("Run not found"))?;
         if !run.status.is_terminal() {
-            self.cancel_known_run(run, CancelAction::Interrupt).await?;
+            self.cancel_known_run(run, CancelAction::Interrupt, CancelCause::RunDeleted)
+                .await?;
         }
         self.store().runs().delete(run_id).await?;
         self.inner.bus.discard(Topic::Run(run_id)).await;
@@ -405,6 +416,7 @@ impl Engine {
         thread_id: Uuid,
         run_id: Uuid,
         action: CancelAction,
+        cause: CancelCause,
     ) -> EngineResult<Run> {
         let run = self
             .store()
@@ -413,7 +425,7 @@ impl Engine {
             .await?
             .filter(|run| run.thread_id == thread_id && !run.status.is_terminal())
             .ok_or_else(no_runs_to_cancel)?;
-        self.cancel_known_run(run, action).await
+        self.cancel_known_run(run, action, cause).await
     }
 
     /// Cancels every run a bulk-cancel body selects within `scope` (by status, or by
@@ -468,7 +480,8 @@ impl Engine {
         }
         let count = runs.len();
         for run in runs {
-            self.cancel_known_run(run, action).await?;
+            self.cancel_known_run(run, action, CancelCause::RequestedInBulk(action))
+                .await?;
         }
         Ok(count)
     }
@@ -479,8 +492,15 @@ impl Engine {
         &self,
         run: Run,
         action: CancelAction,
+        cause: CancelCause,
     ) -> EngineResult<Run> {
-        match self.store().runs().request_cancel(run.run_id).await? {
+        let reason = cause.reason();
+        match self
+            .store()
+            .runs()
+            .request_cancel(run.run_id, &reason)
+            .await?
+        {
             CancelOutcome::Cancelled(run) => {
                 self.finish_unstarted(&run, action).await?;
                 Ok(run)
@@ -552,8 +572,14 @@ impl Engine {
             thread_id: Some(thread_id),
             ..ActiveRunsQuery::default()
         };
+        let reason = CancelCause::ThreadDeleted(thread_id).reason();
         for run in self.store().runs().active(&query).await? {
-            match self.store().runs().request_cancel(run.run_id).await? {
+            match self
+                .store()
+                .runs()
+                .request_cancel(run.run_id, &reason)
+                .await?
+            {
                 CancelOutcome::Requested(run) => self.stop_requested(run.run_id, false).await,
                 CancelOutcome::Cancelled(run) | CancelOutcome::AlreadyTerminal(run) => {
                     self.inner.bus.close(Topic::Run(run.run_id)).await;

@@ -249,13 +249,18 @@ impl RunsRepo for MemoryCore {
         Ok(earliest)
     }
 
-    async fn request_cancel(&self, run_id: Uuid) -> StoreResult<CancelOutcome> {
+    async fn request_cancel(&self, run_id: Uuid, reason: &str) -> StoreResult<CancelOutcome> {
         let now = self.env.clock.now();
         let mut core = self.state.lock();
         let row = core
             .runs
             .get_mut(&run_id)
             .ok_or_else(|| StoreError::not_found("No runs found to cancel."))?;
+        if !row.run.status.is_terminal() {
+            row.run
+                .cancel_reason
+                .get_or_insert_with(|| reason.to_owned());
+        }
         match row.run.status {
             RunStatus::Pending => {
                 let row = core
@@ -363,6 +368,7 @@ fn new_run(new: NewRun, now: Timestamp) -> (Run, RunRow, serde_json::Value) {
         multitask_strategy: new.multitask_strategy,
         kwargs: serde_json::Value::Null,
         error: None,
+        cancel_reason: None,
     };
     let mut row = RunRow::new(run.clone(), JsonText::new(&new.kwargs), new.available_at);
     row.started = new.claimed;

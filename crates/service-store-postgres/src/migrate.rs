@@ -125,6 +125,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0010_delivery_owner.sql",
         sql: include_str!("../../../migrations/0010_delivery_owner.sql"),
     },
+    Migration {
+        version: 11,
+        name: "0011_run_cancel_reason.sql",
+        sql: include_str!("../../../migrations/0011_run_cancel_reason.sql"),
+    },
 ];
 
 /// The ledger table.

@@ -35,7 +35,7 @@ mod settle_sql;
 use settle_sql::{DeliveryParams, settle_and_mirror_sql, settle_sql};
 
 pub(crate) const COLUMNS: &str = "run_id, thread_id, assistant_id, created_at, updated_at, status, \
-    metadata, multitask_strategy, kwargs, error";
+    metadata, multitask_strategy, kwargs, error, cancel_reason";
 
 /// What a settle returns of the run ([`SettledRun`]): not its kwargs or metadata.
 const SETTLED_COLUMNS: &str = "run_id, thread_id, status, error, updated_at";
@@ -90,6 +90,7 @@ fn run_at(row: &Row, first: usize) -> StoreResult<Run> {
             .transpose()?,
         kwargs: row.column_at(column(8))?,
         error: error.map(|value| decode(value, "error")).transpose()?,
+        cancel_reason: row.column_at(column(10))?,
     })
 }
 
@@ -110,7 +111,7 @@ pub(crate) const CLAIM_SQL: &str =
         LIMIT 1
         FOR UPDATE SKIP LOCKED)
     RETURNING run_id, thread_id, assistant_id, created_at, updated_at, status, metadata, \
-    multitask_strategy, kwargs, error,
+    multitask_strategy, kwargs, error, cancel_reason,
     EXISTS (
         SELECT 1 FROM runs more
         WHERE more.status = 'pending' AND more.available_at <= $1
@@ -119,7 +120,7 @@ pub(crate) const CLAIM_SQL: &str =
 /// The active runs of one thread, oldest first (shared with the EXPLAIN check): `$1`
 /// is the thread, `$2` the limit.
 pub(crate) const ACTIVE_OF_THREAD_SQL: &str = "SELECT run_id, thread_id, assistant_id, \
-    created_at, updated_at, status, metadata, multitask_strategy, kwargs, error FROM runs
+    created_at, updated_at, status, metadata, multitask_strategy, kwargs, error, cancel_reason FROM runs
     WHERE thread_id = $1 AND status IN ('pending', 'running')
     ORDER BY created_at, run_id LIMIT $2";
 
@@ -153,7 +154,7 @@ pub(crate) fn active_sql(query: &ActiveRunsQuery, limit: usize) -> Option<Sql> {
 /// The latest-run statement (shared with the EXPLAIN check): `$1` is the thread.
 pub(crate) const LATEST_SQL: &str =
     "SELECT run_id, thread_id, assistant_id, created_at, updated_at, \
-    status, metadata, multitask_strategy, kwargs, error FROM runs WHERE thread_id = $1
+    status, metadata, multitask_strategy, kwargs, error, cancel_reason FROM runs WHERE thread_id = $1
     ORDER BY created_at DESC, run_id DESC LIMIT 1";
 
 impl Db {
@@ -253,7 +254,7 @@ impl RunsRepo for Db {
                 static_sql!(
                     "WITH run AS (
                          INSERT INTO runs ({COLUMNS}, available_at)
-                         SELECT $1, $2, $3, $4, $4, 'pending', $5, $6, $7, NULL, $8
+                         SELECT $1, $2, $3, $4, $4, 'pending', $5, $6, $7, NULL, NULL, $8
                          WHERE {ASSISTANT_UNCHANGED}
                          RETURNING {COLUMNS}),
                      thread AS (
@@ -331,7 +332,7 @@ impl RunsRepo for Db {
                          INSERT INTO runs ({COLUMNS}, available_at, started)
                          SELECT $1, thread.thread_id, $3, $4, $4,
                                 CASE WHEN $16 THEN 'running' ELSE 'pending' END,
-                                $5, $6, $7, NULL, $8, $16
+                                $5, $6, $7, NULL, NULL, $8, $16
                          FROM thread
                          RETURNING {COLUMNS})
                      SELECT run.*, existing.*, assistant.unchanged AS assistant_unchanged
@@ -498,7 +499,7 @@ impl RunsRepo for Db {
         Ok(earliest.map(ts))
     }
 
-    async fn request_cancel(&self, run_id: Uuid) -> StoreResult<CancelOutcome> {
+    async fn request_cancel(&self, run_id: Uuid, reason: &str) -> StoreResult<CancelOutcome> {
         let now = self.now();
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(store_error)?;
@@ -516,23 +517,29 @@ impl RunsRepo for Db {
                 let row = tx
                     .query_one_cached(
                         static_sql!(
-                            "UPDATE runs SET status = 'cancelled', updated_at = $2
+                            "UPDATE runs SET status = 'cancelled', updated_at = $2,
+                                 cancel_reason = COALESCE(cancel_reason, $3)
                              WHERE run_id = $1 RETURNING {COLUMNS}"
                         ),
-                        &[&run_id, &at(now)],
+                        &[&run_id, &at(now), &reason],
                     )
                     .await
                     .map_err(store_error)?;
                 CancelOutcome::Cancelled(run(&row)?)
             }
             RunStatus::Running => {
-                tx.execute_cached(
-                    "UPDATE runs SET cancel_requested = true WHERE run_id = $1",
-                    &[&run_id],
-                )
-                .await
-                .map_err(store_error)?;
-                CancelOutcome::Requested(current)
+                let row = tx
+                    .query_one_cached(
+                        static_sql!(
+                            "UPDATE runs SET cancel_requested = true,
+                                 cancel_reason = COALESCE(cancel_reason, $2)
+                             WHERE run_id = $1 RETURNING {COLUMNS}"
+                        ),
+                        &[&run_id, &reason],
+                    )
+                    .await
+                    .map_err(store_error)?;
+                CancelOutcome::Requested(run(&row)?)
             }
             _ => CancelOutcome::AlreadyTerminal(current),
         };

@@ -317,9 +317,11 @@ pub trait RunsRepo: Send + Sync {
     /// sleep until a delayed run is due.
     async fn next_available_at(&self, now: Timestamp) -> StoreResult<Option<Timestamp>>;
 
-    /// Cancels a pending run at once, or marks a running one cancel-requested.
-    /// Unknown: `NotFound` ("No runs found to cancel.").
-    async fn request_cancel(&self, run_id: Uuid) -> StoreResult<CancelOutcome>;
+    /// Cancels a pending run at once, or marks a running one cancel-requested, in the
+    /// same step recording `reason` as its `cancel_reason` (a reason recorded by an
+    /// earlier request stays). A terminal run is left as it is. Unknown: `NotFound`
+    /// ("No runs found to cancel.").
+    async fn request_cancel(&self, run_id: Uuid, reason: &str) -> StoreResult<CancelOutcome>;
 
     /// True when a cancel was requested for this running run.
     async fn cancel_requested(&self, run_id: Uuid) -> StoreResult<bool>;

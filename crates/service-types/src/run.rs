@@ -216,6 +216,10 @@ pub struct Run {
     /// Present on failed runs only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<RunError>,
+    /// Why the run was cancelled, written by the server when it cancels it; `null`
+    /// for a run nobody cancelled (the peer always sends the key).
+    #[serde(default)]
+    pub cancel_reason: Option<String>,
 }
 
 #[cfg(test)]

@@ -50,7 +50,7 @@ fn thread_after_an_interrupt_round_trips() {
 
 #[test]
 fn run_round_trips_and_omits_error_unless_failed() {
-    let captured = json!({
+    let mut captured = json!({
         "run_id": "01a20005-05df-7431-a882-6ac58e21a67d",
         "thread_id": "77777777-0000-4000-8000-000000000001",
         "assistant_id": "fc7dd03f-cf33-529f-91df-327d1231b64e",
@@ -61,9 +61,30 @@ fn run_round_trips_and_omits_error_unless_failed() {
         "created_at": "2026-11-21T21:30:58.911890+00:00",
         "updated_at": "2026-11-21T21:30:59.758057+00:00"
     });
-    round_trip::<Run>(captured.clone());
-    let run: Run = serde_json::from_value(captured).unwrap();
+    // Captured from peer 0.16.7, which predates `cancel_reason`; 0.18 always sends it,
+    // null for a run nobody cancelled.
+    let run: Run = serde_json::from_value(captured.clone()).unwrap();
+    assert_eq!(run.cancel_reason, None);
+    captured["cancel_reason"] = Value::Null;
+    round_trip::<Run>(captured);
     assert!(serde_json::to_value(&run).unwrap().get("error").is_none());
+}
+
+#[test]
+fn a_cancelled_run_carries_its_cancel_reason() {
+    let captured = json!({
+        "run_id": "01a20005-05df-7431-a882-6ac58e21a67d",
+        "thread_id": "77777777-0000-4000-8000-000000000001",
+        "assistant_id": "fc7dd03f-cf33-529f-91df-327d1231b64e",
+        "metadata": {},
+        "status": "cancelled",
+        "kwargs": {"input": null},
+        "multitask_strategy": "interrupt",
+        "created_at": "2026-11-21T21:30:58.911890+00:00",
+        "updated_at": "2026-11-21T21:30:59.758057+00:00",
+        "cancel_reason": "interrupt requested via POST /threads/{thread_id}/runs/{run_id}/cancel"
+    });
+    round_trip::<Run>(captured);
 }
 
 #[test]

@@ -120,9 +120,7 @@ pub(crate) fn cancel_on_drop(
             handle.spawn(async move {
                 // Finished runs answer "not found": nothing left to cancel.
                 let runs = engine.as_caller(&caller).runs();
-                let _ = runs
-                    .cancel(thread_id, run_id, CancelAction::Interrupt)
-                    .await;
+                let _ = runs.cancel_on_disconnect(thread_id, run_id).await;
             });
         }
     }))

@@ -6,6 +6,7 @@ use uuid::Uuid;
 
 use super::View;
 use crate::bus::{Replay, Subscription};
+use crate::cancel_cause::CancelCause;
 use crate::{EngineResult, RunStream, RunTarget, RunToJoin};
 
 /// Runs, within the caller's scope: a run on a thread is reached through that thread,
@@ -93,7 +94,8 @@ impl<'a> Runs<'a> {
         self.0.engine.delete_run(thread_id, run_id).await
     }
 
-    /// Cancels a run of a thread.
+    /// Cancels a run of a thread, as `POST /threads/{thread_id}/runs/{run_id}/cancel`
+    /// asks (its `cancel_reason` names that route).
     pub async fn cancel(
         self,
         thread_id: Uuid,
@@ -101,7 +103,21 @@ impl<'a> Runs<'a> {
         action: CancelAction,
     ) -> EngineResult<Run> {
         self.check(Some(thread_id), run_id).await?;
-        self.0.engine.cancel_run(thread_id, run_id, action).await
+        let cause = CancelCause::Requested(action);
+        self.0
+            .engine
+            .cancel_run(thread_id, run_id, action, cause)
+            .await
+    }
+
+    /// Interrupts a run of a thread whose client went away (`on_disconnect: cancel`).
+    pub async fn cancel_on_disconnect(self, thread_id: Uuid, run_id: Uuid) -> EngineResult<Run> {
+        self.check(Some(thread_id), run_id).await?;
+        let (action, cause) = (CancelAction::Interrupt, CancelCause::Disconnected);
+        self.0
+            .engine
+            .cancel_run(thread_id, run_id, action, cause)
+            .await
     }
 
     /// Cancels the caller's runs a bulk-cancel body selects.

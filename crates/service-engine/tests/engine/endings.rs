@@ -291,3 +291,60 @@ async fn an_engine_without_webhooks_refuses_runs_that_carry_one() {
         .unwrap_err();
     assert_eq!(error.kind, service_engine::ErrorKind::Unprocessable);
 }
+
+#[tokio::test]
+async fn a_cancelled_run_reads_back_with_why_it_was_cancelled() {
+    let Harness { engine, .. } = started(EngineConfig::default()).await;
+    let thread = new_thread(&engine).await;
+    let reason_of = |run: Run| run.cancel_reason;
+
+    let run = running_slow_run(&engine, thread).await;
+    let cancelled = unscoped(&engine)
+        .runs()
+        .cancel(thread, run.run_id, CancelAction::Interrupt)
+        .await
+        .unwrap();
+    let requested = "interrupt requested via POST /threads/{thread_id}/runs/{run_id}/cancel";
+    // Recorded with the request, before the run has stopped.
+    assert_eq!(cancelled.cancel_reason.as_deref(), Some(requested));
+    let run = settled(&engine, &run).await;
+    assert_eq!(run.status, RunStatus::Cancelled);
+    assert_eq!(reason_of(run).as_deref(), Some(requested));
+
+    let run = running_slow_run(&engine, thread).await;
+    let bulk = service_types::BulkCancel {
+        thread_id: Some(thread),
+        run_ids: Some(vec![run.run_id]),
+        ..Default::default()
+    };
+    unscoped(&engine)
+        .runs()
+        .cancel_many(bulk, CancelAction::Interrupt)
+        .await
+        .unwrap();
+    assert_eq!(
+        reason_of(settled(&engine, &run).await).as_deref(),
+        Some("interrupt requested via POST /runs/cancel")
+    );
+
+    let run = running_slow_run(&engine, thread).await;
+    let mut interrupting = run_body("echo", json!({}));
+    interrupting.multitask_strategy = Some(MultitaskStrategy::Interrupt);
+    let newer = unscoped(&engine)
+        .runs()
+        .create(RunTarget::Thread(thread), interrupting)
+        .await
+        .unwrap();
+    assert_eq!(
+        reason_of(settled(&engine, &run).await),
+        Some(format!(
+            "superseded by run {} (multitask_strategy=interrupt)",
+            newer.run_id
+        ))
+    );
+    let newer = settled(&engine, &newer).await;
+    assert_eq!(
+        (newer.status, newer.cancel_reason),
+        (RunStatus::Success, None)
+    );
+}

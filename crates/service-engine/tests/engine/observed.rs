@@ -137,8 +137,9 @@ impl service_store::RunsRepo for ObservedRuns {
     async fn request_cancel(
         &self,
         run_id: Uuid,
+        reason: &str,
     ) -> service_store::StoreResult<service_store::CancelOutcome> {
-        self.of().runs().request_cancel(run_id).await
+        self.of().runs().request_cancel(run_id, reason).await
     }
     async fn cancel_requested(&self, run_id: Uuid) -> service_store::StoreResult<bool> {
         self.of().runs().cancel_requested(run_id).await
