@@ -386,7 +386,7 @@ mod tests {
         assert_eq!(
             flags,
             vec![
-                false, false, false, false, true, true, true, false, false, false
+                false, false, false, false, true, true, true, false, false, false, false
             ]
         );
     }
