@@ -9,8 +9,8 @@ use std::sync::Arc;
 use futures::StreamExt;
 use serde_json::{Value, json};
 use service_graph::{
-    AgentGraph, Checkpointer, Chunk, GraphError, GraphResolver, LongTermStore,
-    InMemorySaver, RunContext, RunInput, RunnableConfig, StateOptions, StreamOptions,
+    AgentGraph, Checkpointer, Chunk, GraphError, GraphResolver, InMemorySaver, LongTermStore,
+    RunContext, RunInput, RunnableConfig, StateOptions, StreamOptions,
 };
 use service_node::{Bridge, NodeOptions};
 use service_types::StreamMode;
@@ -253,11 +253,7 @@ async fn custom_frames_store_calls_and_state_updates_go_through_the_server() {
         .unwrap();
     }
     let namespace = ["memories".to_owned(), "u1".to_owned()];
-    let item = store
-        .get(&namespace, "b", None)
-        .await
-        .unwrap()
-        .unwrap();
+    let item = store.get(&namespace, "b", None).await.unwrap().unwrap();
     assert_eq!(item.value.get("text"), Some(&json!("hello")));
     let state = memory
         .get_state(&RunnableConfig::for_thread("m-b"), StateOptions::default())

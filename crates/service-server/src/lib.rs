@@ -6,6 +6,7 @@ mod cli;
 mod config;
 mod env;
 mod graphs;
+mod heap;
 mod serve;
 mod server;
 mod settings;

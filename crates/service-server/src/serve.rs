@@ -146,6 +146,16 @@ pub(crate) async fn serve(
             Engine::with_coordinator(parts, coordinator)
         }
         None => {
+            let checkpointer: Arc<dyn Checkpointer> = match &config.checkpoint_database {
+                Some(database) => {
+                    let backend = PostgresStore::connect(database.options.clone(), clock.clone())
+                        .await
+                        .map_err(|error| ConfigError(format!("cannot use the database: {error}")))?;
+                    tracing::info!("using PostgreSQL for the checkpointer, memory for the store");
+                    backend.checkpointer()
+                }
+                None => Arc::new(InMemorySaver::new()),
+            };
             let mut options =
                 MemoryOptions::new(clock.clone()).with_max_page_size(engine_config.max_page_size);
             if let Some(index) = &engine_config.store_index {
@@ -156,7 +166,7 @@ pub(crate) async fn serve(
                 webhooks: webhooks(&store)?,
                 store,
                 graphs,
-                checkpointer: Arc::new(InMemorySaver::new()),
+                checkpointer,
                 bus,
                 clock,
                 config: engine_config,
@@ -212,6 +222,8 @@ pub(crate) async fn serve(
         }
     });
     let stopping = CancellationToken::new();
+    let (heap_percent, heap_sample) = config.heap_warn;
+    crate::heap::spawn(heap_percent, heap_sample, stopping.clone());
     let server = axum::serve(listener, app)
         .with_graceful_shutdown(stopping.clone().cancelled_owned())
         .into_future();
