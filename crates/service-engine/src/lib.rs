@@ -25,6 +25,7 @@ mod items;
 mod join;
 mod lifecycle;
 pub mod limits;
+pub mod metrics;
 mod namespaces;
 mod outcome;
 pub mod protocol;

@@ -12,7 +12,7 @@ use std::time::Duration;
 pub struct ConfigError(pub String);
 
 /// The SERVICE_ knobs this server reads.
-const SUPPORTED: [&str; 24] = [
+const SUPPORTED: [&str; 25] = [
     "SERVICE_RUN_CONCURRENCY",
     "SERVICE_RUN_TIMEOUT_MS",
     "SERVICE_SHUTDOWN_GRACE_MS",
@@ -37,6 +37,7 @@ const SUPPORTED: [&str; 24] = [
     "SERVICE_NODE_WORKERS",
     "SERVICE_HEAP_WARN_PERCENT",
     "SERVICE_HEAP_SAMPLE_MS",
+    "SERVICE_METRICS",
 ];
 
 /// Knob values; `None` where the variable is unset (or empty).
@@ -92,6 +93,8 @@ pub(crate) struct EnvKnobs {
     pub heap_warn_percent: Option<f64>,
     /// SERVICE_HEAP_SAMPLE_MS: how often resident memory is sampled.
     pub heap_sample: Option<Duration>,
+    /// SERVICE_METRICS: serve `/metrics` (default: on in `dev`, off in `start`).
+    pub metrics: Option<bool>,
     /// SERVICE_REQUEST_LOG (the mode's default on a malformed value).
     pub request_log: Option<bool>,
     /// DB_POOL_MAX: connections per pool.
@@ -266,6 +269,11 @@ impl EnvKnobs {
                 &text,
             )? as u64));
         }
+        if let Some(text) = get("SERVICE_METRICS") {
+            knobs.metrics = Some(switch(&text).ok_or_else(|| {
+                ConfigError(format!("SERVICE_METRICS must be on or off, got {text:?}"))
+            })?);
+        }
         if let Some(text) = get("SERVICE_REQUEST_LOG") {
             knobs.request_log = switch(&text);
             if knobs.request_log.is_none() {
@@ -330,6 +338,10 @@ mod tests {
             read(&[("SERVICE_HEAP_SAMPLE_MS", "")]).unwrap().heap_sample,
             None
         );
+        let metrics = read(&[("SERVICE_METRICS", "on")]).unwrap();
+        assert_eq!(metrics.metrics, Some(true));
+        let error = read(&[("SERVICE_METRICS", "maybe")]).unwrap_err();
+        assert!(error.0.contains("SERVICE_METRICS"), "{error}");
         let fraction = read(&[("SERVICE_HEAP_WARN_PERCENT", "0.5")]).unwrap();
         assert_eq!(fraction.heap_warn_percent, Some(0.5));
     }

@@ -287,6 +287,7 @@ impl ServerConfig {
                     .map(|resolved| resolved.auth.clone())
                     .unwrap_or_default(),
                 disable_runs: file.http.disable_runs.unwrap_or(false),
+                metrics: knobs.metrics.unwrap_or(mode == Mode::Dev),
                 limits: client_limits(&knobs),
                 // MCP admits the browsers CORS admits by name (and loopback ones);
                 // without `http.cors`, loopback only.
@@ -665,6 +666,12 @@ mod tests {
         );
         let start = resolve(Mode::Start, &args, &[DATABASE]).unwrap();
         assert!(start.database.is_some() && start.checkpoint_database.is_none());
+        assert!(
+            dev.http.metrics && !start.http.metrics,
+            "metrics: on in dev only"
+        );
+        let enabled = resolve(Mode::Start, &args, &[DATABASE, ("SERVICE_METRICS", "1")]);
+        assert!(enabled.unwrap().http.metrics);
         for mode in [Mode::Dev, Mode::Start] {
             let error = resolve(mode, &args, &[]).unwrap_err();
             assert!(error.0.contains("DATABASE_URL"), "{error}");
