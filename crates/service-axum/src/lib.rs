@@ -72,6 +72,8 @@ pub struct RouterOptions {
     /// Serves `GET /metrics` and counts requests for it; off by default. Under an
     /// authenticator, scraping needs credentials like any route that is not public.
     pub metrics: bool,
+    /// More metrics read at each scrape (the embedder's pools and workers).
+    pub metrics_collector: Option<Arc<dyn prometheus_client::collector::Collector>>,
 }
 
 impl Default for RouterOptions {
@@ -86,6 +88,7 @@ impl Default for RouterOptions {
             configurable_headers: None,
             channels: None,
             metrics: false,
+            metrics_collector: None,
         }
     }
 }
@@ -138,7 +141,7 @@ pub fn router_with(engine: Engine, options: RouterOptions) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed);
     if options.metrics {
-        let metrics = metrics::HttpMetrics::new(engine.clone());
+        let metrics = metrics::HttpMetrics::new(engine.clone(), options.metrics_collector);
         // Layered inside the route table, where each request's route template is known.
         routes = routes
             .route(

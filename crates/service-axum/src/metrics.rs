@@ -14,7 +14,8 @@ use axum::http::{HeaderValue, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
-use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -61,7 +62,7 @@ pub(crate) struct HttpMetrics {
 }
 
 impl HttpMetrics {
-    pub(crate) fn new(engine: Engine) -> Self {
+    pub(crate) fn new(engine: Engine, collector: Option<Arc<dyn Collector>>) -> Self {
         let requests = Family::<RequestLabels, Counter>::default();
         let latency: Family<RouteLabels, Histogram, fn() -> Histogram> =
             Family::new_with_constructor(latency_histogram);
@@ -69,6 +70,9 @@ impl HttpMetrics {
         let sse_frames = Counter::default();
         let mut registry = Registry::default();
         engine.register_metrics(&mut registry);
+        if let Some(collector) = collector {
+            registry.register_collector(Box::new(Shared(collector)));
+        }
         let http = registry.sub_registry_with_prefix("service_http");
         http.register(
             "requests",
@@ -99,6 +103,16 @@ impl HttpMetrics {
             sse_subscribers,
             sse_frames,
         }
+    }
+}
+
+/// A collector the embedder keeps a handle on too.
+#[derive(Debug)]
+struct Shared(Arc<dyn Collector>);
+
+impl Collector for Shared {
+    fn encode(&self, encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        self.0.encode(encoder)
     }
 }
 

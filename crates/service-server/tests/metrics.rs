@@ -194,3 +194,100 @@ fn start_serves_metrics_only_when_turned_on() {
         "{text}"
     );
 }
+
+/// The pid of the server's one Python worker (its only child process).
+fn worker_pid(server: &Instance) -> String {
+    let pid = server.child.id();
+    let children =
+        std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).expect("Linux /proc");
+    let pids: Vec<&str> = children.split_whitespace().collect();
+    assert_eq!(pids.len(), 1, "one worker: {children:?}");
+    pids[0].to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn start_reports_its_pools_and_python_workers() {
+    let python = std::env::var("SERVICE_PYTHON").expect(
+        "set SERVICE_PYTHON to a Python with langgraph installed (scripts/test makes e2e/.venv)",
+    );
+    let database = support::Database::create("metrics").await;
+    let config = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/python-graphs/langgraph.json"
+    );
+    let url = database.url();
+    let env = [
+        ("SERVICE_PYTHON", python.as_str()),
+        ("SERVICE_PYTHON_WORKERS", "1"),
+        ("SERVICE_METRICS", "on"),
+        ("DATABASE_URL", url.as_str()),
+    ];
+    let server = spawn(&["start", "--port", "0", "--config", config], &env);
+    let thread = request(&server, "POST", "/threads", Some(json!({})));
+    let path = format!(
+        "/threads/{}/runs/wait",
+        thread["thread_id"].as_str().unwrap()
+    );
+    request(
+        &server,
+        "POST",
+        &path,
+        Some(json!({"assistant_id": "echo", "input": {"messages": []}})),
+    );
+    let text = scrape(&server);
+    let expect = |text: &str, series: &str, value: f64| {
+        assert_eq!(sample(text, series), Some(value), "{series} in\n{text}");
+    };
+    expect(
+        &text,
+        r#"service_runs_settled_total{status="success"}"#,
+        1.0,
+    );
+    // The settled run gave its claim connection back; nothing waits.
+    expect(&text, r#"service_db_pool_in_use{pool="claim"}"#, 0.0);
+    for pool in ["store", "checkpointer", "claim"] {
+        expect(
+            &text,
+            &format!(r#"service_db_pool_waiting{{pool="{pool}"}}"#),
+            0.0,
+        );
+    }
+    let idle = sample(&text, r#"service_db_pool_idle{pool="store"}"#).unwrap();
+    assert!(idle >= 1.0, "the store's connections are pooled:\n{text}");
+    expect(
+        &text,
+        r#"service_graph_workers_alive{language="Python"}"#,
+        1.0,
+    );
+    expect(
+        &text,
+        r#"service_graph_workers_restarted_total{language="Python"}"#,
+        0.0,
+    );
+
+    let killed = std::process::Command::new("kill")
+        .args(["-9", &worker_pid(&server)])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let text = scrape(&server);
+        let restarted = sample(
+            &text,
+            r#"service_graph_workers_restarted_total{language="Python"}"#,
+        );
+        if restarted == Some(1.0) {
+            expect(
+                &text,
+                r#"service_graph_workers_alive{language="Python"}"#,
+                1.0,
+            );
+            break;
+        }
+        assert!(Instant::now() < deadline, "no restart counted:\n{text}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    drop(server);
+    database.drop().await;
+}
