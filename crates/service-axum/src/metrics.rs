@@ -59,6 +59,38 @@ pub(crate) struct HttpMetrics {
     latency: Family<RouteLabels, Histogram, fn() -> Histogram>,
     sse_subscribers: Gauge,
     sse_frames: Counter,
+    ws: WsMetrics,
+}
+
+/// The protocol WebSocket's counts, handed to its handler in the request's extensions.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct WsMetrics {
+    open: Gauge,
+    frames: Counter,
+}
+
+impl WsMetrics {
+    /// Counts a socket in until the returned guard drops.
+    pub(crate) fn opened(self) -> OpenSocket {
+        self.open.inc();
+        OpenSocket(self)
+    }
+}
+
+/// An open WebSocket, counted out when dropped.
+pub(crate) struct OpenSocket(WsMetrics);
+
+impl OpenSocket {
+    /// Counts one frame sent.
+    pub(crate) fn sent(&self) {
+        self.0.frames.inc();
+    }
+}
+
+impl Drop for OpenSocket {
+    fn drop(&mut self) {
+        self.0.open.dec();
+    }
 }
 
 impl HttpMetrics {
@@ -95,7 +127,20 @@ impl HttpMetrics {
             "Server-sent event frames written (heartbeats not counted)",
             sse_frames.clone(),
         );
+        let ws = WsMetrics::default();
+        let websocket = registry.sub_registry_with_prefix("service_ws");
+        websocket.register(
+            "subscribers",
+            "Protocol WebSockets open now",
+            ws.open.clone(),
+        );
+        websocket.register(
+            "frames_sent",
+            "Protocol WebSocket frames sent (answers and events)",
+            ws.frames.clone(),
+        );
         Self {
+            ws,
             engine,
             registry: Arc::new(registry),
             requests,
@@ -120,9 +165,10 @@ impl Collector for Shared {
 /// a subscriber while open and by the frames it writes.
 pub(crate) async fn track(
     State(metrics): State<HttpMetrics>,
-    request: Request,
+    mut request: Request,
     next: Next,
 ) -> Response {
+    request.extensions_mut().insert(metrics.ws.clone());
     let started = Instant::now();
     let method = request.method().as_str().to_owned();
     let route = request
