@@ -94,8 +94,8 @@ pub(crate) fn spawn(percent: f64, every: Duration, stop: CancellationToken) {
     if percent <= 0.0 {
         return;
     }
-    let Some(limit) = memory_limit() else {
-        tracing::info!("no memory limit readable here; the heap warning is off");
+    let (Some(limit), Some(_)) = (memory_limit(), resident()) else {
+        tracing::info!("no memory limit or resident size readable here; the heap warning is off");
         return;
     };
     tokio::spawn(async move {
