@@ -17,6 +17,7 @@ mod extract;
 mod headers;
 mod idempotency;
 mod json;
+mod metrics;
 mod project;
 mod routes;
 mod sse;
@@ -35,6 +36,7 @@ pub use console::{ConsoleMountError, console, console_mount};
 pub use cors::{CorsPolicy, OriginPattern};
 pub use error::{ApiError, ApiResult, status_of};
 pub use headers::ConfigurableHeaders;
+pub use metrics::METRICS_PATH;
 pub use routes::RouteInfo;
 
 /// The request body limit when none is configured: 25 MiB, room for agent inputs
@@ -67,6 +69,11 @@ pub struct RouterOptions {
     /// Inbound channel routes (`service.channels`): `GET /channels` and
     /// `POST /channels/{route_name}` exist only with at least one.
     pub channels: Option<service_channels::Channels>,
+    /// Serves `GET /metrics` and counts requests for it; off by default. Under an
+    /// authenticator, scraping needs credentials like any route that is not public.
+    pub metrics: bool,
+    /// More metrics read at each scrape (the embedder's pools and workers).
+    pub metrics_collector: Option<Arc<dyn prometheus_client::collector::Collector>>,
 }
 
 impl Default for RouterOptions {
@@ -80,6 +87,8 @@ impl Default for RouterOptions {
             cors: None,
             configurable_headers: None,
             channels: None,
+            metrics: false,
+            metrics_collector: None,
         }
     }
 }
@@ -128,10 +137,23 @@ pub fn router_with(engine: Engine, options: RouterOptions) -> Router {
         .channels
         .filter(|channels| !channels.routes().is_empty());
     let (routes, table) = route_table(options.disable_runs, channels.is_some()).into_parts();
-    let routes = routes
+    let mut routes = routes
         .fallback(not_found)
-        .method_not_allowed_fallback(method_not_allowed)
-        .with_state(engine.clone());
+        .method_not_allowed_fallback(method_not_allowed);
+    if options.metrics {
+        let metrics = metrics::HttpMetrics::new(engine.clone(), options.metrics_collector);
+        // Layered inside the route table, where each request's route template is known.
+        routes = routes
+            .route(
+                metrics::METRICS_PATH,
+                axum::routing::get(metrics::render).with_state(metrics.clone()),
+            )
+            .layer(axum::middleware::from_fn_with_state(
+                metrics,
+                metrics::track,
+            ));
+    }
+    let routes = routes.with_state(engine.clone());
     let context = RequestContext {
         body_limit: extract::BodyLimit(options.max_body_bytes),
         limits: options.limits,

@@ -218,6 +218,42 @@ async fn with_credentials_every_route_answers_for_itself() {
     }
 }
 
+/// `/metrics` is aggregate counts of every tenant's work, so it names no resource to
+/// authorize: any authenticated caller may scrape it, nobody else.
+#[tokio::test]
+async fn metrics_need_credentials_but_no_authorization() {
+    let engine = support::engine().await;
+    let options = RouterOptions {
+        auth: Auth {
+            authenticator: Some(Arc::new(Keys)),
+            authorizer: Some(Arc::new(Always(Decision::Deny("not you".into())))),
+        },
+        metrics: true,
+        ..RouterOptions::default()
+    };
+    let app = service_axum::router_with(engine, options);
+    let scrape = |key: Option<&str>| {
+        let mut request = Request::builder().uri(service_axum::METRICS_PATH);
+        if let Some(key) = key {
+            request = request.header("x-api-key", key);
+        }
+        app.clone()
+            .oneshot(request.body(Body::empty()).expect("request"))
+    };
+    assert_eq!(
+        scrape(None).await.expect("answered").status(),
+        StatusCode::UNAUTHORIZED
+    );
+    assert_eq!(
+        scrape(Some("wrong")).await.expect("answered").status(),
+        StatusCode::UNAUTHORIZED
+    );
+    assert_eq!(
+        scrape(Some("key-a")).await.expect("answered").status(),
+        StatusCode::OK
+    );
+}
+
 #[tokio::test]
 async fn an_unknown_path_is_401_without_credentials_so_nothing_is_learned() {
     let app = app(None).await;

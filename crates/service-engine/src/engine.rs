@@ -20,6 +20,7 @@ use crate::fence::{FencedSaver, Fences};
 use crate::frames::Frames;
 use crate::graph_store::graph_store;
 use crate::items::ItemOps;
+use crate::metrics::EngineMetrics;
 use crate::scheduler::Scheduler;
 use crate::settle::Settler;
 use crate::webhooks::Webhooks;
@@ -94,6 +95,8 @@ pub(crate) struct Inner {
     pub(crate) run_assistants: Mutex<HashMap<Uuid, service_types::Assistant>>,
     pub(crate) shutdown: CancellationToken,
     pub(crate) tasks: TaskTracker,
+    /// What `/metrics` reports of this engine.
+    pub(crate) metrics: EngineMetrics,
 }
 
 impl Engine {
@@ -117,6 +120,10 @@ impl Engine {
             fences: Arc::clone(&fences),
         }))?;
         let frames = Frames::new(Arc::clone(&parts.bus), parts.config.expose_stacks);
+        let metrics = EngineMetrics::default();
+        if let Some(webhooks) = &parts.webhooks {
+            webhooks.count_deliveries(metrics.deliveries.clone());
+        }
         let items = ItemOps::new(parts.store.clone(), &parts.config);
         let driver = Driver {
             graphs: Arc::clone(&graphs),
@@ -137,6 +144,7 @@ impl Engine {
             ),
             clock: Arc::clone(&parts.clock),
             run_timeout: parts.config.run_timeout,
+            metrics: metrics.clone(),
         };
         Ok(Self {
             inner: Arc::new(Inner {
@@ -158,6 +166,7 @@ impl Engine {
                 run_assistants: Mutex::new(HashMap::new()),
                 shutdown: CancellationToken::new(),
                 tasks: TaskTracker::new(),
+                metrics,
             }),
         })
     }

@@ -26,6 +26,7 @@ mod items;
 mod join;
 mod lifecycle;
 pub mod limits;
+pub mod metrics;
 mod namespaces;
 mod outcome;
 pub mod protocol;

@@ -332,6 +332,7 @@ impl Engine {
                 return Err(error.into());
             }
         };
+        self.inner.metrics.run_created();
         // Every run stream starts with this frame; published now, a stream learns its
         // run at once, also while the run waits for a worker or its thread.
         let metadata = json!({"run_id": run_id, "attempt": 1});

@@ -60,6 +60,7 @@ pub(crate) struct Settler {
     pub(crate) callbacks: Callbacks,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) run_timeout: Option<Duration>,
+    pub(crate) metrics: crate::metrics::EngineMetrics,
 }
 
 impl Settler {
@@ -222,6 +223,7 @@ impl Settler {
             }
         };
 
+        self.metrics.run_settled(final_status);
         if rolled_back && let Err(error) = self.store.runs().delete(run.run_id).await {
             tracing::warn!(run_id = %run.run_id, %error, "deleting the rolled-back run failed");
         }

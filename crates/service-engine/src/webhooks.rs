@@ -42,4 +42,8 @@ pub trait Webhooks: Send + Sync + 'static {
     /// Waits briefly (the shutdown has a budget) for attempts in flight; what is left
     /// is attempted again once its lease ends.
     async fn drain(&self);
+
+    /// Where to count delivery attempts by outcome; called once as the engine is
+    /// built. Webhooks that record no attempts ignore it.
+    fn count_deliveries(&self, _counter: crate::metrics::DeliveryCounter) {}
 }

@@ -143,6 +143,7 @@ impl Engine {
     ) -> Option<NextRun> {
         let started = Instant::now();
         let started_at = self.now();
+        let _executing = self.inner.metrics.run_started();
         // A cancel recorded between the run's claim and its registration, if there
         // was such a gap.
         if !registered_before_claim

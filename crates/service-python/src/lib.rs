@@ -70,6 +70,29 @@ impl BridgeOptions {
     }
 }
 
+/// How many of a bridge's workers are alive and how many were restarted.
+#[derive(Clone, Debug)]
+pub struct WorkerHealth(std::sync::Weak<Pool>);
+
+impl WorkerHealth {
+    /// The workers' language (`Python`, `Node`).
+    pub fn language(&self) -> Option<&'static str> {
+        self.0.upgrade().map(|pool| pool.language())
+    }
+
+    /// Live worker processes; 0 once the bridge stopped.
+    pub fn alive(&self) -> usize {
+        self.0.upgrade().map_or(0, |pool| pool.pids().len())
+    }
+
+    /// Workers started in place of ones that exited.
+    pub fn restarts(&self) -> u64 {
+        self.0.upgrade().map_or(0, |pool| {
+            pool.restarts.load(std::sync::atomic::Ordering::Relaxed)
+        })
+    }
+}
+
 /// The running workers and the graphs they loaded.
 #[derive(Debug)]
 pub struct Bridge {
@@ -169,6 +192,11 @@ impl Bridge {
     /// Process ids of the live workers.
     pub fn worker_pids(&self) -> Vec<u32> {
         self.pool.pids()
+    }
+
+    /// A handle on the workers' health for `/metrics`, valid while the bridge runs.
+    pub fn health(&self) -> WorkerHealth {
+        WorkerHealth(Arc::downgrade(&self.pool))
     }
 
     /// The resolver of the Python graphs, their state kept in `checkpointer`.

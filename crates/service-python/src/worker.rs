@@ -114,6 +114,8 @@ pub(crate) struct Pool {
     next_id: AtomicU64,
     pub(crate) checkpointer: OnceLock<Arc<dyn Checkpointer>>,
     stopped: AtomicBool,
+    /// Workers started in place of ones that exited (`/metrics`).
+    pub(crate) restarts: AtomicU64,
 }
 
 impl std::fmt::Debug for Pool {
@@ -181,6 +183,7 @@ impl Pool {
             next_id: AtomicU64::new(1),
             checkpointer: OnceLock::new(),
             stopped: AtomicBool::new(false),
+            restarts: AtomicU64::new(0),
         });
         let started =
             futures::future::join_all((0..size.max(1)).map(|_| spawn(Arc::downgrade(&pool)))).await;
@@ -245,6 +248,11 @@ impl Pool {
     }
 
     /// Process ids of the live workers (tests kill one).
+    /// The language its workers run (`Python`, `Node`).
+    pub(crate) fn language(&self) -> &'static str {
+        self.launch.runtime.language
+    }
+
     pub(crate) fn pids(&self) -> Vec<u32> {
         self.workers()
             .iter()
@@ -492,6 +500,7 @@ async fn replace(pool: Weak<Pool>, dead: Arc<Worker>) {
                     .lock()
                     .unwrap_or_else(|poisoned| poisoned.into_inner());
                 workers.retain(|worker| !Arc::ptr_eq(worker, &dead));
+                pool.restarts.fetch_add(1, Ordering::Relaxed);
                 tracing::info!(
                     pid = worker.pid,
                     "a new {} worker replaced the one that exited",

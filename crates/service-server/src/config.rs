@@ -23,8 +23,8 @@ pub(crate) struct ConfigFile {
     /// Long-term store settings.
     #[serde(default)]
     pub store: StoreConfig,
-    /// Checkpointer settings.
-    #[serde(default)]
+    /// Checkpointer settings: SPEC's saver name (`"default"`) or langgraph.json's block.
+    #[serde(default, deserialize_with = "checkpointer_setting")]
     pub checkpointer: CheckpointerConfig,
     /// The service's own blocks (`service.webhooks`).
     #[serde(default)]
@@ -410,6 +410,44 @@ pub(crate) struct CheckpointerConfig {
     /// checkpoints would go elsewhere than the user's saver.
     #[serde(default)]
     pub path: Option<serde_json::Value>,
+    /// `"checkpointer": "default"`: the PostgreSQL saver, in `dev` too.
+    #[serde(skip)]
+    pub database_saver: bool,
+}
+
+/// SPEC's checkpointer setting is a name (`default`; `custom` is reserved), while
+/// langgraph.json's is a block: both are read into one [`CheckpointerConfig`].
+fn checkpointer_setting<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<CheckpointerConfig, D::Error> {
+    struct Setting;
+    impl<'de> serde::de::Visitor<'de> for Setting {
+        type Value = CheckpointerConfig;
+
+        fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
+            formatter.write_str("\"default\" or a checkpointer block (ttl, serde)")
+        }
+
+        fn visit_str<E: serde::de::Error>(self, name: &str) -> Result<Self::Value, E> {
+            match name {
+                "default" => Ok(CheckpointerConfig {
+                    database_saver: true,
+                    ..CheckpointerConfig::default()
+                }),
+                "custom" => Err(E::custom(
+                    "checkpointer \"custom\" is reserved and not supported yet; use \"default\" (the PostgreSQL saver) or leave the setting out (in memory in dev)",
+                )),
+                other => Err(E::custom(format!(
+                    "checkpointer {other:?} is not a checkpointer; use \"default\" (the PostgreSQL saver) or leave the setting out (in memory in dev)"
+                ))),
+            }
+        }
+
+        fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+            CheckpointerConfig::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+        }
+    }
+    deserializer.deserialize_any(Setting)
 }
 
 /// `checkpointer.ttl`, in minutes.

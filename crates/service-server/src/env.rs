@@ -1,7 +1,7 @@
 //! The environment knobs (SERVICE_*, DB_*, PORT, DATABASE_URL, RUST_LOG), read once
 //! through a lookup function (so tests never touch the process environment) and
-//! validated at boot: a malformed value, an unknown SERVICE_ variable or a knob of a
-//! feature not built yet stops the boot with a message naming it. The request-log
+//! validated at boot: a malformed value or an unknown SERVICE_ variable stops the boot
+//! with a message naming it. The request-log
 //! switch falls back to the mode's default instead, as SPEC says.
 
 use std::time::Duration;
@@ -12,7 +12,7 @@ use std::time::Duration;
 pub struct ConfigError(pub String);
 
 /// The SERVICE_ knobs this server reads.
-const SUPPORTED: [&str; 22] = [
+const SUPPORTED: [&str; 25] = [
     "SERVICE_RUN_CONCURRENCY",
     "SERVICE_RUN_TIMEOUT_MS",
     "SERVICE_SHUTDOWN_GRACE_MS",
@@ -35,15 +35,9 @@ const SUPPORTED: [&str; 22] = [
     "SERVICE_PYTHON_WORKERS",
     "SERVICE_NODE",
     "SERVICE_NODE_WORKERS",
-];
-
-const NO_HEAP_SAMPLER: &str = "this server does not sample its heap yet";
-
-/// SPEC's knobs of features not built yet, with why: set, they stop the boot rather
-/// than being ignored.
-const NOT_SUPPORTED: [(&str, &str); 2] = [
-    ("SERVICE_HEAP_WARN_PERCENT", NO_HEAP_SAMPLER),
-    ("SERVICE_HEAP_SAMPLE_MS", NO_HEAP_SAMPLER),
+    "SERVICE_HEAP_WARN_PERCENT",
+    "SERVICE_HEAP_SAMPLE_MS",
+    "SERVICE_METRICS",
 ];
 
 /// Knob values; `None` where the variable is unset (or empty).
@@ -95,6 +89,12 @@ pub(crate) struct EnvKnobs {
     pub node: Option<String>,
     /// SERVICE_NODE_WORKERS: how many Node worker processes run.
     pub node_workers: Option<usize>,
+    /// SERVICE_HEAP_WARN_PERCENT: share of the memory limit warned above; 0 is off.
+    pub heap_warn_percent: Option<f64>,
+    /// SERVICE_HEAP_SAMPLE_MS: how often resident memory is sampled.
+    pub heap_sample: Option<Duration>,
+    /// SERVICE_METRICS: serve `/metrics` (default: on in `dev`, off in `start`).
+    pub metrics: Option<bool>,
     /// SERVICE_REQUEST_LOG (the mode's default on a malformed value).
     pub request_log: Option<bool>,
     /// DB_POOL_MAX: connections per pool.
@@ -155,16 +155,8 @@ impl EnvKnobs {
         lookup: impl Fn(&str) -> Option<String>,
     ) -> Result<Self, ConfigError> {
         let get = |name: &str| lookup(name).filter(|value| !value.trim().is_empty());
-        for (name, why) in NOT_SUPPORTED {
-            if get(name).is_some() {
-                return Err(ConfigError(format!(
-                    "{name} is not supported yet: {why}; unset it"
-                )));
-            }
-        }
         for name in names {
-            let unsupported = NOT_SUPPORTED.iter().any(|(known, _)| *known == name);
-            if name.starts_with("SERVICE_") && !SUPPORTED.contains(&name.as_str()) && !unsupported {
+            if name.starts_with("SERVICE_") && !SUPPORTED.contains(&name.as_str()) {
                 return Err(ConfigError(format!(
                     "unknown environment variable {name}; known SERVICE_ variables: {}",
                     SUPPORTED.join(", ")
@@ -258,6 +250,30 @@ impl EnvKnobs {
         if let Some(text) = get("DB_STATEMENT_TIMEOUT_MS") {
             knobs.db_statement_timeout = Some(millis_or_off("DB_STATEMENT_TIMEOUT_MS", &text)?);
         }
+        if let Some(text) = get("SERVICE_HEAP_WARN_PERCENT") {
+            knobs.heap_warn_percent = Some(
+                text.trim()
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|percent| (0.0..=100.0).contains(percent))
+                    .ok_or_else(|| {
+                        ConfigError(format!(
+                            "SERVICE_HEAP_WARN_PERCENT must be a percentage from 0 (off) to 100, got {text:?}"
+                        ))
+                    })?,
+            );
+        }
+        if let Some(text) = get("SERVICE_HEAP_SAMPLE_MS") {
+            knobs.heap_sample = Some(Duration::from_millis(positive(
+                "SERVICE_HEAP_SAMPLE_MS",
+                &text,
+            )? as u64));
+        }
+        if let Some(text) = get("SERVICE_METRICS") {
+            knobs.metrics = Some(switch(&text).ok_or_else(|| {
+                ConfigError(format!("SERVICE_METRICS must be on or off, got {text:?}"))
+            })?);
+        }
         if let Some(text) = get("SERVICE_REQUEST_LOG") {
             knobs.request_log = switch(&text);
             if knobs.request_log.is_none() {
@@ -300,14 +316,34 @@ mod tests {
     }
 
     #[test]
-    fn a_knob_of_a_feature_not_built_yet_stops_the_boot_naming_it() {
-        for name in ["SERVICE_HEAP_WARN_PERCENT", "SERVICE_HEAP_SAMPLE_MS"] {
-            let error = read(&[(name, "1")]).unwrap_err();
+    fn the_heap_knobs_are_read_and_checked() {
+        let knobs = read(&[
+            ("SERVICE_HEAP_WARN_PERCENT", "0"),
+            ("SERVICE_HEAP_SAMPLE_MS", "250"),
+        ])
+        .unwrap();
+        assert_eq!(knobs.heap_warn_percent, Some(0.0));
+        assert_eq!(knobs.heap_sample, Some(Duration::from_millis(250)));
+        for (name, value) in [
+            ("SERVICE_HEAP_WARN_PERCENT", "101"),
+            ("SERVICE_HEAP_WARN_PERCENT", "high"),
+            ("SERVICE_HEAP_WARN_PERCENT", "NaN"),
+            ("SERVICE_HEAP_SAMPLE_MS", "0"),
+        ] {
+            let error = read(&[(name, value)]).unwrap_err();
             assert!(error.0.contains(name), "{error}");
-            assert!(error.0.contains("not supported yet"), "{error}");
         }
         // Set but empty is unset.
-        assert!(read(&[("SERVICE_HEAP_SAMPLE_MS", "")]).is_ok());
+        assert_eq!(
+            read(&[("SERVICE_HEAP_SAMPLE_MS", "")]).unwrap().heap_sample,
+            None
+        );
+        let metrics = read(&[("SERVICE_METRICS", "on")]).unwrap();
+        assert_eq!(metrics.metrics, Some(true));
+        let error = read(&[("SERVICE_METRICS", "maybe")]).unwrap_err();
+        assert!(error.0.contains("SERVICE_METRICS"), "{error}");
+        let fraction = read(&[("SERVICE_HEAP_WARN_PERCENT", "0.5")]).unwrap();
+        assert_eq!(fraction.heap_warn_percent, Some(0.5));
     }
 
     #[test]

@@ -6,6 +6,8 @@ mod cli;
 mod config;
 mod env;
 mod graphs;
+mod heap;
+mod metrics;
 mod serve;
 mod server;
 mod settings;

@@ -47,6 +47,7 @@ pub(crate) async fn serve(
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let engine_config = config.engine;
     let mut bridges = Vec::new();
+    let mut parts = crate::metrics::Parts::default();
     if let Some(options) = config.python {
         let bridge = graphs::start_bridge(options).await?;
         if let Some(embedder) = &config.python_embedder {
@@ -57,6 +58,7 @@ pub(crate) async fn serve(
     if let Some(options) = config.node {
         bridges.push(graphs::start_node(options).await?);
     }
+    parts.workers = bridges.iter().map(service_python::Bridge::health).collect();
     let graphs = graphs::served(graphs, config.graph_aliases, bridges);
     let redis = match &config.queue {
         Some(options) => {
@@ -120,6 +122,7 @@ pub(crate) async fn serve(
     let engine = match &config.database {
         Some(database) => {
             let backend = postgres_backend(database, clock.clone()).await?;
+            parts.pools = Some(backend.pools);
             // SPEC: the store is durable, the retry schedule is not (no queue server).
             if redis.is_none() {
                 tracing::warn!(
@@ -146,6 +149,17 @@ pub(crate) async fn serve(
             Engine::with_coordinator(parts, coordinator)
         }
         None => {
+            let checkpointer: Arc<dyn Checkpointer> = match &config.checkpoint_database {
+                Some(database) => {
+                    let backend = PostgresStore::connect(database.options.clone(), clock.clone())
+                        .await
+                        .map_err(|error| ConfigError(format!("cannot use the database: {error}")))?;
+                    tracing::info!("using PostgreSQL for the checkpointer, memory for the store");
+                    parts.pools = Some(backend.pools().clone());
+                    backend.checkpointer()
+                }
+                None => Arc::new(InMemorySaver::new()),
+            };
             let mut options =
                 MemoryOptions::new(clock.clone()).with_max_page_size(engine_config.max_page_size);
             if let Some(index) = &engine_config.store_index {
@@ -156,7 +170,7 @@ pub(crate) async fn serve(
                 webhooks: webhooks(&store)?,
                 store,
                 graphs,
-                checkpointer: Arc::new(InMemorySaver::new()),
+                checkpointer,
                 bus,
                 clock,
                 config: engine_config,
@@ -172,6 +186,9 @@ pub(crate) async fn serve(
             ConfigError(format!("registering the graphs failed: {}", error.chain()))
         })?;
     let mut http = config.http;
+    if http.metrics {
+        http.metrics_collector = Some(Arc::new(parts));
+    }
     if !config.channels.is_empty() {
         let channels = service_channels::Channels::new(engine.clone(), config.channels);
         channels.check_assistants().await.map_err(ConfigError)?;
@@ -212,6 +229,8 @@ pub(crate) async fn serve(
         }
     });
     let stopping = CancellationToken::new();
+    let (heap_percent, heap_sample) = config.heap_warn;
+    crate::heap::spawn(heap_percent, heap_sample, stopping.clone());
     let server = axum::serve(listener, app)
         .with_graceful_shutdown(stopping.clone().cancelled_owned())
         .into_future();
@@ -249,6 +268,8 @@ struct PostgresBackend {
     store: service_store::Store,
     checkpointer: Arc<dyn Checkpointer>,
     coordinator: Arc<dyn service_engine::coordination::Coordinator>,
+    /// Its three pools, for `/metrics`.
+    pools: service_store_postgres::PgPools,
 }
 
 /// Connects (migrating the schema first) and builds the three pools.
@@ -260,7 +281,11 @@ async fn postgres_backend(
         .await
         .map_err(|error| ConfigError(format!("cannot use the database: {error}")))?;
     let pools = backend.pools().clone();
-    let options = PgCoordinatorOptions::new(database.listen.clone(), pools.store, pools.claim);
+    let options = PgCoordinatorOptions::new(
+        database.listen.clone(),
+        pools.store.clone(),
+        pools.claim.clone(),
+    );
     let coordinator = PgCoordinator::start(options)
         .map_err(|error| ConfigError(format!("cannot coordinate instances: {error}")))?;
     tracing::info!("using PostgreSQL for the store and the checkpointer");
@@ -268,6 +293,7 @@ async fn postgres_backend(
         store: backend.store(),
         checkpointer: backend.checkpointer(),
         coordinator: Arc::new(coordinator),
+        pools,
     })
 }
 

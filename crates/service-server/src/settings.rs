@@ -26,8 +26,12 @@ pub(crate) struct ServerConfig {
     pub engine: EngineConfig,
     /// PostgreSQL, in `start` with `DATABASE_URL`; else the in-memory store.
     pub database: Option<Database>,
+    /// PostgreSQL for the checkpoints alone: `dev` with `"checkpointer": "default"`.
+    pub checkpoint_database: Option<Database>,
     /// One log line per request.
     pub request_log: bool,
+    /// Resident-memory share warned above (0: off), and the sampling period.
+    pub heap_warn: (f64, Duration),
     /// The HTTP adapter's settings (the request body limit).
     pub http: service_axum::RouterOptions,
     /// The web console's mount path, when it is served.
@@ -198,7 +202,7 @@ impl ServerConfig {
                 None
             }
             (Mode::Dev, url) => {
-                if url.is_some() {
+                if url.is_some() && !file.checkpointer.database_saver {
                     warnings.push(
                         "dev runs on the in-memory store; DATABASE_URL is used by `start` only"
                             .into(),
@@ -207,7 +211,19 @@ impl ServerConfig {
                 None
             }
         };
-        if database.is_none() {
+        // SPEC: `"checkpointer": "default"` is the database saver; `start` on
+        // PostgreSQL uses it anyway, `dev` keeps its store in memory beside it.
+        let checkpoint_database = match (&knobs.database_url, file.checkpointer.database_saver) {
+            (_, false) => None,
+            (None, true) => {
+                return Err(ConfigError(
+                    "checkpointer \"default\" is the PostgreSQL saver: set DATABASE_URL".into(),
+                ));
+            }
+            (Some(_), true) if database.is_some() => None,
+            (Some(url), true) => Some(self::database(url, &knobs, &engine, &mut warnings)?),
+        };
+        if database.is_none() && checkpoint_database.is_none() {
             let set: Vec<&str> = [
                 ("DB_POOL_MAX", knobs.db_pool_max.is_some()),
                 (
@@ -254,7 +270,14 @@ impl ServerConfig {
             address: format!("{host}:{port}"),
             engine,
             database,
+            checkpoint_database,
             request_log: knobs.request_log.unwrap_or(mode == Mode::Dev),
+            heap_warn: (
+                knobs
+                    .heap_warn_percent
+                    .unwrap_or(crate::heap::DEFAULT_WARN_PERCENT),
+                knobs.heap_sample.unwrap_or(crate::heap::DEFAULT_SAMPLE),
+            ),
             http: service_axum::RouterOptions {
                 max_body_bytes: knobs
                     .max_body_bytes
@@ -264,6 +287,8 @@ impl ServerConfig {
                     .map(|resolved| resolved.auth.clone())
                     .unwrap_or_default(),
                 disable_runs: file.http.disable_runs.unwrap_or(false),
+                metrics: knobs.metrics.unwrap_or(mode == Mode::Dev),
+                metrics_collector: None,
                 limits: client_limits(&knobs),
                 // MCP admits the browsers CORS admits by name (and loopback ones);
                 // without `http.cors`, loopback only.
@@ -618,6 +643,44 @@ mod tests {
             &[("DATABASE_URL", "postgres://host:notaport/db")],
         );
         assert!(bad.unwrap_err().0.contains("DATABASE_URL"));
+    }
+
+    #[test]
+    fn the_checkpointer_setting_picks_the_saver() {
+        let dir = std::env::temp_dir().join(format!("checkpointer-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("langgraph.json");
+        let args = ServeArgs {
+            config: Some(path.clone()),
+            ..ServeArgs::default()
+        };
+        // No setting: dev keeps checkpoints in memory even beside a DATABASE_URL.
+        std::fs::write(&path, r#"{"checkpointer": {"ttl": {"default_ttl": 5}}}"#).unwrap();
+        let unset = resolve(Mode::Dev, &args, &[DATABASE]).unwrap();
+        assert!(unset.database.is_none() && unset.checkpoint_database.is_none());
+        std::fs::write(&path, r#"{"checkpointer": "default"}"#).unwrap();
+        let dev = resolve(Mode::Dev, &args, &[DATABASE]).unwrap();
+        assert!(dev.database.is_none(), "the store stays in memory");
+        assert!(
+            dev.checkpoint_database.is_some(),
+            "checkpoints in PostgreSQL"
+        );
+        let start = resolve(Mode::Start, &args, &[DATABASE]).unwrap();
+        assert!(start.database.is_some() && start.checkpoint_database.is_none());
+        assert!(
+            dev.http.metrics && !start.http.metrics,
+            "metrics: on in dev only"
+        );
+        let enabled = resolve(Mode::Start, &args, &[DATABASE, ("SERVICE_METRICS", "1")]);
+        assert!(enabled.unwrap().http.metrics);
+        for mode in [Mode::Dev, Mode::Start] {
+            let error = resolve(mode, &args, &[]).unwrap_err();
+            assert!(error.0.contains("DATABASE_URL"), "{error}");
+        }
+        std::fs::write(&path, r#"{"checkpointer": "custom"}"#).unwrap();
+        let error = resolve(Mode::Dev, &args, &[DATABASE]).unwrap_err();
+        assert!(error.0.contains("reserved"), "{error}");
+        let _ = std::fs::remove_dir_all(dir);
     }
 
     #[test]

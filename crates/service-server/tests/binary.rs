@@ -43,16 +43,60 @@ fn a_malformed_knob_value_stops_the_boot_naming_it() {
 }
 
 #[test]
-fn a_setting_of_a_feature_not_built_yet_stops_the_boot_saying_so() {
+fn resident_memory_above_the_heap_threshold_is_warned_once() {
+    // A thousandth of a percent of any machine's memory is below this process's.
+    let mut child = server()
+        .args(["dev", "--port", "0"])
+        .env_remove("DATABASE_URL")
+        .env("SERVICE_HEAP_WARN_PERCENT", "0.001")
+        .env("SERVICE_HEAP_SAMPLE_MS", "20")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let log = BufReader::new(child.stdout.take().unwrap());
+    let (lines, received) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in log.lines().map_while(Result::ok) {
+            if lines.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut warnings = 0;
+    let mut since_warning = None;
+    while Instant::now() < deadline {
+        let Ok(line) = received.recv_timeout(Duration::from_millis(100)) else {
+            // Many samples after the first warning, still above: no second one.
+            if since_warning.is_some_and(|at: Instant| at.elapsed() > Duration::from_millis(500)) {
+                break;
+            }
+            continue;
+        };
+        if line.contains("resident memory is at") {
+            assert!(line.contains("WARN"), "{line}");
+            assert!(line.contains("SERVICE_HEAP_WARN_PERCENT=0.001"), "{line}");
+            warnings += 1;
+            since_warning.get_or_insert_with(Instant::now);
+        }
+    }
+    child.kill().unwrap();
+    let _ = child.wait();
+    assert_eq!(warnings, 1, "one warning per crossing");
+}
+
+#[test]
+fn a_heap_threshold_above_100_percent_stops_the_boot_naming_it() {
     let output = server()
         .args(["start", "--port", "0"])
-        .env("SERVICE_HEAP_WARN_PERCENT", "85")
+        .env("SERVICE_HEAP_WARN_PERCENT", "150")
         .output()
         .unwrap();
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
-        stderr.contains("SERVICE_HEAP_WARN_PERCENT") && stderr.contains("not sample its heap yet"),
+        stderr.contains("SERVICE_HEAP_WARN_PERCENT"),
         "stderr: {stderr}"
     );
 }

@@ -455,6 +455,38 @@ fn walk(instance: &Instance) {
     );
 }
 
+/// `/metrics` is outside the route table: aggregate counts over every tenant, so any
+/// authenticated caller may scrape it, and nothing in it names what a tenant made.
+#[test]
+fn metrics_need_a_key_and_name_nothing_of_alices() {
+    let (instance, _config) = dev("metrics", json!({}));
+    let (alice, bob) = alice_and_bob(&instance);
+    let a = make_alices(&alice);
+    assert_eq!(call(&instance, "GET", "/metrics", &[], None).status, 401);
+    let mut stream = TcpStream::connect(&instance.address).unwrap();
+    write!(
+        stream,
+        "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\nx-api-key: {}\r\n\r\n",
+        bob.key
+    )
+    .unwrap();
+    let mut scrape = String::new();
+    stream.read_to_string(&mut scrape).unwrap();
+    assert!(scrape.starts_with("HTTP/1.1 200"), "{scrape}");
+    assert!(scrape.contains("service_runs_created_total"), "{scrape}");
+    for alices in [
+        &a.thread,
+        &a.run,
+        &a.pending,
+        &a.stateless,
+        &a.assistant,
+        &a.cron,
+    ] {
+        assert!(!scrape.contains(alices.as_str()), "{alices} in {scrape}");
+    }
+    assert!(!scrape.contains("alice"), "{scrape}");
+}
+
 #[test]
 fn every_route_refuses_another_owner_in_memory() {
     let (instance, _config) = dev("walk-memory", json!({}));

@@ -11,6 +11,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, header};
 use serde_json::Value;
+use service_engine::metrics::{DeliveryCounter, DeliveryOutcome};
 use service_engine::{Outgoing, Webhooks};
 use service_store::{AttemptOutcome, Clock, DeliveryRecord, Store};
 use service_types::{Metadata, Timestamp};
@@ -52,6 +53,8 @@ struct Shared {
     timer: RetryTimer,
     /// The durable schedule, when there is one.
     queue: std::sync::OnceLock<Arc<dyn RetryQueue>>,
+    /// The engine's count of attempts by outcome.
+    counter: std::sync::OnceLock<DeliveryCounter>,
     permits: Arc<Semaphore>,
     attempts: TaskTracker,
 }
@@ -84,6 +87,7 @@ impl Outbox {
                 clock,
                 timer: RetryTimer::default(),
                 queue: std::sync::OnceLock::new(),
+                counter: std::sync::OnceLock::new(),
                 permits: Arc::new(Semaphore::new(MAX_CONCURRENT_ATTEMPTS)),
                 attempts: TaskTracker::new(),
             }),
@@ -117,6 +121,11 @@ impl Webhooks for Outbox {
 
     fn cap_payload(&self, payload: &mut Metadata) -> bool {
         payload::cap(payload, self.shared.settings.max_payload_bytes)
+    }
+
+    fn count_deliveries(&self, counter: DeliveryCounter) {
+        // One engine per outbox; a second would count into the first's metrics.
+        let _ = self.shared.counter.set(counter);
     }
 
     fn send(&self, outgoing: Outgoing) {
@@ -373,6 +382,13 @@ impl Shared {
             AttemptOutcome::Retry { retry_at, .. } => Some(*retry_at),
             _ => None,
         };
+        if let Some(counter) = self.counter.get() {
+            counter.count(match &outcome {
+                AttemptOutcome::Delivered => DeliveryOutcome::Delivered,
+                AttemptOutcome::Retry { .. } => DeliveryOutcome::Retry,
+                AttemptOutcome::Dead { .. } => DeliveryOutcome::Dead,
+            });
+        }
         match deliveries.finish_attempt(delivery_id, outcome).await {
             Ok(_) => {
                 if let Some(at) = retry_at {
@@ -435,7 +451,14 @@ impl Shared {
             headers: json_headers(),
             body: Bytes::from(serde_json::to_vec(&payload).unwrap_or_default()),
         };
-        if let Err(error) = self.dispatcher.post(attempt).await {
+        let sent = self.dispatcher.post(attempt).await;
+        if let Some(counter) = self.counter.get() {
+            counter.count(match sent {
+                Ok(_) => DeliveryOutcome::Delivered,
+                Err(_) => DeliveryOutcome::Dead,
+            });
+        }
+        if let Err(error) = sent {
             tracing::error!(
                 target,
                 error = error.reason(),

@@ -28,6 +28,7 @@ use crate::auth::CallerOf;
 use crate::error::{ApiError, ApiResult, status_of};
 use crate::extract::{BodyLimit, Path, read_body, uuid};
 use crate::json::Json;
+use crate::metrics::{OpenSocket, WsMetrics};
 use crate::routes::Table;
 use crate::sse::{HEARTBEAT, HEARTBEAT_COMMENT, encode, event_stream_response};
 use crate::streams::StreamSlot;
@@ -287,8 +288,11 @@ async fn websocket(
     State(engine): State<Engine>,
     CallerOf(caller): CallerOf,
     Path(id): Path<String>,
-    Extension(limits): Extension<ClientLimits>,
-    Extension(BodyLimit(body_limit)): Extension<BodyLimit>,
+    (Extension(limits), Extension(BodyLimit(body_limit)), metrics): (
+        Extension<ClientLimits>,
+        Extension<BodyLimit>,
+        Option<Extension<WsMetrics>>,
+    ),
     slot: StreamSlot,
     upgrade: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
 ) -> ApiResult<Response> {
@@ -305,6 +309,7 @@ async fn websocket(
     Ok(upgrade.on_upgrade(move |mut socket| async move {
         // The principal's stream slot is held for as long as the socket is open.
         let _slot = slot;
+        let metrics = metrics.map(|Extension(metrics)| metrics.opened());
         let thread_id = match uuid("thread", &id) {
             Ok(thread_id) => thread_id,
             Err(ApiError(error)) => return refuse(&mut socket, &error).await,
@@ -324,6 +329,7 @@ async fn websocket(
             max_subscriptions: limits.max_ws_subscriptions,
             subscriptions: Vec::new(),
             seen: Seen::new(limits.ws_replay_events, limits.ws_replay_bytes),
+            metrics,
         };
         session.run(socket, events).await;
     }))
@@ -361,6 +367,8 @@ struct Session {
     subscriptions: Vec<(String, EventFilter)>,
     /// The latest events, for subscriptions made after they passed.
     seen: Seen,
+    /// Counts the socket while open and the frames it sends (with `/metrics`).
+    metrics: Option<OpenSocket>,
 }
 
 /// The latest events of a socket, within a count and a byte bound (oldest dropped
@@ -442,6 +450,12 @@ fn is_other_than_run_start(text: &str) -> bool {
 }
 
 impl Session {
+    fn sent(&self) {
+        if let Some(metrics) = &self.metrics {
+            metrics.sent();
+        }
+    }
+
     /// Serves the socket; `events` is `None` while its thread does not exist yet.
     async fn run(mut self, mut socket: WebSocket, mut events: Option<ThreadEvents>) {
         loop {
@@ -464,6 +478,7 @@ impl Session {
                         if socket.send(Message::text(frame)).await.is_err() {
                             return;
                         }
+                        self.sent();
                     }
                     if awaiting_thread && succeeded {
                         let view = self.engine.as_caller(&self.caller.caller);
@@ -494,8 +509,11 @@ impl Session {
                     let text = json_text(&event);
                     let size = text.len();
                     let wanted = self.subscriptions.iter().any(|(_, filter)| filter.matches(&event));
-                    if wanted && socket.send(Message::text(text)).await.is_err() {
-                        return;
+                    if wanted {
+                        if socket.send(Message::text(text)).await.is_err() {
+                            return;
+                        }
+                        self.sent();
                     }
                     self.seen.push(event, size);
                 }

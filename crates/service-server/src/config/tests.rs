@@ -1,6 +1,27 @@
 use super::*;
 
 #[test]
+fn the_checkpointer_is_a_saver_name_or_a_block() {
+    let named: ConfigFile = serde_json::from_str(r#"{"checkpointer": "default"}"#).unwrap();
+    assert!(named.checkpointer.database_saver);
+    let block: ConfigFile =
+        serde_json::from_str(r#"{"checkpointer": {"serde": {"pickle_fallback": true}}}"#).unwrap();
+    assert!(!block.checkpointer.database_saver);
+    assert!(block.checkpointer.serde.is_some());
+    for (text, says) in [
+        (r#"{"checkpointer": "custom"}"#, "reserved"),
+        (
+            r#"{"checkpointer": "sqlite"}"#,
+            "\"sqlite\" is not a checkpointer",
+        ),
+        (r#"{"checkpointer": {"tll": {}}}"#, "tll"),
+    ] {
+        let error = serde_json::from_str::<ConfigFile>(text).unwrap_err();
+        assert!(error.to_string().contains(says), "{text}: {error}");
+    }
+}
+
+#[test]
 fn unknown_keys_are_refused() {
     let error = serde_json::from_str::<ConfigFile>(r#"{"grpahs": {}}"#).unwrap_err();
     assert!(error.to_string().contains("grpahs"));

@@ -1,0 +1,167 @@
+//! Aggregate counters of what this engine does, for an operator's `/metrics`: counts
+//! by status or outcome only, never an id, so they carry no tenant's data. The HTTP
+//! adapter registers them beside its own and renders the text.
+
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+use service_store::ActiveRunsQuery;
+use service_types::RunStatus;
+
+use crate::Engine;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StatusLabel {
+    status: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabel {
+    outcome: &'static str,
+}
+
+/// What became of one webhook delivery attempt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeliveryOutcome {
+    /// Answered 2xx.
+    Delivered,
+    /// Failed; another attempt is scheduled.
+    Retry,
+    /// Failed for the last time.
+    Dead,
+}
+
+/// Counts webhook delivery attempts by outcome; handed to the engine's [`Webhooks`]
+/// (`crate::Webhooks::count_deliveries`) when the engine is built.
+#[derive(Clone, Debug, Default)]
+pub struct DeliveryCounter(Family<OutcomeLabel, Counter>);
+
+impl DeliveryCounter {
+    /// Counts one attempt.
+    pub fn count(&self, outcome: DeliveryOutcome) {
+        let outcome = match outcome {
+            DeliveryOutcome::Delivered => "delivered",
+            DeliveryOutcome::Retry => "retry",
+            DeliveryOutcome::Dead => "dead",
+        };
+        self.0.get_or_create(&OutcomeLabel { outcome }).inc();
+    }
+}
+
+/// The engine's counters and gauges. Cheap to clone; clones count together.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct EngineMetrics {
+    runs_created: Counter,
+    runs_started: Counter,
+    runs_settled: Family<StatusLabel, Counter>,
+    runs_executing: Gauge,
+    pub(crate) deliveries: DeliveryCounter,
+    queue_depth: Gauge,
+    oldest_pending_seconds: Gauge<f64, std::sync::atomic::AtomicU64>,
+}
+
+impl EngineMetrics {
+    pub(crate) fn run_created(&self) {
+        self.runs_created.inc();
+    }
+
+    /// A run began executing here; the guard counts it out when it ends.
+    pub(crate) fn run_started(&self) -> Executing {
+        self.runs_started.inc();
+        self.runs_executing.inc();
+        Executing(self.runs_executing.clone())
+    }
+
+    pub(crate) fn run_settled(&self, status: RunStatus) {
+        self.runs_settled
+            .get_or_create(&StatusLabel {
+                status: status.as_str(),
+            })
+            .inc();
+    }
+}
+
+/// Counts an executing run out when dropped, however its execution ends.
+#[derive(Debug)]
+pub(crate) struct Executing(Gauge);
+
+impl Drop for Executing {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
+impl Engine {
+    /// Registers the engine's metrics (prefix `service_`) in `registry`.
+    pub fn register_metrics(&self, registry: &mut Registry) {
+        let metrics = self.inner.metrics.clone();
+        let service = registry.sub_registry_with_prefix("service");
+        service.register(
+            "runs_created",
+            "Runs created through this instance",
+            metrics.runs_created,
+        );
+        service.register(
+            "runs_started",
+            "Runs that began executing on this instance",
+            metrics.runs_started,
+        );
+        service.register(
+            "runs_settled",
+            "Runs this instance settled, by final status",
+            metrics.runs_settled,
+        );
+        service.register(
+            "runs_executing",
+            "Runs executing on this instance now",
+            metrics.runs_executing,
+        );
+        service.register(
+            "webhook_deliveries",
+            "Webhook delivery attempts, by outcome",
+            metrics.deliveries.0,
+        );
+        service.register(
+            "queue_depth",
+            "Pending runs in the store (all instances), counted up to the max page size",
+            metrics.queue_depth,
+        );
+        service.register(
+            "queue_oldest_pending_age_seconds",
+            "Age of the oldest pending run in the store (0 when none is pending)",
+            metrics.oldest_pending_seconds,
+        );
+    }
+
+    /// Reads the queue's gauges from the store; called before each scrape. A store
+    /// error leaves the last values and is returned.
+    pub async fn refresh_metrics(&self) -> crate::EngineResult<()> {
+        let query = ActiveRunsQuery {
+            status: Some(RunStatus::Pending),
+            limit: Some(self.config().max_page_size),
+            ..ActiveRunsQuery::default()
+        };
+        let pending = self.store().runs().active(&query).await?;
+        let now = self.inner.clock.now();
+        let oldest =
+            pending
+                .iter()
+                .map(|run| run.created_at)
+                .min()
+                .map_or(Duration::ZERO, |created| {
+                    Duration::from_micros(
+                        u64::try_from(now.unix_micros() - created.unix_micros()).unwrap_or(0),
+                    )
+                });
+        let metrics = &self.inner.metrics;
+        metrics
+            .queue_depth
+            .set(i64::try_from(pending.len()).unwrap_or(i64::MAX));
+        metrics.oldest_pending_seconds.set(oldest.as_secs_f64());
+        Ok(())
+    }
+}
