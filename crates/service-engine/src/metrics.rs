@@ -9,10 +9,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
-use service_store::ActiveRunsQuery;
 use service_types::RunStatus;
-
-use crate::Engine;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct StatusLabel {
@@ -95,10 +92,10 @@ impl Drop for Executing {
     }
 }
 
-impl Engine {
-    /// Registers the engine's metrics (prefix `service_`) in `registry`.
-    pub fn register_metrics(&self, registry: &mut Registry) {
-        let metrics = self.inner.metrics.clone();
+impl EngineMetrics {
+    /// Registers these metrics (prefix `service_`) in `registry`.
+    pub(crate) fn register(&self, registry: &mut Registry) {
+        let metrics = self.clone();
         let service = registry.sub_registry_with_prefix("service");
         service.register(
             "runs_created",
@@ -137,31 +134,10 @@ impl Engine {
         );
     }
 
-    /// Reads the queue's gauges from the store; called before each scrape. A store
-    /// error leaves the last values and is returned.
-    pub async fn refresh_metrics(&self) -> crate::EngineResult<()> {
-        let query = ActiveRunsQuery {
-            status: Some(RunStatus::Pending),
-            limit: Some(self.config().max_page_size),
-            ..ActiveRunsQuery::default()
-        };
-        let pending = self.store().runs().active(&query).await?;
-        let now = self.inner.clock.now();
-        let oldest =
-            pending
-                .iter()
-                .map(|run| run.created_at)
-                .min()
-                .map_or(Duration::ZERO, |created| {
-                    Duration::from_micros(
-                        u64::try_from(now.unix_micros() - created.unix_micros()).unwrap_or(0),
-                    )
-                });
-        let metrics = &self.inner.metrics;
-        metrics
-            .queue_depth
-            .set(i64::try_from(pending.len()).unwrap_or(i64::MAX));
-        metrics.oldest_pending_seconds.set(oldest.as_secs_f64());
-        Ok(())
+    /// The queue's gauges, as a scrape read them from the store.
+    pub(crate) fn set_queue(&self, pending: usize, oldest: Duration) {
+        self.queue_depth
+            .set(i64::try_from(pending).unwrap_or(i64::MAX));
+        self.oldest_pending_seconds.set(oldest.as_secs_f64());
     }
 }

@@ -144,15 +144,24 @@ fn the_custom_server_serves_its_own_graph_as_its_configuration_says() {
 fn the_custom_server_refuses_what_the_bundled_server_refuses() {
     let output = custom_server()
         .args(["start", "--port", "0"])
-        .env("SERVICE_HEAP_SAMPLE_MS", "100")
+        .env("SERVICE_HEAP_WARN_PERCENT", "150")
         .output()
         .unwrap();
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
-        stderr.contains("SERVICE_HEAP_SAMPLE_MS"),
+        stderr.contains("SERVICE_HEAP_WARN_PERCENT"),
         "stderr: {stderr}"
     );
+
+    let config = ConfigFile::new("adapter", json!({"store": {"adapter": "./store.py:store"}}));
+    let output = custom_server()
+        .args(["dev", "--port", "0", "--config"])
+        .arg(&config.0)
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("not supported yet"), "stderr: {stderr}");
 
     let config = ConfigFile::new("alias", json!({"graphs": {"chat": "echo"}}));
