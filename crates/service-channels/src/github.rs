@@ -4,12 +4,14 @@
 //! are issue comments.
 
 use async_trait::async_trait;
-use http::{HeaderMap, HeaderValue, header};
+use http::{HeaderValue, header};
 use serde_json::{Value, json};
 use service_webhooks::AttemptError;
 
 use crate::mac::{hex_hmac, same};
-use crate::provider::{ChannelProvider, Decoded, Inbound, Message, Outgoing, post_json};
+use crate::provider::{
+    ChannelProvider, Decoded, Inbound, Message, Outgoing, bearer_headers, post_json,
+};
 
 /// GitHub's REST API.
 pub(crate) const DEFAULT_API_BASE: &str = "https://api.github.com";
@@ -128,10 +130,7 @@ impl ChannelProvider for GitHub {
                 "a GitHub reply needs a repository and an issue",
             ));
         };
-        let mut headers = HeaderMap::new();
-        let bearer = HeaderValue::from_str(&format!("Bearer {token}"))
-            .map_err(|_| AttemptError::refused("the token is not a valid header value"))?;
-        headers.insert(header::AUTHORIZATION, bearer);
+        let mut headers = bearer_headers(token)?;
         headers.insert(
             header::ACCEPT,
             HeaderValue::from_static("application/vnd.github+json"),

@@ -2,7 +2,7 @@
 //! event, and send a reply.
 
 use async_trait::async_trait;
-use http::HeaderMap;
+use http::{HeaderMap, HeaderValue, header};
 use serde_json::Value;
 use service_webhooks::{Attempt, AttemptError};
 
@@ -87,6 +87,14 @@ pub trait ChannelProvider: Send + Sync + std::fmt::Debug {
         to: &[String],
         outgoing: Outgoing<'_>,
     ) -> Result<(), AttemptError>;
+}
+
+/// Headers carrying `token` as `Authorization: Bearer`; a token that cannot be a
+/// header value is refused (retrying cannot cure it).
+pub(crate) fn bearer_headers(token: &str) -> Result<HeaderMap, AttemptError> {
+    let bearer = HeaderValue::from_str(&format!("Bearer {token}"))
+        .map_err(|_| AttemptError::refused("the token is not a valid header value"))?;
+    Ok(HeaderMap::from_iter([(header::AUTHORIZATION, bearer)]))
 }
 
 /// Sends `body` as JSON to `url` with `headers`; `Ok` for a 2xx answer, whose body is

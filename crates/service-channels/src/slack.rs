@@ -4,12 +4,13 @@
 //! replies with `chat.postMessage` in the message's thread.
 
 use async_trait::async_trait;
-use http::{HeaderMap, HeaderValue, header};
 use serde_json::{Value, json};
 use service_webhooks::AttemptError;
 
 use crate::mac::{fresh, hex_hmac, same};
-use crate::provider::{ChannelProvider, Decoded, Inbound, Message, Outgoing, post_json};
+use crate::provider::{
+    ChannelProvider, Decoded, Inbound, Message, Outgoing, bearer_headers, post_json,
+};
 
 /// Slack's Web API.
 pub(crate) const DEFAULT_API_BASE: &str = "https://slack.com/api";
@@ -116,10 +117,7 @@ impl ChannelProvider for Slack {
                 "a Slack reply needs a channel and a thread",
             ));
         };
-        let mut headers = HeaderMap::new();
-        let bearer = HeaderValue::from_str(&format!("Bearer {token}"))
-            .map_err(|_| AttemptError::refused("the bot token is not a valid header value"))?;
-        headers.insert(header::AUTHORIZATION, bearer);
+        let headers = bearer_headers(token)?;
         let body = json!({"channel": channel, "thread_ts": thread_ts, "text": text});
         let url = format!("{}/chat.postMessage", self.api_base.trim_end_matches('/'));
         let answer = post_json(client, &url, headers, body.to_string().into_bytes()).await?;
