@@ -195,6 +195,17 @@ fn dotenv(path: &PathBuf) -> Result<Vec<(String, String)>, ConfigError> {
     Ok(vars)
 }
 
+/// The load-failure block of every graph the bridge's workers could not load.
+fn report_load_failures(bridge: &Bridge) {
+    for (graph_id, failure) in bridge.failures() {
+        tracing::error!(
+            "graph {graph_id} failed to load: {}\n{}",
+            failure.chain_summary(),
+            failure.stack.as_deref().unwrap_or_default()
+        );
+    }
+}
+
 /// Starts the Python workers; a graph that fails to import is reported in a
 /// load-failure block and stays listed (its routes answer `graph_load_failed`).
 pub(crate) async fn start_bridge(options: BridgeOptions) -> Result<Bridge, ConfigError> {
@@ -204,13 +215,7 @@ pub(crate) async fn start_bridge(options: BridgeOptions) -> Result<Bridge, Confi
         .map_err(|error| ConfigError(error.to_string()))?;
     let (python, langgraph) = bridge.versions();
     tracing::info!("Python graphs: {workers} worker(s), Python {python}, langgraph {langgraph}");
-    for (graph_id, failure) in bridge.failures() {
-        tracing::error!(
-            "graph {graph_id} failed to load: {}\n{}",
-            failure.chain_summary(),
-            failure.stack.as_deref().unwrap_or_default()
-        );
-    }
+    report_load_failures(&bridge);
     Ok(bridge)
 }
 
@@ -223,13 +228,7 @@ pub(crate) async fn start_node(options: NodeOptions) -> Result<Bridge, ConfigErr
         .map_err(|error| ConfigError(error.to_string()))?;
     let (node, langgraph) = bridge.versions();
     tracing::info!("JS graphs: {workers} worker(s), Node {node}, @langchain/langgraph {langgraph}");
-    for (graph_id, failure) in bridge.failures() {
-        tracing::error!(
-            "graph {graph_id} failed to load: {}\n{}",
-            failure.chain_summary(),
-            failure.stack.as_deref().unwrap_or_default()
-        );
-    }
+    report_load_failures(&bridge);
     Ok(bridge)
 }
 
