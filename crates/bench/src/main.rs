@@ -45,7 +45,8 @@ pub(crate) struct RunArgs {
     /// Process id of the server under test (S6 reads its VmRSS).
     #[arg(long)]
     server_pid: Option<u32>,
-    /// Scenarios to run, comma-separated (s1..s8; s8 reads s3's figures).
+    /// Scenarios to run, comma-separated (s1..s8; s8 reads s3's figures; s5q, the
+    /// semantic search, only when named: it needs a server with `store.index`).
     #[arg(long, default_value = "s1,s2,s3,s4,s5,s6,s7,s8", value_delimiter = ',')]
     scenarios: Vec<String>,
     /// Only the loads at these concurrencies, comma-separated (default: each

@@ -408,6 +408,14 @@ fn other(runs: &Runs, scenario: &str, concurrency: u64) -> String {
             cell(runs.figure(scenario, c, "items"), Kind::Rate),
             cell(runs.figure(scenario, c, "matches_per_filter"), Kind::Rate)
         ),
+        "S5q-put" => format!(
+            "{} puts, each embedded on write",
+            cell(runs.figure(scenario, c, "items"), Kind::Rate)
+        ),
+        "S5q" => format!(
+            "query over {} items, 384 dims, limit 10",
+            cell(runs.figure(scenario, c, "items"), Kind::Rate)
+        ),
         "S6" => format!(
             "idle RSS {}; growth {} B/thread; own state (thread+history+runs JSON) {} B; beyond it {} B",
             cell(runs.figure(scenario, c, "idle_rss_mb"), Kind::Megabytes),

@@ -13,6 +13,7 @@ use crate::RunArgs;
 use crate::client::Http;
 use crate::load::{self, Measured, Outcome, Plan};
 
+mod semantic;
 mod webhook;
 
 /// The echo input every echo scenario sends.
@@ -57,6 +58,7 @@ pub(crate) async fn run_all(args: RunArgs) -> Result<(), String> {
             ("s3", &[1, 32]),
             ("s4", &[1, 16]),
             ("s5", &[1, 32]),
+            ("s5q", &[1, 32]),
             ("s7", &[1]),
             ("s8", &[1, 32]),
         ] {
@@ -68,7 +70,7 @@ pub(crate) async fn run_all(args: RunArgs) -> Result<(), String> {
         widths.dedup();
         bench.ceiling_runs(&url, &widths).await?;
     }
-    for name in ["s1", "s2", "s3", "s4", "s5", "s7", "s8"] {
+    for name in ["s1", "s2", "s3", "s4", "s5", "s5q", "s7", "s8"] {
         if !selected(name) {
             continue;
         }
@@ -78,6 +80,7 @@ pub(crate) async fn run_all(args: RunArgs) -> Result<(), String> {
             "s3" => bench.s3().await,
             "s4" => bench.s4().await,
             "s5" => bench.s5().await,
+            "s5q" => bench.s5q().await,
             "s7" => bench.s7().await,
             _ => bench.s8().await,
         };

@@ -4,7 +4,7 @@ use async_trait::async_trait;
 use parking_lot::RwLock;
 use service_store::namespace::{literal_prefix, matches_prefix, validate_namespace};
 use service_store::page::paginate;
-use service_store::semantic::{check_vector, compare_scored, cosine_similarity};
+use service_store::semantic::{check_vector, compare_scored, dot, similarity_from_parts};
 use service_store::text::refuse_nul;
 use service_store::{
     FieldVector, ItemSearch, ItemsRepo, NamespaceQuery, PutItem, StoreError, StoreFilter,
@@ -67,15 +67,24 @@ struct Stored {
     item: Item,
     ttl_minutes: Option<f64>,
     expires_at: Option<Timestamp>,
-    vectors: Vec<FieldVector>,
+    /// Each vector with its squared norm, computed once at put.
+    vectors: Vec<(Vec<f32>, f32)>,
+}
+
+/// A search's query vector with its squared norm.
+struct Query<'a> {
+    vector: &'a [f32],
+    norm_squared: f32,
 }
 
 impl Stored {
     /// The best similarity of any of its vectors to `query`; `None` without vectors.
-    fn score(&self, query: &[f32]) -> Option<f64> {
+    fn score(&self, query: &Query) -> Option<f64> {
         self.vectors
             .iter()
-            .map(|field| cosine_similarity(&field.vector, query))
+            .map(|(vector, norm_squared)| {
+                similarity_from_parts(dot(vector, query.vector), *norm_squared, query.norm_squared)
+            })
             .max_by(f64::total_cmp)
     }
 
@@ -148,7 +157,14 @@ impl ItemsRepo for MemoryItems {
             },
             ttl_minutes: put.ttl_minutes,
             expires_at: put.ttl_minutes.map(|minutes| now.plus_minutes(minutes)),
-            vectors: put.vectors,
+            vectors: put
+                .vectors
+                .into_iter()
+                .map(|FieldVector { vector, .. }| {
+                    let norm_squared = dot(&vector, &vector);
+                    (vector, norm_squared)
+                })
+                .collect(),
         };
         namespace.insert(stored);
         Ok(())
@@ -210,12 +226,24 @@ impl ItemsRepo for MemoryItems {
                 .flat_map(|(_, space)| space.matching(&search.filter, now));
             // Sorted and paged by reference: only the page's items are cloned.
             let mut scored: Vec<(Option<f64>, &Item)> = match &search.query {
-                Some(query) => matches
-                    .map(|stored| (stored.score(query), &stored.item))
-                    .collect(),
+                Some(query) => {
+                    let query = Query {
+                        vector: query,
+                        norm_squared: dot(query, query),
+                    };
+                    matches
+                        .map(|stored| (stored.score(&query), &stored.item))
+                        .collect()
+                }
                 None => matches.map(|stored| (None, &stored.item)).collect(),
             };
+            // Only the rows up to the page's end need their order: select them first.
             // Without a query nothing is scored: the plain order.
+            let end = search.offset.saturating_add(limit);
+            if end < scored.len() {
+                scored.select_nth_unstable_by(end, |a, b| compare_scored(*a, *b));
+                scored.truncate(end);
+            }
             scored.sort_by(|a, b| compare_scored(*a, *b));
             paginate(scored, search.offset, Some(limit))
                 .into_iter()

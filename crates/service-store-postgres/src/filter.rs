@@ -120,15 +120,7 @@ pub(crate) fn namespace_prefix(sql: &mut Sql, prefix: &[String]) -> Vec<String> 
         return conditions;
     }
     let literal = literal_prefix(prefix);
-    if !literal.is_empty() {
-        let path = literal.join(".");
-        let exact = sql.bind(path.clone());
-        let low = sql.bind(format!("{path}."));
-        let high = sql.bind(format!("{path}/"));
-        conditions.push(format!(
-            "(ns_path = {exact} OR (ns_path >= {low} AND ns_path < {high}))"
-        ));
-    }
+    conditions.extend(ns_path_range(sql, prefix, "ns_path"));
     let length = sql.bind(i32::try_from(prefix.len()).unwrap_or(i32::MAX));
     conditions.push(format!("cardinality(namespace) >= {length}"));
     for (index, segment) in prefix.iter().enumerate().skip(literal.len()) {
@@ -138,6 +130,24 @@ pub(crate) fn namespace_prefix(sql: &mut Sql, prefix: &[String]) -> Vec<String> 
         }
     }
     conditions
+}
+
+/// The condition on a `column` holding the dotted namespace path that keeps the paths
+/// under the prefix's literal head (the segments before its first wildcard), which a
+/// btree on that column answers as a range; `None` when the prefix starts with a
+/// wildcard.
+pub(crate) fn ns_path_range(sql: &mut Sql, prefix: &[String], column: &str) -> Option<String> {
+    let literal = literal_prefix(prefix);
+    if literal.is_empty() {
+        return None;
+    }
+    let path = literal.join(".");
+    let exact = sql.bind(path.clone());
+    let low = sql.bind(format!("{path}."));
+    let high = sql.bind(format!("{path}/"));
+    Some(format!(
+        "({column} = {exact} OR ({column} >= {low} AND {column} < {high}))"
+    ))
 }
 
 /// Conditions selecting namespaces ending with `suffix` (with `*` wildcards).

@@ -213,16 +213,35 @@ pub fn check_vector(vector: &[f32], dims: usize) -> StoreResult<()> {
 }
 
 /// Cosine similarity, computed as pgvector does (single-precision sums, one
-/// double-precision division, clamped to [-1, 1]) so both drivers score alike.
+/// double-precision division, clamped to [-1, 1]) so both drivers score alike. The sums
+/// run in eight lanes, the order pgvector's own vectorized build adds in, which lets the
+/// compiler use SIMD; integer-valued vectors (the test embedder's) sum exactly in any order.
 pub fn cosine_similarity(a: &[f32], b: &[f32]) -> f64 {
-    let (mut dot, mut norm_a, mut norm_b) = (0.0f32, 0.0f32, 0.0f32);
-    for (x, y) in a.iter().zip(b) {
-        dot += x * y;
-        norm_a += x * x;
-        norm_b += y * y;
-    }
-    let similarity = f64::from(dot) / (f64::from(norm_a) * f64::from(norm_b)).sqrt();
+    similarity_from_parts(dot(a, b), dot(a, a), dot(b, b))
+}
+
+/// The similarity from a dot product and the two squared norms (see
+/// [`cosine_similarity`]); a search computes a stored vector's norm once, not per query.
+pub fn similarity_from_parts(dot: f32, norm_a_squared: f32, norm_b_squared: f32) -> f64 {
+    let similarity =
+        f64::from(dot) / (f64::from(norm_a_squared) * f64::from(norm_b_squared)).sqrt();
     similarity.clamp(-1.0, 1.0)
+}
+
+/// The single-precision dot product, summed in eight lanes.
+pub fn dot(a: &[f32], b: &[f32]) -> f32 {
+    const LANES: usize = 8;
+    let len = a.len().min(b.len());
+    let (a_chunks, a_rest) = a[..len].as_chunks::<LANES>();
+    let (b_chunks, b_rest) = b[..len].as_chunks::<LANES>();
+    let mut lanes = [0.0f32; LANES];
+    for (x, y) in a_chunks.iter().zip(b_chunks) {
+        for lane in 0..LANES {
+            lanes[lane] += x[lane] * y[lane];
+        }
+    }
+    let tail: f32 = a_rest.iter().zip(b_rest).map(|(x, y)| x * y).sum();
+    lanes.iter().sum::<f32>() + tail
 }
 
 /// The order of a semantic search: best score first, every scored item before every

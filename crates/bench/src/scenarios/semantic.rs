@@ -1,0 +1,113 @@
+//! S5q: semantic store search. The server's `store.index` embeds through an
+//! OpenAI-compatible endpoint (`bench-ceiling`'s cheap `/v1/embeddings`), so what is
+//! measured is the server: the query's embedding call, the exact (or hnsw) ranking of
+//! the namespace's items and the answer. Needs a server started with such an index
+//! (see docs/performance.md, "S5q").
+
+use bytes::Bytes;
+use serde_json::json;
+use uuid::Uuid;
+
+use super::{Bench, contains};
+use crate::load::{self, Outcome, Plan};
+
+/// Distinct topics the items spread over; a query names one.
+const TOPICS: u64 = 100;
+
+impl Bench {
+    pub(crate) async fn s5q(&mut self) -> Result<(), String> {
+        let items = self.args.store_items.max(1);
+        let namespace = json!(["bench", "s5q", Uuid::new_v4().simple().to_string()]);
+        let put_plan = Plan {
+            concurrency: 32,
+            warmup: std::time::Duration::ZERO,
+            duration: std::time::Duration::from_secs(3600),
+            count: Some(items),
+        };
+        let http = self.http.clone();
+        let ns = namespace.clone();
+        let m = load::run(put_plan, move |i| {
+            let http = http.clone();
+            let topic = i % TOPICS;
+            let body = Bytes::from(
+                json!({
+                    "namespace": ns,
+                    "key": format!("item-{i}"),
+                    "value": {"i": i, "text": format!("note {i} about topic{topic} and its details")},
+                })
+                .to_string(),
+            );
+            async move {
+                http.call(http::Method::PUT, "/store/items", body).await?;
+                Ok(Outcome::default())
+            }
+        })
+        .await;
+        if m.errors > 0 {
+            return Err(format!(
+                "S5q: {} puts failed, first: {}",
+                m.errors,
+                m.first_error.unwrap_or_default()
+            ));
+        }
+        self.emit(
+            "S5q-put",
+            "store put with embedding (filling the namespace)",
+            32,
+            &m,
+            json!({"items": items}),
+        );
+        let search = move |n: u64| {
+            Bytes::from(
+                json!({"namespace_prefix": namespace, "query": format!("topic{}", n % TOPICS), "limit": 10})
+                    .to_string(),
+            )
+        };
+        // The index must be there: a ranked answer has scores, and the best match
+        // names the queried topic.
+        let found = self
+            .http
+            .post_json(
+                "/store/items/search",
+                &serde_json::from_slice(&search(7)).unwrap_or_default(),
+            )
+            .await?;
+        let first = &found["items"][0];
+        let ranked = first["score"].as_f64().is_some()
+            && first["value"]["text"]
+                .as_str()
+                .is_some_and(|text| text.contains("topic7 "));
+        if !ranked {
+            return Err(format!(
+                "S5q: the server did not rank by meaning (is store.index configured?): {found}"
+            ));
+        }
+        for concurrency in self.widths(&[1, 32]) {
+            let http = self.http.clone();
+            let search = search.clone();
+            let m = load::run(self.plan(concurrency), move |n| {
+                let http = http.clone();
+                let body = search(n);
+                async move {
+                    let answer = http.post("/store/items/search", body).await?;
+                    if !contains(&answer, b"\"score\":0.") && !contains(&answer, b"\"score\":1") {
+                        return Err(format!(
+                            "unranked search: {}",
+                            String::from_utf8_lossy(&answer)
+                        ));
+                    }
+                    Ok(Outcome::default())
+                }
+            })
+            .await;
+            self.emit(
+                "S5q",
+                "semantic store search (query, limit 10)",
+                concurrency,
+                &m,
+                json!({"items": items}),
+            );
+        }
+        Ok(())
+    }
+}
