@@ -4,7 +4,7 @@ use async_trait::async_trait;
 use parking_lot::RwLock;
 use service_store::namespace::{literal_prefix, matches_prefix, validate_namespace};
 use service_store::page::paginate;
-use service_store::semantic::{check_vector, compare_scored, dot, similarity_from_parts};
+use service_store::semantic::{check_vector, compare_scored};
 use service_store::text::refuse_nul;
 use service_store::{
     FieldVector, ItemSearch, ItemsRepo, NamespaceQuery, PutItem, StoreError, StoreFilter,
@@ -14,6 +14,7 @@ use service_types::{Item, SearchItem, Timestamp};
 
 use crate::Env;
 use crate::item_index::ItemIndex;
+use crate::vector_arena::{Query, VectorArena};
 
 /// Items in a `BTreeMap` keyed by namespace path, so a prefix is a range scan. A
 /// read-write lock lets searches and reads run in parallel.
@@ -23,16 +24,22 @@ pub(crate) struct MemoryItems {
     state: RwLock<BTreeMap<Vec<String>, Namespace>>,
 }
 
-/// One namespace's items by key, and the equality index over their values.
+/// One namespace's items by key, the equality index over their values, and their
+/// vectors.
 #[derive(Debug, Default)]
 struct Namespace {
     items: BTreeMap<String, Stored>,
     index: ItemIndex,
+    vectors: VectorArena,
 }
 
 impl Namespace {
-    fn insert(&mut self, stored: Stored) {
+    fn insert(&mut self, mut stored: Stored, vectors: Vec<FieldVector>) {
         self.remove(&stored.item.key);
+        stored.slots = vectors
+            .iter()
+            .map(|field| self.vectors.insert(&field.vector))
+            .collect();
         self.index.insert(&stored.item.key, &stored.item.value);
         self.items.insert(stored.item.key.clone(), stored);
     }
@@ -40,6 +47,38 @@ impl Namespace {
     fn remove(&mut self, key: &str) {
         if let Some(removed) = self.items.remove(key) {
             self.index.remove(key, &removed.item.value);
+            for slot in removed.slots {
+                self.vectors.remove(slot);
+            }
+        }
+    }
+
+    /// The live items matching `filter`, each with its best similarity to `query`
+    /// (`None` without vectors), appended to `out`.
+    fn scored<'a>(
+        &'a self,
+        filter: &'a StoreFilter,
+        now: Timestamp,
+        query: &Query,
+        out: &mut Vec<(Option<f64>, &'a Item)>,
+    ) {
+        // Without an index to narrow the candidates, every vector is read anyway:
+        // score them all in one pass over the arena.
+        let all = self
+            .index
+            .candidates(filter)
+            .is_none()
+            .then(|| self.vectors.similarities(query));
+        for stored in self.matching(filter, now) {
+            let score = stored
+                .slots
+                .iter()
+                .map(|&slot| match &all {
+                    Some(all) => all[slot],
+                    None => self.vectors.similarity(slot, query),
+                })
+                .max_by(f64::total_cmp);
+            out.push((score, &stored.item));
         }
     }
 
@@ -62,32 +101,16 @@ impl Namespace {
     }
 }
 
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 struct Stored {
     item: Item,
     ttl_minutes: Option<f64>,
     expires_at: Option<Timestamp>,
-    /// Each vector with its squared norm, computed once at put.
-    vectors: Vec<(Vec<f32>, f32)>,
-}
-
-/// A search's query vector with its squared norm.
-struct Query<'a> {
-    vector: &'a [f32],
-    norm_squared: f32,
+    /// Its vectors' slots in the namespace's arena.
+    slots: Vec<usize>,
 }
 
 impl Stored {
-    /// The best similarity of any of its vectors to `query`; `None` without vectors.
-    fn score(&self, query: &Query) -> Option<f64> {
-        self.vectors
-            .iter()
-            .map(|(vector, norm_squared)| {
-                similarity_from_parts(dot(vector, query.vector), *norm_squared, query.norm_squared)
-            })
-            .max_by(f64::total_cmp)
-    }
-
     fn is_live(&self, now: Timestamp) -> bool {
         self.expires_at.is_none_or(|at| at > now)
     }
@@ -157,16 +180,9 @@ impl ItemsRepo for MemoryItems {
             },
             ttl_minutes: put.ttl_minutes,
             expires_at: put.ttl_minutes.map(|minutes| now.plus_minutes(minutes)),
-            vectors: put
-                .vectors
-                .into_iter()
-                .map(|FieldVector { vector, .. }| {
-                    let norm_squared = dot(&vector, &vector);
-                    (vector, norm_squared)
-                })
-                .collect(),
+            slots: Vec::new(),
         };
-        namespace.insert(stored);
+        namespace.insert(stored, put.vectors);
         Ok(())
     }
 
@@ -222,21 +238,22 @@ impl ItemsRepo for MemoryItems {
         let now = self.env.clock.now();
         let page: Vec<SearchItem> = {
             let map = self.state.read();
-            let matches = under(&map, &search.namespace_prefix)
-                .flat_map(|(_, space)| space.matching(&search.filter, now));
+            let spaces = under(&map, &search.namespace_prefix);
             // Sorted and paged by reference: only the page's items are cloned.
-            let mut scored: Vec<(Option<f64>, &Item)> = match &search.query {
+            let mut scored: Vec<(Option<f64>, &Item)> = Vec::new();
+            match &search.query {
                 Some(query) => {
-                    let query = Query {
-                        vector: query,
-                        norm_squared: dot(query, query),
-                    };
-                    matches
-                        .map(|stored| (stored.score(&query), &stored.item))
-                        .collect()
+                    let query = Query::new(query);
+                    for (_, space) in spaces {
+                        space.scored(&search.filter, now, &query, &mut scored);
+                    }
                 }
-                None => matches.map(|stored| (None, &stored.item)).collect(),
-            };
+                None => scored.extend(
+                    spaces
+                        .flat_map(|(_, space)| space.matching(&search.filter, now))
+                        .map(|stored| (None, &stored.item)),
+                ),
+            }
             // Only the rows up to the page's end need their order: select them first.
             // Without a query nothing is scored: the plain order.
             let end = search.offset.saturating_add(limit);

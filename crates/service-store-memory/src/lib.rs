@@ -21,6 +21,7 @@ mod item_index;
 mod items;
 mod runs;
 mod threads;
+mod vector_arena;
 
 use std::sync::Arc;
 
