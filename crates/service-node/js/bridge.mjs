@@ -216,6 +216,7 @@ function saverClass(lg, checkpoint) {
       await call("cp.put_writes", {
         ...at,
         task_id: taskId,
+        run_id: config?.metadata?.run_id ?? null,
         writes: await Promise.all(
           writes.map(async ([channel, value], idx) => [
             `${WRITES_IDX_MAP[channel] ?? idx}:${channel}`,
