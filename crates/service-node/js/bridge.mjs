@@ -117,6 +117,16 @@ function codePointCompare(a, b) {
   return a < b ? -1 : a > b ? 1 : 0;
 }
 
+// The run keys the server puts in a run's config metadata. LangGraph.js does not copy
+// them into its checkpoints' metadata; the server finds a run's checkpoints by them
+// (rollback, and refusing a stopped run's late checkpoints), so the saver does.
+const RUN_KEYS = ["run_id", "thread_id", "graph_id", "assistant_id", "run_attempt"];
+
+function runKeys(config) {
+  const run = config?.metadata ?? {};
+  return Object.fromEntries(RUN_KEYS.filter((key) => key in run).map((key) => [key, run[key]]));
+}
+
 function saverClass(lg, checkpoint) {
   const { BaseCheckpointSaver } = lg;
   const { WRITES_IDX_MAP } = checkpoint;
@@ -200,7 +210,7 @@ function saverClass(lg, checkpoint) {
         parent_id: checkpoint_id,
         checkpoint_id: saved.id,
         checkpoint: await this.typed(saved),
-        metadata: JSON.parse(JSON.stringify(metadata ?? {}, plain)),
+        metadata: { ...runKeys(config), ...JSON.parse(JSON.stringify(metadata ?? {}, plain)) },
       });
       this.mark(JSON.stringify([thread_id, checkpoint_ns, saved.id])).resolve();
       return { configurable: { thread_id, checkpoint_ns, checkpoint_id: saved.id } };

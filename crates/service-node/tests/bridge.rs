@@ -404,3 +404,36 @@ async fn a_missing_node_or_langgraph_is_a_boot_error_naming_what_to_do() {
     let error = service_node::start(options).await.unwrap_err().to_string();
     assert!(error.contains("node_version 99"), "{error}");
 }
+
+/// A JS graph's checkpoints carry the run's keys, as the Python bridge's do, so a
+/// rollback finds (and deletes) them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn checkpoints_carry_the_runs_keys() {
+    let (_bridge, graphs, saver) = bridge(&[("slow", "./graphs.ts:slow")], 1).await;
+    let slow = graphs.load("slow").await.unwrap();
+    let mut options = options("t-keys", &[StreamMode::Values]);
+    options.metadata = json!({"run_id": "r-1", "assistant_id": "a-1"})
+        .as_object()
+        .unwrap()
+        .clone();
+    run(
+        slow.as_ref(),
+        RunInput::Values(json!({"delay_ms": 1})),
+        options,
+        context(),
+    )
+    .await
+    .unwrap();
+    let stored = saver
+        .list(
+            &service_graph::CheckpointConfig::new("t-keys", None),
+            service_graph::CheckpointListOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert!(stored.len() >= 2, "{stored:?}");
+    for checkpoint in &stored {
+        assert_eq!(checkpoint.metadata["run_id"], "r-1");
+        assert_eq!(checkpoint.metadata["assistant_id"], "a-1");
+    }
+}
