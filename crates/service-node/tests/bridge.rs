@@ -405,6 +405,42 @@ async fn a_missing_node_or_langgraph_is_a_boot_error_naming_what_to_do() {
     assert!(error.contains("node_version 99"), "{error}");
 }
 
+/// An `Annotation.Root` state has no runtime schema: its schemas list the channels'
+/// keys, typed where the reducer or default shows it, as the JS CLI lists them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn annotation_states_have_schemas_of_their_channels() {
+    let (_bridge, graphs, _saver) = bridge(
+        &[
+            ("slow", "./graphs.ts:slow"),
+            ("steps", "./graphs.ts:steps"),
+            ("echo", "./graphs.ts:echo"),
+        ],
+        1,
+    )
+    .await;
+    let slow = graphs.schemas("slow").await.unwrap();
+    let state = slow.state_schema.expect("a state schema");
+    assert_eq!(state["type"], "object");
+    assert_eq!(
+        state["properties"],
+        json!({"delay_ms": {}, "done": {}}),
+        "LastValue channels: any value"
+    );
+    assert_eq!(slow.input_schema.as_ref(), Some(&state));
+    assert_eq!(slow.output_schema.as_ref(), Some(&state));
+
+    let steps = graphs.schemas("steps").await.unwrap().state_schema.unwrap();
+    let keys: Vec<&String> = steps["properties"].as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["count", "log", "n"]);
+    assert_eq!(
+        steps["properties"]["log"]["type"], "array",
+        "a list reducer's default"
+    );
+
+    let echo = graphs.schemas("echo").await.unwrap().input_schema.unwrap();
+    assert_eq!(echo["properties"]["messages"]["type"], "array");
+}
+
 /// A JS graph's checkpoints carry the run's keys, as the Python bridge's do, so a
 /// rollback finds (and deletes) them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
