@@ -151,6 +151,7 @@ def fixtures():
         "delivery_id": str(uuid.uuid4()),
         "namespace": "x",
         "graph_id": "echo",
+        "file": "entrypoint.js",
     }
 
 
@@ -279,6 +280,7 @@ BAD_FIELDS = [
 # A body each route accepts, so a bad field is checked past the first refusal.
 BASES = {
     "/invoke/{graph_id}": {"input": {}},
+    "/ui/{assistant_id}": {"name": "x"},
     "/assistants": {"graph_id": "echo"},
     "/assistants/{assistant_id}/latest": {"version": 1},
     "/runs/crons": {"assistant_id": "echo", "schedule": "0 0 1 1 *"},

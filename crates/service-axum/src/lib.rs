@@ -38,6 +38,7 @@ pub use error::{ApiError, ApiResult, status_of};
 pub use headers::ConfigurableHeaders;
 pub use metrics::METRICS_PATH;
 pub use routes::RouteInfo;
+pub use routes::ui::UiAssets;
 
 /// The request body limit when none is configured: 25 MiB, room for agent inputs
 /// that carry images or long histories.
@@ -74,6 +75,8 @@ pub struct RouterOptions {
     pub metrics: bool,
     /// More metrics read at each scrape (the embedder's pools and workers).
     pub metrics_collector: Option<Arc<dyn prometheus_client::collector::Collector>>,
+    /// The bundled generative UI components (langgraph.json's `ui`) `/ui` serves.
+    pub ui: Option<Arc<UiAssets>>,
 }
 
 impl Default for RouterOptions {
@@ -89,6 +92,7 @@ impl Default for RouterOptions {
             channels: None,
             metrics: false,
             metrics_collector: None,
+            ui: None,
         }
     }
 }
@@ -162,6 +166,7 @@ pub fn router_with(engine: Engine, options: RouterOptions) -> Router {
         origins: routes::mcp::Origins(options.allowed_origins.into()),
         configurable_headers: options.configurable_headers.map(Arc::new),
         channels,
+        ui: options.ui,
     };
     // Wrapping the whole route table (not each route) lets an idempotent replay
     // re-dispatch to a different route (the join of the recorded run).
@@ -207,6 +212,7 @@ struct RequestContext {
     origins: routes::mcp::Origins,
     configurable_headers: Option<Arc<ConfigurableHeaders>>,
     channels: Option<service_channels::Channels>,
+    ui: Option<Arc<UiAssets>>,
 }
 
 async fn with_context(
@@ -226,6 +232,9 @@ async fn with_context(
     }
     if let Some(channels) = context.channels {
         extensions.insert(channels);
+    }
+    if let Some(ui) = context.ui {
+        extensions.insert(ui);
     }
     request
 }
@@ -251,7 +260,8 @@ fn route_table(disable_runs: bool, channels: bool) -> routes::Table {
         .merge(routes::threads::routes())
         .merge(routes::crons::routes())
         .merge(routes::store::routes())
-        .merge(routes::meta::routes(!disable_runs));
+        .merge(routes::meta::routes(!disable_runs))
+        .merge(routes::ui::routes());
     // Channel runs are the operator's configuration, not client run requests: they
     // stay with `disable_runs`.
     if channels {

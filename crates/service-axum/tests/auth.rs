@@ -3,6 +3,7 @@
 
 mod support;
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -10,10 +11,11 @@ use axum::Router;
 use axum::body::Body;
 use axum::http::request::Parts;
 use axum::http::{Request, StatusCode, header};
+use bytes::Bytes;
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
 use service_axum::auth::{Access, Auth, Authenticator, Unauthenticated};
-use service_axum::{RouteInfo, RouterOptions};
+use service_axum::{RouteInfo, RouterOptions, UiAssets};
 use service_channels::{Channels, Generic, Route, Routes};
 use service_engine::auth::{AuthRequest, Authorizer, Decision, Principal};
 use tower::ServiceExt;
@@ -49,7 +51,8 @@ impl Authorizer for Always {
     }
 }
 
-/// With one channel route, so the walk covers the channel routes too.
+/// With one channel route and one graph's UI bundle, so the walk covers the channel
+/// routes and the UI files too.
 async fn app(decision: Option<Decision>) -> Router {
     let authorizer = decision.map(|decision| Arc::new(Always(decision)) as Arc<dyn Authorizer>);
     let engine = support::engine().await;
@@ -67,6 +70,10 @@ async fn app(decision: Option<Decision>) -> Router {
             authorizer,
         },
         channels: Some(Channels::new(engine.clone(), routes)),
+        ui: Some(Arc::new(UiAssets::new(BTreeMap::from([(
+            "agent".to_owned(),
+            vec![("entrypoint.js".to_owned(), Bytes::from_static(b"void 0;"))],
+        )])))),
         ..RouterOptions::default()
     };
     service_axum::router_with(engine, options)
@@ -96,6 +103,7 @@ fn concrete(route: &RouteInfo) -> String {
         ("{namespace}", "child".to_owned()),
         ("{checkpoint_id}", uuid::Uuid::new_v4().to_string()),
         ("{route_name}", "walk".to_owned()),
+        ("{file}", "entrypoint.js".to_owned()),
     ] {
         path = path.replace(name, &value);
     }

@@ -2,8 +2,11 @@
 //! that were stopped. A graph may outlive its run's cancel (a Python node sleeping in a
 //! thread finishes long after its task was cancelled); what it stores then would
 //! otherwise land after a rollback deleted the run's checkpoints, or on a thread that
-//! a later run already moved on. Checkpoints name their run (`metadata.run_id`), so
-//! the fence works for every graph kind and every saver.
+//! a later run already moved on. Checkpoints and metadata merges name their run
+//! (`metadata.run_id`), and a runtime names the run of its pending writes
+//! ([`Checkpointer::put_writes_of_run`]; the bridges send their run's id), so the fence
+//! works for every graph kind and every saver. The native runtime's plain `put_writes`
+//! name no run: its tasks stop with their run, so it has no late writes.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -71,12 +74,17 @@ impl Fences {
 
     /// Counts a write of the run `metadata` names, or refuses it when the run is fenced.
     fn begin(self: &Arc<Self>, metadata: &Metadata) -> Result<Option<Writing>, GraphError> {
-        let Some(run_id) = metadata.get("run_id").and_then(Value::as_str) else {
+        self.begin_run(metadata.get("run_id").and_then(Value::as_str))
+    }
+
+    /// Counts a write of `run_id`, or refuses it when the run is fenced.
+    fn begin_run(self: &Arc<Self>, run_id: Option<&str>) -> Result<Option<Writing>, GraphError> {
+        let Some(run_id) = run_id else {
             return Ok(None);
         };
         let mut state = self.lock();
         if state.fenced.contains(run_id) {
-            tracing::debug!(run_id, "a stopped run's checkpoint was refused");
+            tracing::debug!(run_id, "a stopped run's write was refused");
             return Err(GraphError::Cancelled);
         }
         *state.writing.entry(run_id.to_owned()).or_default() += 1;
@@ -163,6 +171,17 @@ impl Checkpointer for FencedSaver {
         self.inner.put_writes(config, task_id, writes).await
     }
 
+    async fn put_writes_of_run(
+        &self,
+        config: &CheckpointConfig,
+        task_id: &str,
+        writes: Vec<(String, Value)>,
+        run_id: Option<&str>,
+    ) -> Result<(), GraphError> {
+        let _writing = self.fences.begin_run(run_id)?;
+        self.inner.put_writes(config, task_id, writes).await
+    }
+
     async fn put_after_writes(
         &self,
         config: &CheckpointConfig,
@@ -195,6 +214,7 @@ impl Checkpointer for FencedSaver {
         config: &CheckpointConfig,
         metadata: Metadata,
     ) -> Result<(), GraphError> {
+        let _writing = self.fences.begin(&metadata)?;
         self.inner.merge_metadata(config, metadata).await
     }
 
@@ -357,5 +377,59 @@ mod tests {
             .map(|t| t.metadata["run_id"].clone())
             .collect();
         assert_eq!(runs, [Value::from("r2"), Value::from("r1")]);
+    }
+
+    #[tokio::test]
+    async fn a_fenced_runs_pending_writes_and_metadata_merges_are_refused() {
+        let fences = Arc::new(Fences::default());
+        let saver = FencedSaver {
+            inner: Arc::new(InMemorySaver::new()),
+            fences: Arc::clone(&fences),
+        };
+        let thread = CheckpointConfig::new("t", None);
+        let stored = saver
+            .put(&thread, JsonText::new(&Value::Null), of_run("r1"))
+            .await
+            .expect("r1's checkpoint");
+        fences.fence("r1").await;
+        let write = || vec![("done".to_owned(), Value::Bool(true))];
+
+        let late = saver
+            .put_writes_of_run(&stored, "task", write(), Some("r1"))
+            .await;
+        assert!(matches!(late, Err(GraphError::Cancelled)), "{late:?}");
+        let merged = saver.merge_metadata(&stored, of_run("r1")).await;
+        assert!(matches!(merged, Err(GraphError::Cancelled)), "{merged:?}");
+        let tuple = saver.get_tuple(&stored).await.expect("read").expect("kept");
+        assert!(
+            tuple.pending_writes.is_empty(),
+            "{:?}",
+            tuple.pending_writes
+        );
+
+        // A later run resuming from the stopped run's checkpoint still writes on it.
+        saver
+            .put_writes_of_run(&stored, "task", write(), Some("r2"))
+            .await
+            .expect("another run's writes");
+        saver
+            .put_writes_of_run(&stored, "other", write(), None)
+            .await
+            .expect("writes naming no run");
+        let mut note = Metadata::new();
+        note.insert("note".into(), Value::from("kept"));
+        saver
+            .merge_metadata(&stored, note)
+            .await
+            .expect("a merge naming no run");
+        let tuple = saver.get_tuple(&stored).await.expect("read").expect("kept");
+        let tasks: Vec<_> = tuple
+            .pending_writes
+            .iter()
+            .map(|w| w.task_id.as_str())
+            .collect();
+        assert_eq!(tasks, ["task", "other"]);
+        assert_eq!(tuple.metadata["note"], "kept");
+        assert_eq!(tuple.metadata["run_id"], "r1");
     }
 }

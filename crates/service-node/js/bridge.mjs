@@ -117,6 +117,16 @@ function codePointCompare(a, b) {
   return a < b ? -1 : a > b ? 1 : 0;
 }
 
+// The run keys the server puts in a run's config metadata. LangGraph.js does not copy
+// them into its checkpoints' metadata; the server finds a run's checkpoints by them
+// (rollback, and refusing a stopped run's late checkpoints), so the saver does.
+const RUN_KEYS = ["run_id", "thread_id", "graph_id", "assistant_id", "run_attempt"];
+
+function runKeys(config) {
+  const run = config?.metadata ?? {};
+  return Object.fromEntries(RUN_KEYS.filter((key) => key in run).map((key) => [key, run[key]]));
+}
+
 function saverClass(lg, checkpoint) {
   const { BaseCheckpointSaver } = lg;
   const { WRITES_IDX_MAP } = checkpoint;
@@ -200,7 +210,7 @@ function saverClass(lg, checkpoint) {
         parent_id: checkpoint_id,
         checkpoint_id: saved.id,
         checkpoint: await this.typed(saved),
-        metadata: JSON.parse(JSON.stringify(metadata ?? {}, plain)),
+        metadata: { ...runKeys(config), ...JSON.parse(JSON.stringify(metadata ?? {}, plain)) },
       });
       this.mark(JSON.stringify([thread_id, checkpoint_ns, saved.id])).resolve();
       return { configurable: { thread_id, checkpoint_ns, checkpoint_id: saved.id } };
@@ -216,6 +226,7 @@ function saverClass(lg, checkpoint) {
       await call("cp.put_writes", {
         ...at,
         task_id: taskId,
+        run_id: config?.metadata?.run_id ?? null,
         writes: await Promise.all(
           writes.map(async ([channel, value], idx) => [
             `${WRITES_IDX_MAP[channel] ?? idx}:${channel}`,
@@ -546,7 +557,33 @@ async function drawing(request) {
   return drawn.toJSON();
 }
 
-/** JSON schemas where the graph's state declares them (Zod or StateSchema). */
+/** A channel's JSON schema: what its reducer and default show (an `Annotation<T>()`'s
+ * type is TypeScript's alone, gone at run time: any value). */
+function channelSchema(channel) {
+  if (channel?.operator === LG.messagesStateReducer) return { type: "array", items: { type: "object" } };
+  let value;
+  try {
+    value = channel?.initialValueFactory?.();
+  } catch {
+    return {};
+  }
+  if (Array.isArray(value)) return { type: "array" };
+  if (value === null || value === undefined) return {};
+  return ["string", "number", "boolean", "object"].includes(typeof value) ? { type: typeof value } : {};
+}
+
+/** The JSON schema of an annotation state (`Annotation.Root`): its channels' keys. */
+function annotationSchema(definition) {
+  if (!definition || typeof definition !== "object") return null;
+  const properties = {};
+  for (const [key, channel] of Object.entries(definition)) {
+    if (!key.startsWith("__")) properties[key] = channelSchema(channel);
+  }
+  return { type: "object", properties };
+}
+
+/** JSON schemas of the graph's state: from Zod or StateSchema where it declares them,
+ * else from its annotation's channels. */
 function schemas(graph) {
   const describe = (schema) => {
     if (!schema) return null;
@@ -557,11 +594,13 @@ function schemas(graph) {
     }
   };
   const builder = graph.builder;
-  const state = describe(builder?._schemaRuntimeDefinition);
+  const state = describe(builder?._schemaRuntimeDefinition) ?? annotationSchema(builder?._schemaDefinition);
+  // Without an input (output) schema of its own, a graph takes (part of) its state.
+  const own = (runtime, definition) =>
+    describe(runtime) ?? (definition === builder?._schemaDefinition ? state : annotationSchema(definition) ?? state);
   return {
-    // Without an input schema of its own, a graph takes (part of) its state.
-    input_schema: describe(builder?._inputRuntimeDefinition) ?? state,
-    output_schema: describe(builder?._outputRuntimeDefinition) ?? state,
+    input_schema: own(builder?._inputRuntimeDefinition, builder?._inputDefinition),
+    output_schema: own(builder?._outputRuntimeDefinition, builder?._outputDefinition),
     state_schema: state,
     config_schema: null,
     context_schema: describe(builder?._configRuntimeSchema),

@@ -14,6 +14,9 @@ use std::path::PathBuf;
 
 use service_python::Runtime;
 pub use service_python::{Bridge, BridgeError};
+pub use ui::{UiFile, bundle_ui};
+
+mod ui;
 
 /// The Node side, shipped inside the binary.
 const BRIDGE_MJS: &str = include_str!("../js/bridge.mjs");

@@ -404,3 +404,72 @@ async fn a_missing_node_or_langgraph_is_a_boot_error_naming_what_to_do() {
     let error = service_node::start(options).await.unwrap_err().to_string();
     assert!(error.contains("node_version 99"), "{error}");
 }
+
+/// An `Annotation.Root` state has no runtime schema: its schemas list the channels'
+/// keys, typed where the reducer or default shows it, as the JS CLI lists them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn annotation_states_have_schemas_of_their_channels() {
+    let (_bridge, graphs, _saver) = bridge(
+        &[
+            ("slow", "./graphs.ts:slow"),
+            ("steps", "./graphs.ts:steps"),
+            ("echo", "./graphs.ts:echo"),
+        ],
+        1,
+    )
+    .await;
+    let slow = graphs.schemas("slow").await.unwrap();
+    let state = slow.state_schema.expect("a state schema");
+    assert_eq!(state["type"], "object");
+    assert_eq!(
+        state["properties"],
+        json!({"delay_ms": {}, "done": {}}),
+        "LastValue channels: any value"
+    );
+    assert_eq!(slow.input_schema.as_ref(), Some(&state));
+    assert_eq!(slow.output_schema.as_ref(), Some(&state));
+
+    let steps = graphs.schemas("steps").await.unwrap().state_schema.unwrap();
+    let keys: Vec<&String> = steps["properties"].as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["count", "log", "n"]);
+    assert_eq!(
+        steps["properties"]["log"]["type"], "array",
+        "a list reducer's default"
+    );
+
+    let echo = graphs.schemas("echo").await.unwrap().input_schema.unwrap();
+    assert_eq!(echo["properties"]["messages"]["type"], "array");
+}
+
+/// A JS graph's checkpoints carry the run's keys, as the Python bridge's do, so a
+/// rollback finds (and deletes) them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn checkpoints_carry_the_runs_keys() {
+    let (_bridge, graphs, saver) = bridge(&[("slow", "./graphs.ts:slow")], 1).await;
+    let slow = graphs.load("slow").await.unwrap();
+    let mut options = options("t-keys", &[StreamMode::Values]);
+    options.metadata = json!({"run_id": "r-1", "assistant_id": "a-1"})
+        .as_object()
+        .unwrap()
+        .clone();
+    run(
+        slow.as_ref(),
+        RunInput::Values(json!({"delay_ms": 1})),
+        options,
+        context(),
+    )
+    .await
+    .unwrap();
+    let stored = saver
+        .list(
+            &service_graph::CheckpointConfig::new("t-keys", None),
+            service_graph::CheckpointListOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert!(stored.len() >= 2, "{stored:?}");
+    for checkpoint in &stored {
+        assert_eq!(checkpoint.metadata["run_id"], "r-1");
+        assert_eq!(checkpoint.metadata["assistant_id"], "a-1");
+    }
+}

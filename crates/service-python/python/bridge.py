@@ -322,6 +322,7 @@ def _saver_class():
                 checkpoint_ns=ns,
                 checkpoint_id=checkpoint,
                 task_id=task_id,
+                run_id=(config.get("metadata") or {}).get("run_id"),
                 writes=[
                     [f"{WRITES_IDX_MAP.get(channel, idx)}:{channel}", {**self._typed(value), "p": task_path}]
                     for idx, (channel, value) in enumerate(writes)

@@ -94,7 +94,11 @@ pub(crate) async fn serve(
                 message.remove("writes").unwrap_or(Value::Null),
             )
             .map_err(|error| GraphError::InvalidInput(format!("malformed writes: {error}")))?;
-            saver.put_writes(&at, &task_id, writes).await?;
+            // The run whose task wrote them: a stopped run's late writes are refused.
+            let run_id = message.get("run_id").and_then(Value::as_str);
+            saver
+                .put_writes_of_run(&at, &task_id, writes, run_id)
+                .await?;
             Ok(Value::Null)
         }
         "cp.delete_thread" => {

@@ -77,7 +77,8 @@ pub(crate) struct ConfigFile {
     pub package: Option<serde_json::Value>,
     #[serde(rename = "$schema", default)]
     pub schema: Option<serde_json::Value>,
-    /// langgraph.json's generative UI components and their settings: not served here.
+    /// langgraph.json's generative UI components (graph id → file) and their settings
+    /// (`shared`): bundled at boot and served under `/ui` (ui.rs).
     #[serde(default)]
     pub ui: Option<serde_json::Value>,
     #[serde(default)]
@@ -513,10 +514,6 @@ impl ConfigFile {
         }
         let http = &self.http;
         let said = [
-            (
-                self.ui.is_some() || self.ui_config.is_some(),
-                "ui, ui_config: generative UI components are not served here (no /ui routes); the graphs run without them",
-            ),
             (
                 self.disable_persistence.is_some(),
                 "disable_persistence: dev keeps nothing on disk here anyway (everything is in memory and gone at exit); start keeps everything in its database",

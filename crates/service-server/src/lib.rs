@@ -11,6 +11,7 @@ mod metrics;
 mod serve;
 mod server;
 mod settings;
+mod ui;
 
 pub use cli::{Mode, ServeArgs};
 pub use env::ConfigError;

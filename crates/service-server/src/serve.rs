@@ -186,6 +186,9 @@ pub(crate) async fn serve(
             ConfigError(format!("registering the graphs failed: {}", error.chain()))
         })?;
     let mut http = config.http;
+    if let Some(plan) = config.ui {
+        http.ui = Some(Arc::new(crate::ui::bundle(plan).await?));
+    }
     if http.metrics {
         http.metrics_collector = Some(Arc::new(parts));
     }

@@ -46,6 +46,8 @@ pub(crate) struct ServerConfig {
     pub python_embedder: Option<service_python::PythonEmbedder>,
     /// The JS graphs the block names, and how to run them.
     pub node: Option<service_node::NodeOptions>,
+    /// langgraph.json's generative UI components, bundled at boot.
+    pub ui: Option<crate::ui::UiPlan>,
     /// How run-completion webhooks are sent.
     pub webhooks: service_webhooks::WebhookSettings,
     /// Inbound channel routes, their credentials read from the environment.
@@ -288,7 +290,6 @@ impl ServerConfig {
                     .unwrap_or_default(),
                 disable_runs: file.http.disable_runs.unwrap_or(false),
                 metrics: knobs.metrics.unwrap_or(mode == Mode::Dev),
-                metrics_collector: None,
                 limits: client_limits(&knobs),
                 // MCP admits the browsers CORS admits by name (and loopback ones);
                 // without `http.cors`, loopback only.
@@ -302,8 +303,8 @@ impl ServerConfig {
                     .configurable_headers
                     .as_ref()
                     .map(crate::config::HeaderPatterns::copied),
-                // Built once the engine exists (serve.rs).
-                channels: None,
+                // The channels, metrics collector and UI bundles are made in serve.rs.
+                ..service_axum::RouterOptions::default()
             },
             console,
             log_filter,
@@ -311,6 +312,7 @@ impl ServerConfig {
             python,
             python_embedder,
             node,
+            ui: crate::ui::plan(&file, &base()?, knobs.node.as_deref())?,
             notices: file.notices(),
             webhooks,
             channels,
@@ -731,14 +733,14 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("console-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("config.json");
-        std::fs::write(&path, r#"{"http": {"console": "/ui"}}"#).unwrap();
+        std::fs::write(&path, r#"{"http": {"console": "/admin"}}"#).unwrap();
         let with_file = |no_console| ServeArgs {
             config: Some(path.clone()),
             no_console,
             ..ServeArgs::default()
         };
         let start = resolve(Mode::Start, &with_file(false), &[]).unwrap();
-        assert_eq!(start.console.as_deref(), Some("/ui"));
+        assert_eq!(start.console.as_deref(), Some("/admin"));
         assert_eq!(
             resolve(Mode::Start, &with_file(true), &[]).unwrap().console,
             None

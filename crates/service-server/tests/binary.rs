@@ -136,7 +136,10 @@ fn dev_serves_the_console_and_no_console_or_start_leave_it_out() {
 
 #[test]
 fn start_serves_the_console_at_the_path_http_console_names() {
-    let config = ConfigFile::write("console", &serde_json::json!({"http": {"console": "/ui"}}));
+    let config = ConfigFile::write(
+        "console",
+        &serde_json::json!({"http": {"console": "/admin"}}),
+    );
     let mut child = server()
         .args(["start", "--port", "0", "--config", &config.path()])
         .env_remove("DATABASE_URL")
@@ -151,8 +154,8 @@ fn start_serves_the_console_at_the_path_http_console_names() {
         let answer = request(&address, "GET", path, "");
         answer.lines().next().unwrap_or_default().to_owned()
     };
-    assert!(status("/ui/").starts_with("HTTP/1.1 200"));
-    assert!(status("/ui").starts_with("HTTP/1.1 302"));
+    assert!(status("/admin/").starts_with("HTTP/1.1 200"));
+    assert!(status("/admin").starts_with("HTTP/1.1 302"));
     assert!(status("/console/").starts_with("HTTP/1.1 404"));
     terminate_cleanly_within(&mut child, Duration::from_secs(10));
 }

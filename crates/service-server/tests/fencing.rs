@@ -1,8 +1,9 @@
-//! A stopped run's late writes are refused: a Python node still sleeping when its run is
-//! rolled back finishes after the rollback, and what it then writes must not reach the
-//! thread. The binary serves the reference graphs (`examples/python-graphs`) through the
-//! bridge, with the interpreter SERVICE_PYTHON (scripts/test makes a virtual
-//! environment with LangGraph), in memory and on PostgreSQL (TEST_DATABASE_URL).
+//! A stopped run's late writes are refused: a Python or JS node still sleeping when its
+//! run is rolled back finishes after the rollback, and what it then writes must not
+//! reach the thread. The binary serves the reference graphs (`examples/python-graphs`,
+//! `examples/js-graphs`) through the bridges, with the interpreter SERVICE_PYTHON
+//! (scripts/test makes a virtual environment with LangGraph), in memory and on
+//! PostgreSQL (TEST_DATABASE_URL).
 
 mod support;
 
@@ -31,6 +32,21 @@ fn python_graphs(database_url: Option<&str>) -> Instance {
         None => "dev",
     };
     spawn(&[mode, "--port", "0", "--config", config], &env)
+}
+
+/// The binary serving the JS reference graphs (`examples/js-graphs`, their packages
+/// installed there) through the Node bridge, in `dev`; Node is SERVICE_NODE or `node`.
+fn js_graphs() -> Instance {
+    let config = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/js-graphs/langgraph.json"
+    );
+    let node = std::env::var("SERVICE_NODE").ok();
+    let env: Vec<(&str, &str)> = node
+        .iter()
+        .map(|node| ("SERVICE_NODE", node.as_str()))
+        .collect();
+    spawn(&["dev", "--port", "0", "--config", config], &env)
 }
 
 /// The run's status once `done` holds for it (bounded: a minute).
@@ -113,6 +129,14 @@ fn rollback_over_a_sleeping_node(server: &Instance) {
 fn a_rollback_over_a_sleeping_python_node_leaves_no_checkpoint_of_the_displaced_run() {
     let server = python_graphs(None);
     for _ in 0..20 {
+        rollback_over_a_sleeping_node(&server);
+    }
+}
+
+#[test]
+fn a_rollback_over_a_sleeping_js_node_leaves_no_checkpoint_of_the_displaced_run() {
+    let server = js_graphs();
+    for _ in 0..10 {
         rollback_over_a_sleeping_node(&server);
     }
 }

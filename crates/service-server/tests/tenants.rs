@@ -371,6 +371,10 @@ fn bobs_request(route: &RouteInfo, a: &Alices) -> (String, Option<Value>, Expect
         // The inventory is the server's configuration, the same for every caller.
         ("GET", "/channels") => ("/channels".into(), None, OnlyOwn),
         ("POST", "/invoke/{graph_id}") => ("/invoke/nothing-here".into(), Some(json!({})), Refused),
+        // Her assistant's UI is not found for bob, as if it had none.
+        ("POST", "/ui/{assistant_id}") => {
+            (format!("/ui/{asst}"), Some(json!({"name": "x"})), Refused)
+        }
         // Her assistant is named "alice's": as a tool, `alices`. Bob has no such tool.
         ("POST", "/mcp") => (
             "/mcp".into(),

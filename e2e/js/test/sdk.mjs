@@ -3,8 +3,16 @@
 // pin (installed under the alias `@langchain/langgraph-sdk-2`). Tests import the
 // SDK only through this file.
 const VERSIONS = {
-  "1.15.0": { main: "@langchain/langgraph-sdk", react: "@langchain/langgraph-sdk/react" },
-  "2.0.0": { main: "@langchain/langgraph-sdk-2", react: "@langchain/langgraph-sdk-2/react" },
+  "1.15.0": {
+    main: "@langchain/langgraph-sdk",
+    react: "@langchain/langgraph-sdk/react",
+    reactUi: "@langchain/langgraph-sdk/react-ui",
+  },
+  "2.0.0": {
+    main: "@langchain/langgraph-sdk-2",
+    react: "@langchain/langgraph-sdk-2/react",
+    reactUi: "@langchain/langgraph-sdk-2/react-ui",
+  },
 };
 
 export const SDK_VERSION = process.env.E2E_JS_SDK || "1.15.0";
@@ -18,3 +26,6 @@ export const { Client } = sdk;
 
 /** The SDK's React entry point (`useStream`), loaded on demand: React needs a DOM first. */
 export const loadReact = () => import(paths.react);
+
+/** The SDK's generative UI entry point (`LoadExternalComponent`), also after a DOM. */
+export const loadReactUi = () => import(paths.reactUi);

@@ -12,6 +12,7 @@ pub(crate) mod protocol;
 pub(crate) mod runs;
 pub(crate) mod store;
 pub(crate) mod threads;
+pub(crate) mod ui;
 
 use axum::Router;
 use axum::handler::Handler;

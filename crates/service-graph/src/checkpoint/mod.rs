@@ -124,6 +124,20 @@ pub trait Checkpointer: Send + Sync {
         writes: Vec<(String, Value)>,
     ) -> Result<(), GraphError>;
 
+    /// Records writes as [`Checkpointer::put_writes`] does, made by the run `run_id`
+    /// (when the runtime knows it): a saver that refuses a stopped run's writes (the
+    /// engine's) checks it, any other stores them so.
+    async fn put_writes_of_run(
+        &self,
+        config: &CheckpointConfig,
+        task_id: &str,
+        writes: Vec<(String, Value)>,
+        run_id: Option<&str>,
+    ) -> Result<(), GraphError> {
+        let _ = run_id;
+        self.put_writes(config, task_id, writes).await
+    }
+
     /// The end of a superstep: records each task's writes against the checkpoint
     /// `config` names, as [`Checkpointer::put_writes`] does, then stores the checkpoint
     /// that follows it, as [`Checkpointer::put`] does. A saver that can do both in one

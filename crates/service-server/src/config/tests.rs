@@ -173,7 +173,6 @@ fn every_key_langgraph_cli_reads_boots_with_one_notice_of_what_it_does_here() {
     for key in [
         "api_version",
         "keep_pkg_tools",
-        "ui, ui_config",
         "disable_persistence",
         "priority",
         "graphs.*.description",
@@ -310,8 +309,8 @@ fn http_console_is_true_false_or_a_mount_path() {
             ConsoleSetting::At("/console".into()),
         ),
         (
-            r#"{"http": {"console": "/ui/"}}"#,
-            ConsoleSetting::At("/ui".into()),
+            r#"{"http": {"console": "/admin/"}}"#,
+            ConsoleSetting::At("/admin".into()),
         ),
     ] {
         let config: ConfigFile = serde_json::from_str(text).unwrap();
@@ -320,6 +319,7 @@ fn http_console_is_true_false_or_a_mount_path() {
     for text in [
         r#"{"http": {"console": "/"}}"#,
         r#"{"http": {"console": "/threads"}}"#,
+        r#"{"http": {"console": "/ui"}}"#,
         r#"{"http": {"console": "/admin/ui"}}"#,
         r#"{"http": {"console": 1}}"#,
     ] {
