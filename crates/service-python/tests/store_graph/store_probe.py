@@ -1,6 +1,8 @@
 """A graph that uses LangGraph's store API the way memory-using agents do, and reports
 what it got back, for crates/service-python/tests/store.rs."""
 
+import asyncio
+
 from typing_extensions import TypedDict
 
 from langgraph.config import get_store
@@ -30,6 +32,13 @@ async def probe(state: State) -> dict:
             ]
         )
         await store.aput(("docs", "g0"), "unindexed", {"n": -1, "text": "the cat sat on the mat"}, index=False)
+        return {"report": {}}
+    if state["op"] == "ttl":
+        # LangGraph's put: no ttl is the store's default, None never expires.
+        await store.aput(("ttl",), "default", {"n": 1})
+        await store.aput(("ttl",), "never", {"n": 2}, ttl=None)
+        await store.aput(("ttl",), "thirty", {"n": 3}, ttl=30)
+        await asyncio.to_thread(store.put, ("ttl",), "never_sync", {"n": 4}, ttl=None)
         return {"report": {}}
 
     everything = await store.asearch(("docs",), limit=5000)
