@@ -366,6 +366,7 @@ def _store_class():
         SearchItem,
         SearchOp,
         _validate_namespace,
+        _validate_namespace_labels,
     )
 
     def item(stored: dict, cls=Item, **extra):
@@ -403,6 +404,16 @@ def _store_class():
         def put(self, namespace, key, value, index=None, *, ttl=NOT_PROVIDED):
             _validate_namespace(namespace)
             self.batch([PutOp(tuple(namespace), str(key), value, index=index, ttl=ttl)])
+
+        # Likewise a get's refresh_ttl not given would become True: None lets the
+        # server apply store.ttl.refresh_on_read.
+        async def aget(self, namespace, key, *, refresh_ttl=None):
+            _validate_namespace_labels(namespace)
+            return (await self.abatch([GetOp(tuple(namespace), str(key), refresh_ttl)]))[0]
+
+        def get(self, namespace, key, *, refresh_ttl=None):
+            _validate_namespace_labels(namespace)
+            return self.batch([GetOp(tuple(namespace), str(key), refresh_ttl)])[0]
 
         async def _one(self, op):
             request = REQUEST.get()

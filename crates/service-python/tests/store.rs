@@ -114,19 +114,25 @@ async fn a_graphs_put_without_ttl_takes_the_default_and_ttl_none_never_expires()
         ..EngineConfig::default()
     };
     let long_term = long_term_store(store.clone(), &config);
-    let ctx = RunContext::new(CancellationToken::new()).with_store(long_term);
-    let options = StreamOptions {
-        stream_mode: vec![StreamMode::Values],
-        config: RunnableConfig::for_thread("ttl"),
-        ..StreamOptions::default()
+    let run = |op: &'static str| {
+        let ctx = RunContext::new(CancellationToken::new()).with_store(Arc::clone(&long_term));
+        let options = StreamOptions {
+            stream_mode: vec![StreamMode::Values],
+            config: RunnableConfig::for_thread(op),
+            ..StreamOptions::default()
+        };
+        let probe = Arc::clone(&probe);
+        async move {
+            let mut stream = probe
+                .stream(RunInput::Values(json!({"op": op})), options, ctx)
+                .await
+                .unwrap();
+            while let Some(chunk) = stream.next().await {
+                chunk.unwrap();
+            }
+        }
     };
-    let mut stream = probe
-        .stream(RunInput::Values(json!({"op": "ttl"})), options, ctx)
-        .await
-        .unwrap();
-    while let Some(chunk) = stream.next().await {
-        chunk.unwrap();
-    }
+    run("ttl").await;
 
     let live = |key: &'static str| {
         let store = store.clone();
@@ -139,7 +145,10 @@ async fn a_graphs_put_without_ttl_takes_the_default_and_ttl_none_never_expires()
     for key in ["default", "never", "thirty", "never_sync"] {
         assert!(live(key).await, "{key} is stored");
     }
-    clock.advance_minutes(6.0);
+    clock.advance_minutes(4.0);
+    // A graph's get without refresh_ttl: refresh_on_read is false, the expiry stays.
+    run("read").await;
+    clock.advance_minutes(2.0);
     assert!(!live("default").await, "no ttl: the 5-minute default");
     assert!(live("thirty").await, "its own 30 minutes");
     assert!(live("never").await, "ttl=None: never expires");

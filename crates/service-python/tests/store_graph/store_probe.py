@@ -40,6 +40,10 @@ async def probe(state: State) -> dict:
         await store.aput(("ttl",), "thirty", {"n": 3}, ttl=30)
         await asyncio.to_thread(store.put, ("ttl",), "never_sync", {"n": 4}, ttl=None)
         return {"report": {}}
+    if state["op"] == "read":
+        # Without refresh_ttl: the server's refresh_on_read decides.
+        got = await store.aget(("ttl",), "default")
+        return {"report": {"read": got is not None}}
 
     everything = await store.asearch(("docs",), limit=5000)
     late = await store.asearch(("docs",), filter={"n": {"$gte": 1000}}, limit=5000)
