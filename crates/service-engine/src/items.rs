@@ -44,7 +44,7 @@ impl ItemOps {
         };
         let which = IndexFields::from_request(body.index.as_ref())
             .map_err(|error| EngineError::unprocessable(error.message))?;
-        let ttl_minutes = body.ttl.or(self.default_ttl_minutes);
+        let ttl_minutes = body.ttl.resolve(self.default_ttl_minutes);
         crate::limits::check_ttl_minutes(ttl_minutes)?;
         let vectors = embed(self.index.as_ref(), &value, &which)
             .await

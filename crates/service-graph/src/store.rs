@@ -9,7 +9,7 @@ use crate::GraphError;
 #[async_trait]
 pub trait LongTermStore: Send + Sync {
     /// Creates or replaces an item (`index`: the fields to embed, `false` for none;
-    /// `ttl`: minutes, else the configured default).
+    /// `ttl`: minutes, the configured default, or never).
     async fn put(&self, put: StorePut) -> Result<(), GraphError>;
 
     /// The item at `namespace` / `key`, if any; `refresh_ttl` (default: the configured

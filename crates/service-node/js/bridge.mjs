@@ -76,6 +76,8 @@ const REQUEST = new AsyncLocalStorage();
 const waiting = new Map();
 let nextCall = 0;
 
+/** A call to the server's checkpointer or store: `op` and `args` are one variant of
+ * `Call` in crates/service-python/src/calls.rs, shared with the Python bridge. */
 function call(op, args) {
   nextCall += 1;
   const callId = nextCall;
@@ -252,7 +254,7 @@ function storeClass(lg) {
     ...(stored.score === undefined ? {} : { score: stored.score }),
   });
   // A call's arguments under `body`, in the store routes' request shapes
-  // (`StoreCall` in crates/service-python/src/calls.rs).
+  // (`Call` in crates/service-python/src/calls.rs, with the checkpointer calls).
   const store = (op, body) => call(op, { body });
   const conditions = (op) => {
     const wanted = {};

@@ -118,7 +118,8 @@ def run_error(error: BaseException, depth: int = 0) -> dict:
 # ----------------------------------------------------------------- calls to the server
 
 class Calls:
-    """Calls from Python to the server's checkpointer and store, answered by `reply`."""
+    """Calls from Python to the server's checkpointer and store, answered by `reply`;
+    each is one variant of `Call` in crates/service-python/src/calls.rs."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
@@ -357,6 +358,7 @@ def _saver_class():
 
 def _store_class():
     from langgraph.store.base import (
+        NOT_PROVIDED,
         BaseStore,
         GetOp,
         Item,
@@ -364,6 +366,8 @@ def _store_class():
         PutOp,
         SearchItem,
         SearchOp,
+        _validate_namespace,
+        _validate_namespace_labels,
     )
 
     def item(stored: dict, cls=Item, **extra):
@@ -389,6 +393,29 @@ def _store_class():
         """The server's long-term store, as the run that uses it sees it: every operation
         is the server's own (filters, paging, semantic query, ttl), none re-implemented."""
 
+        supports_ttl = True
+
+        # LangGraph's put resolves a ttl not given to its own ttl_config before the op
+        # is built, so "not given" and None (never expires) would both arrive as None:
+        # the op keeps NOT_PROVIDED, and the server applies its configured default.
+        async def aput(self, namespace, key, value, index=None, *, ttl=NOT_PROVIDED):
+            _validate_namespace(namespace)
+            await self.abatch([PutOp(tuple(namespace), str(key), value, index=index, ttl=ttl)])
+
+        def put(self, namespace, key, value, index=None, *, ttl=NOT_PROVIDED):
+            _validate_namespace(namespace)
+            self.batch([PutOp(tuple(namespace), str(key), value, index=index, ttl=ttl)])
+
+        # Likewise a get's refresh_ttl not given would become True: None lets the
+        # server apply store.ttl.refresh_on_read.
+        async def aget(self, namespace, key, *, refresh_ttl=None):
+            _validate_namespace_labels(namespace)
+            return (await self.abatch([GetOp(tuple(namespace), str(key), refresh_ttl)]))[0]
+
+        def get(self, namespace, key, *, refresh_ttl=None):
+            _validate_namespace_labels(namespace)
+            return self.batch([GetOp(tuple(namespace), str(key), refresh_ttl)])[0]
+
         async def _one(self, op):
             request = REQUEST.get()
 
@@ -405,8 +432,9 @@ def _store_class():
                 body = {"namespace": list(op.namespace), "key": op.key, "value": op.value}
                 if op.index is not None:
                     body["index"] = op.index if op.index is False else list(op.index)
-                # LangGraph's NOT_PROVIDED (and None) leave the server's default ttl.
-                if isinstance(op.ttl, (int, float)) and not isinstance(op.ttl, bool):
+                # Absent: the server's default ttl; null: never expires (`GraphPut` in
+                # crates/service-python/src/calls.rs).
+                if op.ttl is not NOT_PROVIDED:
                     body["ttl"] = op.ttl
                 await call("store.put", **body)
                 return None
@@ -531,6 +559,79 @@ async def embed(request: dict) -> Any:
         if inspect.isawaitable(vectors):
             vectors = await vectors
     return [[float(x) for x in vector] for vector in vectors]
+
+
+def load_store_adapter(spec: str, base: str) -> Any:
+    """store.adapter: a LangGraph BaseStore instance (anything with a batch method)."""
+    target = load_object("service_store_adapter", spec, base)
+    if not callable(getattr(target, "abatch", None)):
+        raise TypeError(
+            f"{spec!r} is a {type(target).__name__}, not a LangGraph BaseStore instance: it has no abatch method"
+        )
+    return target
+
+
+STORE_ADAPTER: Any = None
+# Items and namespaces are read from the adapter in pages of this size.
+ADAPTER_PAGE = 1000
+
+
+def _adapted_item(found: Any) -> dict:
+    def stamp(at: datetime.datetime) -> str:
+        # A naive time is taken as UTC (the server needs an offset).
+        return (at if at.tzinfo else at.replace(tzinfo=datetime.timezone.utc)).isoformat()
+
+    return {
+        "namespace": list(found.namespace),
+        "key": found.key,
+        "value": found.value,
+        "created_at": stamp(found.created_at),
+        "updated_at": stamp(found.updated_at),
+    }
+
+
+async def adapter(request: dict) -> Any:
+    """One operation on the store.adapter (`AdapterCall` in crates/service-python/src/adapter.rs):
+    plain storage; the server applies its filter, order, paging and namespace rules."""
+    from langgraph.store.base import GetOp, ListNamespacesOp, MatchCondition, PutOp, SearchOp
+
+    call = request["call"]
+    kind = call["kind"]
+    store = STORE_ADAPTER
+    if kind == "get":
+        [found] = await store.abatch([GetOp(tuple(call["namespace"]), call["key"], refresh_ttl=call["refresh_ttl"])])
+        return None if found is None else _adapted_item(found)
+    if kind == "put":
+        await store.abatch([PutOp(tuple(call["namespace"]), call["key"], call["value"], ttl=call["ttl"])])
+        return None
+    if kind == "delete":
+        await store.abatch([PutOp(tuple(call["namespace"]), call["key"], None)])
+        return None
+    if kind == "items":
+        found: list = []
+        while True:
+            [page] = await store.abatch(
+                [SearchOp(tuple(call["prefix"]), limit=ADAPTER_PAGE, offset=len(found), refresh_ttl=False)]
+            )
+            found.extend(_adapted_item(item) for item in page)
+            if len(page) < ADAPTER_PAGE:
+                return found
+    if kind == "namespaces":
+        conditions = (MatchCondition("prefix", tuple(call["prefix"])),) if call["prefix"] else ()
+        found = []
+        while True:
+            [page] = await store.abatch(
+                [ListNamespacesOp(match_conditions=conditions, limit=ADAPTER_PAGE, offset=len(found))]
+            )
+            found.extend(list(namespace) for namespace in page)
+            if len(page) < ADAPTER_PAGE:
+                return found
+    if kind == "sweep":
+        swept = store.sweep_ttl()
+        if inspect.isawaitable(swept):
+            swept = await swept
+        return swept if isinstance(swept, int) else 0
+    raise ValueError(f"unknown store adapter call {kind!r}")
 
 
 GRAPHS: dict[str, Graph] = {}
@@ -761,6 +862,7 @@ OPS = {
     "subgraphs": subgraphs,
     "schemas": schemas,
     "embed": embed,
+    "adapter": adapter,
 }
 
 
@@ -831,6 +933,19 @@ def main() -> None:
             hello["embed_error"] = run_error(error)
             send({"hello": hello})
             return
+    global STORE_ADAPTER
+    if spec.get("store_adapter"):
+        try:
+            STORE_ADAPTER = load_store_adapter(spec["store_adapter"], base)
+        except BaseException as error:  # reported to the server, which refuses to boot
+            hello["store_adapter_error"] = run_error(error)
+            send({"hello": hello})
+            return
+        supports_ttl = bool(getattr(STORE_ADAPTER, "supports_ttl", False))
+        hello["store_adapter"] = {
+            "supports_ttl": supports_ttl,
+            "sweeps": supports_ttl and callable(getattr(STORE_ADAPTER, "sweep_ttl", None)),
+        }
     for graph_id, target in spec["graphs"].items():
         try:
             GRAPHS[graph_id] = load(graph_id, target, base)

@@ -1,5 +1,6 @@
-//! Calls from the Python side to the server's own checkpointer and long-term store:
-//! the graphs' state and memory live in the server, whichever worker runs them.
+//! Calls from a worker (bridge.py, bridge.mjs) to the server's checkpointer and
+//! long-term store: the graphs' state and memory live in the server, whichever worker
+//! runs them. Both languages speak the same calls, defined once here as [`Call`].
 
 use std::sync::Arc;
 
@@ -8,124 +9,80 @@ use serde_json::{Map, Value};
 use service_graph::{
     CheckpointConfig, CheckpointListOptions, Checkpointer, GraphError, LongTermStore,
 };
-use service_types::{JsonText, Metadata, StoreDelete, StoreListNamespaces, StorePut, StoreSearch};
+use service_types::{
+    ItemTtl, JsonText, Metadata, StoreDelete, StoreListNamespaces, StorePut, StoreSearch,
+};
 
-/// The checkpoint a call names: `thread_id`, `checkpoint_ns` and the id under `id`.
-fn coordinates(message: &Map<String, Value>, id: &str) -> Result<CheckpointConfig, GraphError> {
-    Ok(CheckpointConfig {
-        thread_id: text(message, "thread_id")?.to_owned(),
-        checkpoint_ns: message
-            .get("checkpoint_ns")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned(),
-        checkpoint_id: message.get(id).and_then(Value::as_str).map(str::to_owned),
-    })
-}
-
-fn text<'a>(message: &'a Map<String, Value>, key: &str) -> Result<&'a str, GraphError> {
-    message
-        .get(key)
-        .and_then(Value::as_str)
-        .ok_or_else(|| GraphError::InvalidInput(format!("malformed bridge call: no {key}")))
-}
-
-fn object(value: Option<Value>) -> Metadata {
-    match value {
-        Some(Value::Object(map)) => map,
-        _ => Metadata::new(),
-    }
-}
-
-fn answer(value: impl serde::Serialize) -> Result<Value, GraphError> {
-    serde_json::to_value(value).map_err(|error| GraphError::checkpointer(error.to_string()))
-}
-
-/// Serves one call; the answer is JSON for bridge.py.
-pub(crate) async fn serve(
-    checkpointer: Option<Arc<dyn Checkpointer>>,
-    store: Option<Arc<dyn LongTermStore>>,
-    mut message: Map<String, Value>,
-) -> Result<Value, GraphError> {
-    let op = text(&message, "op")?.to_owned();
-    if op.starts_with("store.") {
-        let store = store
-            .ok_or_else(|| GraphError::store("the long-term store is only reachable from a run"))?;
-        return store_call(store.as_ref(), &mut message).await;
-    }
-    let saver = checkpointer
-        .ok_or_else(|| GraphError::checkpointer("the server's checkpointer is not attached yet"))?;
-    match op.as_str() {
-        "cp.get" => answer(
-            saver
-                .get_tuple(&coordinates(&message, "checkpoint_id")?)
-                .await?,
-        ),
-        "cp.list" => {
-            let at = coordinates(&message, "checkpoint_id")?;
-            let options = CheckpointListOptions {
-                filter: message.get("filter").and_then(Value::as_object).cloned(),
-                before: message
-                    .get("before")
-                    .and_then(Value::as_str)
-                    .map(str::to_owned),
-                limit: message
-                    .get("limit")
-                    .and_then(Value::as_u64)
-                    .and_then(|limit| usize::try_from(limit).ok()),
-            };
-            answer(saver.list(&at, options).await?)
-        }
-        "cp.put" => {
-            let parent = coordinates(&message, "parent_id")?;
-            let id = text(&message, "checkpoint_id")?.to_owned();
-            let body = message.remove("checkpoint").unwrap_or(Value::Null);
-            let metadata = object(message.remove("metadata"));
-            answer(
-                saver
-                    .put_named(&parent, &id, JsonText::new(&body), metadata)
-                    .await?,
-            )
-        }
-        "cp.put_writes" => {
-            let at = coordinates(&message, "checkpoint_id")?;
-            let task_id = text(&message, "task_id")?.to_owned();
-            let writes: Vec<(String, Value)> = serde_json::from_value(
-                message.remove("writes").unwrap_or(Value::Null),
-            )
-            .map_err(|error| GraphError::InvalidInput(format!("malformed writes: {error}")))?;
-            // The run whose task wrote them: a stopped run's late writes are refused.
-            let run_id = message.get("run_id").and_then(Value::as_str);
-            saver
-                .put_writes_of_run(&at, &task_id, writes, run_id)
-                .await?;
-            Ok(Value::Null)
-        }
-        "cp.delete_thread" => {
-            saver.delete_thread(text(&message, "thread_id")?).await?;
-            Ok(Value::Null)
-        }
-        other => Err(GraphError::InvalidInput(format!(
-            "unknown bridge call {other}"
-        ))),
-    }
-}
-
-/// A store call from bridge.py: the operation in `op`, its arguments in `body`, in the
-/// store routes' own shapes.
+/// One call: the operation in `op`; a checkpointer call's arguments beside it, a store
+/// call's under `body` in the store routes' own shapes. Other keys of the message
+/// (`call`, `id`) are the worker protocol's.
 #[derive(Debug, Deserialize)]
-#[serde(tag = "op", content = "body")]
-enum StoreCall {
+#[serde(tag = "op")]
+enum Call {
+    /// The checkpoint at these coordinates (the latest without an id).
+    #[serde(rename = "cp.get")]
+    GetCheckpoint(CheckpointConfig),
+    #[serde(rename = "cp.list")]
+    ListCheckpoints(ListCheckpoints),
+    #[serde(rename = "cp.put")]
+    PutCheckpoint(PutCheckpoint),
+    #[serde(rename = "cp.put_writes")]
+    PutWrites(PutWrites),
+    #[serde(rename = "cp.delete_thread")]
+    DeleteThread { thread_id: String },
     #[serde(rename = "store.get")]
-    Get(StoreGet),
+    StoreGet { body: StoreGet },
     #[serde(rename = "store.put")]
-    Put(StorePut),
+    StorePut { body: GraphPut },
     #[serde(rename = "store.delete")]
-    Delete(StoreDelete),
+    StoreDelete { body: StoreDelete },
     #[serde(rename = "store.search")]
-    Search(StoreSearch),
+    StoreSearch { body: StoreSearch },
     #[serde(rename = "store.list_namespaces")]
-    ListNamespaces(StoreListNamespaces),
+    StoreListNamespaces { body: StoreListNamespaces },
+}
+
+/// LangGraph's `alist`: a thread's checkpoints, newest first.
+#[derive(Debug, Deserialize)]
+struct ListCheckpoints {
+    #[serde(flatten)]
+    at: CheckpointConfig,
+    /// Metadata key/value pairs every listed checkpoint has.
+    #[serde(default)]
+    filter: Option<Metadata>,
+    /// Only checkpoints older than this id.
+    #[serde(default)]
+    before: Option<String>,
+    #[serde(default)]
+    limit: Option<usize>,
+}
+
+/// LangGraph's `aput`: a checkpoint the worker named, after `parent_id`.
+#[derive(Debug, Deserialize)]
+struct PutCheckpoint {
+    thread_id: String,
+    #[serde(default)]
+    checkpoint_ns: String,
+    #[serde(default)]
+    parent_id: Option<String>,
+    checkpoint_id: String,
+    /// The serializer's typed body, kept as the worker wrote it.
+    checkpoint: Value,
+    #[serde(default)]
+    metadata: Metadata,
+}
+
+/// LangGraph's `aput_writes`: a task's writes against a checkpoint.
+#[derive(Debug, Deserialize)]
+struct PutWrites {
+    #[serde(flatten)]
+    at: CheckpointConfig,
+    task_id: String,
+    /// `[channel, value]` pairs, the channel prefixed with its write index.
+    writes: Vec<(String, Value)>,
+    /// The run whose task wrote them: a stopped run's late writes are refused.
+    #[serde(default)]
+    run_id: Option<String>,
 }
 
 /// LangGraph's `GetOp`.
@@ -137,28 +94,103 @@ struct StoreGet {
     refresh_ttl: Option<bool>,
 }
 
-async fn store_call(
-    store: &dyn LongTermStore,
-    message: &mut Map<String, Value>,
+/// LangGraph's `PutOp`: the store route's body, except that `ttl` tells "not given"
+/// (absent: the configured default) from `None` (`null`: never expires), as
+/// LangGraph's `put(ttl=...)` does.
+#[derive(Debug, Deserialize)]
+struct GraphPut {
+    namespace: Vec<String>,
+    key: String,
+    value: Value,
+    #[serde(default)]
+    index: Option<Value>,
+    #[serde(default, deserialize_with = "graph_ttl")]
+    ttl: ItemTtl,
+}
+
+fn graph_ttl<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<ItemTtl, D::Error> {
+    Ok(match Option::<f64>::deserialize(deserializer)? {
+        Some(minutes) => ItemTtl::Minutes(minutes),
+        None => ItemTtl::Never,
+    })
+}
+
+fn answer(value: impl serde::Serialize) -> Result<Value, GraphError> {
+    serde_json::to_value(value).map_err(|error| GraphError::checkpointer(error.to_string()))
+}
+
+/// Serves one call; the answer is JSON for the worker.
+pub(crate) async fn serve(
+    checkpointer: Option<Arc<dyn Checkpointer>>,
+    store: Option<Arc<dyn LongTermStore>>,
+    message: Map<String, Value>,
 ) -> Result<Value, GraphError> {
-    let call = Map::from_iter(
-        ["op", "body"]
-            .into_iter()
-            .filter_map(|key| message.remove(key).map(|value| (key.to_owned(), value))),
-    );
-    let call = StoreCall::deserialize(Value::Object(call))
-        .map_err(|error| GraphError::InvalidInput(format!("malformed store call: {error}")))?;
+    let call = Call::deserialize(Value::Object(message))
+        .map_err(|error| GraphError::InvalidInput(format!("malformed bridge call: {error}")))?;
+    let store = || {
+        store
+            .clone()
+            .ok_or_else(|| GraphError::store("the long-term store is only reachable from a run"))
+    };
+    let saver = || {
+        checkpointer.clone().ok_or_else(|| {
+            GraphError::checkpointer("the server's checkpointer is not attached yet")
+        })
+    };
     match call {
-        StoreCall::Get(get) => answer(store.get(&get.namespace, &get.key, get.refresh_ttl).await?),
-        StoreCall::Put(put) => {
-            store.put(put).await?;
+        Call::GetCheckpoint(at) => answer(saver()?.get_tuple(&at).await?),
+        Call::ListCheckpoints(list) => {
+            let options = CheckpointListOptions {
+                filter: list.filter,
+                before: list.before,
+                limit: list.limit,
+            };
+            answer(saver()?.list(&list.at, options).await?)
+        }
+        Call::PutCheckpoint(put) => {
+            let parent = CheckpointConfig {
+                thread_id: put.thread_id,
+                checkpoint_ns: put.checkpoint_ns,
+                checkpoint_id: put.parent_id,
+            };
+            let body = JsonText::new(&put.checkpoint);
+            answer(
+                saver()?
+                    .put_named(&parent, &put.checkpoint_id, body, put.metadata)
+                    .await?,
+            )
+        }
+        Call::PutWrites(put) => {
+            saver()?
+                .put_writes_of_run(&put.at, &put.task_id, put.writes, put.run_id.as_deref())
+                .await?;
             Ok(Value::Null)
         }
-        StoreCall::Delete(delete) => {
-            store.delete(&delete.namespace, &delete.key).await?;
+        Call::DeleteThread { thread_id } => {
+            saver()?.delete_thread(&thread_id).await?;
             Ok(Value::Null)
         }
-        StoreCall::Search(search) => answer(store.search(search).await?),
-        StoreCall::ListNamespaces(query) => answer(store.list_namespaces(query).await?),
+        Call::StoreGet { body } => answer(
+            store()?
+                .get(&body.namespace, &body.key, body.refresh_ttl)
+                .await?,
+        ),
+        Call::StorePut { body } => {
+            let put = StorePut {
+                namespace: body.namespace,
+                key: body.key,
+                value: body.value,
+                index: body.index,
+                ttl: body.ttl,
+            };
+            store()?.put(put).await?;
+            Ok(Value::Null)
+        }
+        Call::StoreDelete { body } => {
+            store()?.delete(&body.namespace, &body.key).await?;
+            Ok(Value::Null)
+        }
+        Call::StoreSearch { body } => answer(store()?.search(body).await?),
+        Call::StoreListNamespaces { body } => answer(store()?.list_namespaces(body).await?),
     }
 }

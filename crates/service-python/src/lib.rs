@@ -14,6 +14,7 @@
 //! language side speaking it (service-node's) starts its workers with
 //! [`Bridge::start_runtime`].
 
+mod adapter;
 mod calls;
 mod embed;
 mod error;
@@ -27,6 +28,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use service_graph::{Checkpointer, GraphError, GraphResolver, GraphSource};
+use service_store::StoreAdapter;
 use service_types::RunError;
 
 pub use embed::PythonEmbedder;
@@ -53,6 +55,9 @@ pub struct BridgeOptions {
     pub workers: usize,
     /// The `store.index.embed` the workers load at boot, when Python serves it.
     pub embed: Option<String>,
+    /// The `store.adapter` (`./store.py:store`, a LangGraph `BaseStore`) the workers
+    /// load at boot.
+    pub store_adapter: Option<String>,
 }
 
 impl BridgeOptions {
@@ -66,6 +71,7 @@ impl BridgeOptions {
             env: Vec::new(),
             workers: std::thread::available_parallelism().map_or(1, usize::from),
             embed: None,
+            store_adapter: None,
         }
     }
 }
@@ -101,6 +107,7 @@ pub struct Bridge {
     failures: BTreeMap<String, RunError>,
     runtime: String,
     langgraph: String,
+    store_adapter: Option<adapter::PythonStore>,
 }
 
 impl Bridge {
@@ -119,6 +126,7 @@ impl Bridge {
             "base": options.base.to_string_lossy(),
             "paths": paths,
             "embed": options.embed,
+            "store_adapter": options.store_adapter,
         });
         let launch = Launch {
             runtime: Runtime::python(options.python),
@@ -130,6 +138,7 @@ impl Bridge {
             launch,
             options.graphs.into_keys().collect(),
             options.workers,
+            options.store_adapter,
         )
         .await
     }
@@ -150,13 +159,14 @@ impl Bridge {
             env,
             spec: spec.to_string(),
         };
-        Self::launch(launch, graph_ids, workers).await
+        Self::launch(launch, graph_ids, workers, None).await
     }
 
     async fn launch(
         launch: Launch,
         graph_ids: Vec<String>,
         workers: usize,
+        store_adapter: Option<String>,
     ) -> Result<Self, BridgeError> {
         let language = launch.runtime.language;
         let (pool, hello) =
@@ -165,7 +175,17 @@ impl Bridge {
                 .map_err(|BridgeError::Boot(message)| {
                     BridgeError::Boot(format!("{language} graphs: {message}"))
                 })?;
+        let store_adapter =
+            store_adapter
+                .zip(hello.store_adapter)
+                .map(|(spec, (supports_ttl, sweeps))| adapter::PythonStore {
+                    pool: Arc::clone(&pool),
+                    spec,
+                    supports_ttl,
+                    sweeps,
+                });
         Ok(Self {
+            store_adapter,
             pool,
             graph_ids,
             failures: hello.failures.into_iter().collect(),
@@ -187,6 +207,14 @@ impl Bridge {
     /// Connects `embedder` to these workers (they loaded its spec at boot).
     pub fn attach_embedder(&self, embedder: &PythonEmbedder) {
         embedder.attach(&self.pool);
+    }
+
+    /// The `store.adapter` the workers loaded, to keep the store items
+    /// ([`service_store::with_adapter`]).
+    pub fn store_adapter(&self) -> Option<Arc<dyn StoreAdapter>> {
+        self.store_adapter
+            .clone()
+            .map(|store| Arc::new(store) as Arc<dyn StoreAdapter>)
     }
 
     /// Process ids of the live workers.

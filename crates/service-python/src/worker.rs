@@ -50,6 +50,8 @@ pub(crate) struct Hello {
     pub langgraph: String,
     /// Graph id → why it failed to load (absent: loaded).
     pub failures: HashMap<String, RunError>,
+    /// The loaded `store.adapter`: whether it takes a ttl, whether it sweeps.
+    pub store_adapter: Option<(bool, bool)>,
 }
 
 /// One piece of an answer.
@@ -387,6 +389,14 @@ async fn read_hello(
             error.stack.as_deref().unwrap_or_default()
         )));
     }
+    if let Some(error) = hello.get("store_adapter_error") {
+        let error = RunError::from_value(error);
+        return Err(BridgeError::Boot(format!(
+            "store.adapter failed to load: {}\n{}",
+            error.chain_summary(),
+            error.stack.as_deref().unwrap_or_default()
+        )));
+    }
     if hello["protocol"].as_u64() != Some(PROTOCOL) {
         return Err(BridgeError::Boot(format!(
             "the worker speaks protocol {}, the server {PROTOCOL}",
@@ -420,6 +430,12 @@ async fn read_hello(
             .to_owned(),
         langgraph,
         failures,
+        store_adapter: hello.get("store_adapter").map(|adapter| {
+            (
+                adapter["supports_ttl"] == Value::Bool(true),
+                adapter["sweeps"] == Value::Bool(true),
+            )
+        }),
     })
 }
 

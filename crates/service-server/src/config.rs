@@ -324,9 +324,10 @@ pub(crate) struct StoreConfig {
     /// The semantic index.
     #[serde(default)]
     pub index: Option<StoreIndex>,
-    /// SPEC's store adapter: refused, not built yet.
+    /// SPEC's store adapter: `./store.py:store`, a LangGraph `BaseStore` the Python
+    /// workers load, keeps the items.
     #[serde(default)]
-    pub adapter: Option<serde_json::Value>,
+    pub adapter: Option<String>,
 }
 
 /// `store.index`: what embeds the items and how their vectors are searched.
@@ -650,10 +651,8 @@ impl ConfigFile {
         if let Some(index) = &self.store.index {
             index.validate()?;
         }
-        if self.store.adapter.is_some() {
-            return Err(ConfigError(
-                "store.adapter is not supported yet: the store is this server's own (in memory, or PostgreSQL with DATABASE_URL); remove the key".into(),
-            ));
+        if let Some(adapter) = &self.store.adapter {
+            crate::adapter::validate(adapter, &self.store)?;
         }
         if let Some(ttl) = &self.checkpointer.ttl {
             positive("checkpointer.ttl.default_ttl", ttl.default_ttl)?;

@@ -527,3 +527,38 @@ mod plan_tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
+
+/// Whether `store.index.embed` names Python: a file or module attribute
+/// (`./embed.py:embeddings`), or a LangChain `provider:model` string for a provider
+/// this server has no native embedder of (`openai:` and `local:` are its own).
+pub(crate) fn embedded_by_python(embed: &str) -> bool {
+    let Some((head, _)) = embed.rsplit_once(':') else {
+        return false;
+    };
+    let provider = embed.split_once(':').map_or("", |(provider, _)| provider);
+    head.ends_with(".py") || head.contains('/') || !matches!(provider, "openai" | "local")
+}
+
+#[cfg(test)]
+mod embed_tests {
+    use super::embedded_by_python;
+
+    #[test]
+    fn python_serves_files_modules_and_other_langchain_providers() {
+        for embed in [
+            "./embed.py:embeddings",
+            "src/embed.py:make",
+            "my_pkg.embed:embeddings",
+            "cohere:embed-english-v3.0",
+        ] {
+            assert!(embedded_by_python(embed), "{embed}");
+        }
+        for embed in [
+            "openai:text-embedding-3-small",
+            "local:/models/minilm",
+            "nonsense",
+        ] {
+            assert!(!embedded_by_python(embed), "{embed}");
+        }
+    }
+}

@@ -2,6 +2,7 @@
 //! bundled binary's commands, flags, environment knobs and configuration file. The
 //! `service-server` binary is that server over the example graphs.
 
+mod adapter;
 mod cli;
 mod config;
 mod env;

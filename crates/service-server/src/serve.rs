@@ -14,7 +14,7 @@ use service_coordinator_postgres::{PgCoordinator, PgCoordinatorOptions};
 use service_engine::bus::MemoryBus;
 use service_engine::{Engine, EngineParts};
 use service_graph::{Checkpointer, GraphSource, InMemorySaver};
-use service_store::{Clock, SystemClock};
+use service_store::{Clock, StoreAdapter, SystemClock};
 use service_store_memory::{MemoryOptions, memory_store};
 use service_store_postgres::PostgresStore;
 use service_webhooks::{Dispatcher, Outbox};
@@ -31,6 +31,7 @@ pub(crate) async fn serve(
     config: ServerConfig,
     graphs: Box<dyn GraphSource>,
     dispatcher: Option<Arc<dyn Dispatcher>>,
+    store_adapter: Option<Arc<dyn StoreAdapter>>,
 ) -> Result<(), ConfigError> {
     init_logging(&config.log_filter);
     for warning in &config.warnings {
@@ -48,8 +49,10 @@ pub(crate) async fn serve(
     let engine_config = config.engine;
     let mut bridges = Vec::new();
     let mut parts = crate::metrics::Parts::default();
+    let mut python_store = None;
     if let Some(options) = config.python {
         let bridge = graphs::start_bridge(options).await?;
+        python_store = bridge.store_adapter();
         if let Some(embedder) = &config.python_embedder {
             bridge.attach_embedder(embedder);
         }
@@ -101,6 +104,16 @@ pub(crate) async fn serve(
             Some(Arc::new(channels) as Arc<dyn Dispatcher>)
         }
     };
+    let adapt = |store| {
+        let (engine, store_ttl) = (&engine_config, config.store_ttl);
+        crate::adapter::attach(
+            store,
+            store_adapter.clone(),
+            python_store.clone(),
+            engine,
+            store_ttl,
+        )
+    };
     let webhooks = |store: &service_store::Store| {
         let settings = config.webhooks.clone();
         let outbox = match &dispatcher {
@@ -129,9 +142,10 @@ pub(crate) async fn serve(
                     "webhook retries are scheduled from the PostgreSQL outbox: a pending retry is not kept across a restart by a queue, but the delivery is picked up again at the next boot"
                 );
             }
+            let store = adapt(backend.store)?;
             let parts = EngineParts {
-                webhooks: webhooks(&backend.store)?,
-                store: backend.store,
+                webhooks: webhooks(&store)?,
+                store,
                 graphs,
                 checkpointer: backend.checkpointer,
                 bus,
@@ -165,7 +179,7 @@ pub(crate) async fn serve(
             if let Some(index) = &engine_config.store_index {
                 options = options.with_index(index.spec());
             }
-            let store = memory_store(options);
+            let store = adapt(memory_store(options))?;
             Engine::new(EngineParts {
                 webhooks: webhooks(&store)?,
                 store,

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use clap::Parser;
 use service_graph::GraphSource;
+use service_store::StoreAdapter;
 use service_webhooks::Dispatcher;
 
 use crate::cli::{Cli, Mode, ServeArgs};
@@ -33,6 +34,7 @@ use crate::settings::ServerConfig;
 pub struct Server {
     graphs: Box<dyn GraphSource>,
     dispatcher: Option<Arc<dyn Dispatcher>>,
+    store_adapter: Option<Arc<dyn StoreAdapter>>,
 }
 
 impl fmt::Debug for Server {
@@ -47,6 +49,7 @@ impl Server {
         Self {
             graphs: Box::new(graphs),
             dispatcher: None,
+            store_adapter: None,
         }
     }
 
@@ -55,6 +58,17 @@ impl Server {
     /// signature covers the body's exact bytes.
     pub fn webhook_dispatcher(mut self, dispatcher: Arc<dyn Dispatcher>) -> Self {
         self.dispatcher = Some(dispatcher);
+        self
+    }
+
+    /// Keeps the long-term store's items in `adapter` instead of the server's own
+    /// store (SPEC's store adapter, as `store.adapter` does for a Python `BaseStore`):
+    /// the server applies its filter, ordering, paging and namespace rules over the
+    /// adapter's items. The boot fails when the configuration file also sets
+    /// `store.adapter` or `store.index`, or sets `store.ttl` without
+    /// `"refresh_on_read": false` and an adapter that sweeps.
+    pub fn store_adapter(mut self, adapter: Arc<dyn StoreAdapter>) -> Self {
+        self.store_adapter = Some(adapter);
         self
     }
 
@@ -88,6 +102,6 @@ impl Server {
         // from panicking.
         let names = std::env::vars_os().filter_map(|(name, _)| name.into_string().ok());
         let config = ServerConfig::resolve(mode, &args, names, |name| std::env::var(name).ok())?;
-        serve(config, self.graphs, self.dispatcher).await
+        serve(config, self.graphs, self.dispatcher, self.store_adapter).await
     }
 }

@@ -44,6 +44,8 @@ pub(crate) struct ServerConfig {
     pub python: Option<service_python::BridgeOptions>,
     /// `store.index.embed` when the Python workers serve it (attached once they run).
     pub python_embedder: Option<service_python::PythonEmbedder>,
+    /// The file has a `store.ttl` block (a store adapter must then sweep).
+    pub store_ttl: bool,
     /// The JS graphs the block names, and how to run them.
     pub node: Option<service_node::NodeOptions>,
     /// langgraph.json's generative UI components, bundled at boot.
@@ -123,8 +125,9 @@ impl ServerConfig {
             .index
             .as_ref()
             .map(|index| index.embed.as_str())
-            .filter(|embed| embedded_by_python(embed));
-        let python = if plan.python.is_empty() && python_embed.is_none() {
+            .filter(|embed| crate::graphs::embedded_by_python(embed));
+        let python_needed = python_embed.is_some() || file.store.adapter.is_some();
+        let python = if plan.python.is_empty() && !python_needed {
             None
         } else {
             let mut options = crate::graphs::bridge_options(
@@ -143,6 +146,7 @@ impl ServerConfig {
                 ));
             }
             options.embed = python_embed.map(str::to_owned);
+            options.store_adapter = file.store.adapter.clone();
             Some(options)
         };
         let mut python_embedder = None;
@@ -311,6 +315,7 @@ impl ServerConfig {
             graph_aliases: plan.program,
             python,
             python_embedder,
+            store_ttl: file.store.ttl.is_some(),
             node,
             ui: crate::ui::plan(&file, &base()?, knobs.node.as_deref())?,
             notices: file.notices(),
@@ -760,40 +765,5 @@ mod tests {
         assert_eq!(config.log_filter, "warn");
         let error = resolve(Mode::Dev, &verbose, &[("RUST_LOG", "a=notalevel")]).unwrap_err();
         assert!(error.0.contains("RUST_LOG"), "{error}");
-    }
-}
-
-/// Whether `store.index.embed` names Python: a file or module attribute
-/// (`./embed.py:embeddings`), or a LangChain `provider:model` string for a provider
-/// this server has no native embedder of (`openai:` and `local:` are its own).
-fn embedded_by_python(embed: &str) -> bool {
-    let Some((head, _)) = embed.rsplit_once(':') else {
-        return false;
-    };
-    let provider = embed.split_once(':').map_or("", |(provider, _)| provider);
-    head.ends_with(".py") || head.contains('/') || !matches!(provider, "openai" | "local")
-}
-
-#[cfg(test)]
-mod embed_tests {
-    use super::embedded_by_python;
-
-    #[test]
-    fn python_serves_files_modules_and_other_langchain_providers() {
-        for embed in [
-            "./embed.py:embeddings",
-            "src/embed.py:make",
-            "my_pkg.embed:embeddings",
-            "cohere:embed-english-v3.0",
-        ] {
-            assert!(embedded_by_python(embed), "{embed}");
-        }
-        for embed in [
-            "openai:text-embedding-3-small",
-            "local:/models/minilm",
-            "nonsense",
-        ] {
-            assert!(!embedded_by_python(embed), "{embed}");
-        }
     }
 }

@@ -7,6 +7,7 @@
 //! ties, the delivery state machine, cron schedules) live here once. Time comes from
 //! an injected [`Clock`].
 
+pub mod adapter;
 mod assistants;
 mod clock;
 pub mod containment;
@@ -26,6 +27,7 @@ mod store;
 pub mod text;
 mod threads;
 
+pub use adapter::{AdaptedItems, StoreAdapter, with_adapter};
 pub use assistants::{
     AssistantFilter, AssistantPage, AssistantPatch, AssistantQuery, AssistantSortBy,
     AssistantsRepo, NewAssistant, VersionQuery,

@@ -1,4 +1,4 @@
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::{Metadata, Timestamp};
 
@@ -25,4 +25,35 @@ pub struct SearchItem {
     pub item: Item,
     /// Similarity score of a semantic search.
     pub score: Option<f64>,
+}
+
+/// How long a put item lives.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub enum ItemTtl {
+    /// `store.ttl.default_ttl`, or never without one: a client's `ttl` absent or
+    /// `null` (SPEC: the default applies to puts without their own ttl), a graph's
+    /// `put` without `ttl`.
+    #[default]
+    Default,
+    /// Never expires, whatever the default: a graph's `put(ttl=None)`, as LangGraph
+    /// reads it. Clients cannot ask for it over HTTP (docs/store.md, "Item lifetime").
+    Never,
+    /// This many minutes.
+    Minutes(f64),
+}
+
+impl ItemTtl {
+    /// The minutes the item lives, `default_minutes` standing for the default.
+    pub fn resolve(self, default_minutes: Option<f64>) -> Option<f64> {
+        match self {
+            Self::Default => default_minutes,
+            Self::Never => None,
+            Self::Minutes(minutes) => Some(minutes),
+        }
+    }
+}
+
+/// A client's `ttl`: a number, or absent or `null` for the default.
+pub(crate) fn client_ttl<'de, D: Deserializer<'de>>(deserializer: D) -> Result<ItemTtl, D::Error> {
+    Ok(Option::<f64>::deserialize(deserializer)?.map_or(ItemTtl::Default, ItemTtl::Minutes))
 }

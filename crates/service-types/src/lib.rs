@@ -24,7 +24,7 @@ pub use common::{Config, IfExists, Metadata, SortOrder, Timestamp};
 pub use cron::Cron;
 pub use delivery::{Delivery, DeliveryStatus};
 pub use error::RunError;
-pub use item::{Item, SearchItem};
+pub use item::{Item, ItemTtl, SearchItem};
 pub use json_text::JsonText;
 pub use protocol::{
     AgentTreeParams, EventParams, EventStreamRequest, EventType, InputRespondParams, InputResponse,

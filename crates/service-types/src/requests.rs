@@ -7,7 +7,7 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use crate::{
-    Checkpoint, Config, Durability, IfExists, IfNotExists, Metadata, MultitaskStrategy,
+    Checkpoint, Config, Durability, IfExists, IfNotExists, ItemTtl, Metadata, MultitaskStrategy,
     OnCompletion, OnDisconnect, PruneStrategy, SortOrder, StreamMode, ThreadStatus, TtlSetting,
 };
 
@@ -654,9 +654,9 @@ pub struct StorePut {
     /// `false` or fields to embed.
     #[serde(default)]
     pub index: Option<Value>,
-    /// Time to live in minutes.
-    #[serde(default)]
-    pub ttl: Option<f64>,
+    /// Time to live in minutes; absent or `null` is the configured default.
+    #[serde(default, deserialize_with = "crate::item::client_ttl")]
+    pub ttl: ItemTtl,
 }
 
 /// `DELETE /store/items`.

@@ -53,7 +53,7 @@ fn put(key: &str, value: Value, index: Option<Value>) -> StorePut {
         key: key.into(),
         value,
         index,
-        ttl: None,
+        ..StorePut::default()
     }
 }
 

@@ -1,6 +1,8 @@
 """A graph that uses LangGraph's store API the way memory-using agents do, and reports
 what it got back, for crates/service-python/tests/store.rs."""
 
+import asyncio
+
 from typing_extensions import TypedDict
 
 from langgraph.config import get_store
@@ -31,6 +33,17 @@ async def probe(state: State) -> dict:
         )
         await store.aput(("docs", "g0"), "unindexed", {"n": -1, "text": "the cat sat on the mat"}, index=False)
         return {"report": {}}
+    if state["op"] == "ttl":
+        # LangGraph's put: no ttl is the store's default, None never expires.
+        await store.aput(("ttl",), "default", {"n": 1})
+        await store.aput(("ttl",), "never", {"n": 2}, ttl=None)
+        await store.aput(("ttl",), "thirty", {"n": 3}, ttl=30)
+        await asyncio.to_thread(store.put, ("ttl",), "never_sync", {"n": 4}, ttl=None)
+        return {"report": {}}
+    if state["op"] == "read":
+        # Without refresh_ttl: the server's refresh_on_read decides.
+        got = await store.aget(("ttl",), "default")
+        return {"report": {"read": got is not None}}
 
     everything = await store.asearch(("docs",), limit=5000)
     late = await store.asearch(("docs",), filter={"n": {"$gte": 1000}}, limit=5000)

@@ -291,12 +291,23 @@ fn store_index_is_read_as_langgraph_json_writes_it_and_checked() {
 }
 
 #[test]
-fn a_store_adapter_is_refused_as_not_built_yet() {
+fn a_store_adapter_is_checked_with_the_store_block() {
     let config: ConfigFile =
         serde_json::from_str(r#"{"store": {"adapter": "./store.py:store"}}"#).unwrap();
+    config.validate().unwrap();
+    let config: ConfigFile = serde_json::from_str(
+        r#"{"store": {"adapter": "./store.py:store", "index": {"embed": "openai:m", "dims": 8}}}"#,
+    )
+    .unwrap();
     let error = config.validate().unwrap_err();
-    assert!(error.0.contains("store.adapter"), "{error}");
-    assert!(error.0.contains("not supported yet"), "{error}");
+    assert!(
+        error
+            .0
+            .contains("store.index together with a store adapter"),
+        "{error}"
+    );
+    let not_a_path = serde_json::from_str::<ConfigFile>(r#"{"store": {"adapter": {"path": "x"}}}"#);
+    assert!(not_a_path.is_err());
 }
 
 #[test]
