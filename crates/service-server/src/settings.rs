@@ -289,6 +289,7 @@ impl ServerConfig {
                 disable_runs: file.http.disable_runs.unwrap_or(false),
                 metrics: knobs.metrics.unwrap_or(mode == Mode::Dev),
                 metrics_collector: None,
+                trace_routes: false,
                 limits: client_limits(&knobs),
                 // MCP admits the browsers CORS admits by name (and loopback ones);
                 // without `http.cors`, loopback only.
