@@ -192,3 +192,53 @@ pub(crate) async fn trace_request(request: Request, next: Next) -> Response {
     }
     response
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decide(vars: &[(&str, &str)]) -> Result<Option<Tracing>, ConfigError> {
+        Tracing::from_lookup(|name| {
+            vars.iter()
+                .find(|(key, _)| *key == name)
+                .map(|(_, value)| (*value).to_owned())
+        })
+    }
+
+    #[test]
+    fn nothing_is_exported_without_an_endpoint_or_when_turned_off() {
+        assert!(decide(&[]).unwrap().is_none());
+        assert!(
+            decide(&[("OTEL_SERVICE_NAME", "agents")])
+                .unwrap()
+                .is_none()
+        );
+        let endpoint = ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318");
+        assert!(
+            decide(&[endpoint, ("OTEL_SDK_DISABLED", "true")])
+                .unwrap()
+                .is_none()
+        );
+        assert!(
+            decide(&[endpoint, ("OTEL_TRACES_EXPORTER", "none")])
+                .unwrap()
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn a_protocol_or_exporter_not_built_in_stops_the_boot_naming_it() {
+        let endpoint = (
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+            "http://collector:4317",
+        );
+        for (name, value) in [
+            ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
+            ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/json"),
+            ("OTEL_TRACES_EXPORTER", "zipkin"),
+        ] {
+            let ConfigError(message) = decide(&[endpoint, (name, value)]).unwrap_err();
+            assert!(message.contains(&format!("{name}={value}")), "{message}");
+        }
+    }
+}

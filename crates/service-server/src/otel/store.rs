@@ -34,7 +34,7 @@ struct Traced<T: ?Sized>(Arc<T>);
 /// span of its own.
 macro_rules! traced {
     ($trait:ident, $prefix:literal, {
-        $(fn $method:ident(&self $(, $arg:ident: $ty:ty)*) -> $out:ty;)*
+        $(fn $method:ident(&self $(, $arg:ident: $ty:ty)* $(,)?) -> $out:ty;)*
     }) => {
         #[async_trait]
         impl $trait for Traced<dyn $trait> {
