@@ -2,9 +2,11 @@
 //! at an OTLP receiver in this test (POST /v1/traces, protobuf), one request carrying a
 //! `traceparent` yields one trace: the request's span (a child of the caller's), the
 //! run created in it and executed later by a worker, the store and checkpointer calls,
-//! the Python graph's nodes, and the webhook delivery, whose POST carries the trace on.
+//! the graph's nodes (Python, and LangGraph.js), and the webhook delivery, whose POST carries the trace on.
 //! The reference graphs (`examples/python-graphs`) run on the interpreter
-//! SERVICE_PYTHON (scripts/test makes a virtual environment with LangGraph).
+//! SERVICE_PYTHON (scripts/test makes a virtual environment with LangGraph), in memory
+//! and on PostgreSQL (TEST_DATABASE_URL), where the run's context is read back from
+//! its row.
 
 mod support;
 
@@ -133,26 +135,60 @@ fn received_when(received: &Shared, done: impl Fn(&Received) -> bool) {
     }
 }
 
+const PYTHON_GRAPHS: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../examples/python-graphs/langgraph.json"
+);
+
 #[test]
-fn one_trace_spans_the_request_its_run_store_calls_python_nodes_and_webhook() {
+fn in_memory_one_trace_spans_the_request_its_run_store_calls_python_nodes_and_webhook() {
+    one_trace(PYTHON_GRAPHS, None);
+}
+
+#[test]
+fn on_postgres_one_trace_spans_the_request_its_run_store_calls_python_nodes_and_webhook() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let database = runtime.block_on(support::Database::create("traces"));
+    one_trace(PYTHON_GRAPHS, Some(&database.url()));
+    runtime.block_on(database.drop());
+}
+
+/// The same graph in LangGraph.js (`examples/js-graphs`, `npm ci` there first): the
+/// Node workers report their nodes alike.
+#[test]
+fn a_js_graphs_nodes_are_spans_of_the_run_too() {
+    let config = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/js-graphs/langgraph.json"
+    );
+    one_trace(config, None);
+}
+
+/// A traced request's run of the `steps` graph `config` serves, on the binary: `dev`,
+/// or `start` on `database_url`.
+fn one_trace(config: &str, database_url: Option<&str>) {
     let python = std::env::var("SERVICE_PYTHON").expect(
         "set SERVICE_PYTHON to a Python with langgraph installed (scripts/test makes e2e/.venv)",
     );
     let received = Shared::default();
     let url = receiver(Arc::clone(&received));
-    let config = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../examples/python-graphs/langgraph.json"
-    );
-    let env = [
+    let mut env = vec![
         ("SERVICE_PYTHON", python.as_str()),
         ("SERVICE_PYTHON_WORKERS", "1"),
+        ("SERVICE_NODE_WORKERS", "1"),
         ("OTEL_EXPORTER_OTLP_ENDPOINT", url.as_str()),
         ("OTEL_SERVICE_NAME", "traces-test"),
         // Exported every 100 ms rather than every 5 s.
         ("OTEL_BSP_SCHEDULE_DELAY", "100"),
     ];
-    let server = spawn(&["dev", "--port", "0", "--config", config], &env);
+    let mode = match database_url {
+        Some(database_url) => {
+            env.push(("DATABASE_URL", database_url));
+            "start"
+        }
+        None => "dev",
+    };
+    let server = spawn(&[mode, "--port", "0", "--config", config], &env);
     let thread = request(&server, "POST", "/threads", Some(json!({})));
     let thread_id = thread["thread_id"].as_str().unwrap();
 
