@@ -332,6 +332,9 @@ fn init_logging(filter: &str, extra: Vec<crate::otel::ExtraLayer>) {
     let log = tracing_subscriber::fmt::layer()
         .with_ansi(std::io::stderr().is_terminal())
         .with_filter(EnvFilter::new(filter));
+    // No list when there is nothing in it: an empty list of layers would disable
+    // every event of the layers beside it (its interest is "never").
+    let extra = (!extra.is_empty()).then_some(extra);
     let _ = tracing_subscriber::registry()
         .with(extra)
         .with(log)
