@@ -77,6 +77,10 @@ pub struct RouterOptions {
     pub metrics_collector: Option<Arc<dyn prometheus_client::collector::Collector>>,
     /// The bundled generative UI components (langgraph.json's `ui`) `/ui` serves.
     pub ui: Option<Arc<UiAssets>>,
+    /// Puts each matched request's route template (its `MatchedPath`) in the
+    /// response's extensions, for an outer layer that names the request after it (a
+    /// trace span: `POST /threads/{thread_id}/runs`); off by default.
+    pub trace_routes: bool,
 }
 
 impl Default for RouterOptions {
@@ -93,6 +97,7 @@ impl Default for RouterOptions {
             metrics: false,
             metrics_collector: None,
             ui: None,
+            trace_routes: false,
         }
     }
 }
@@ -157,6 +162,9 @@ pub fn router_with(engine: Engine, options: RouterOptions) -> Router {
                 metrics::track,
             ));
     }
+    if options.trace_routes {
+        routes = routes.layer(axum::middleware::from_fn(record_route));
+    }
     let routes = routes.with_state(engine.clone());
     let context = RequestContext {
         body_limit: extract::BodyLimit(options.max_body_bytes),
@@ -199,6 +207,22 @@ pub fn router_with(engine: Engine, options: RouterOptions) -> Router {
         options.cors.map(Arc::new),
         cors::cors,
     ))
+}
+
+/// Hands the route template, known only inside the table, out on the response.
+async fn record_route(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let route = request
+        .extensions()
+        .get::<axum::extract::MatchedPath>()
+        .cloned();
+    let mut response = next.run(request).await;
+    if let Some(route) = route {
+        response.extensions_mut().insert(route);
+    }
+    response
 }
 
 /// What every request carries to the routes, put in by one layer (each layer of the

@@ -10,6 +10,7 @@ use serde_json::Value;
 use service_graph::{AgentGraph, Chunk, FinalState, GraphError, RunContext, RunInput};
 use service_types::{Run, RunError, StreamMode};
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use service_graph::{GraphResolver, LongTermStore};
 use service_store::Store;
@@ -88,7 +89,10 @@ impl Driver {
         final_state: FinalState,
     ) -> Driven {
         let coordinator = &self.coordinator;
-        let driving = self.drive(run, options, cancel.clone(), final_state);
+        let graph_id = options.graph_id().unwrap_or_default();
+        let driving = self
+            .drive(run, options, cancel.clone(), final_state)
+            .instrument(tracing::trace_span!("graph", graph_id));
         let Some(delay) = coordinator.tuning().map(|tuning| tuning.claim_delay) else {
             return driving.await;
         };

@@ -54,5 +54,6 @@ pub use join::{RunStream, RunToJoin, run_not_found};
 pub use namespaces::{TENANT_ROOT, validate_namespace};
 pub use run_options::{RunOptions, RunOptionsError};
 pub use runs::RunTarget;
+pub use service_graph::trace_context;
 pub use threads::ThreadSearchPage;
 pub use webhooks::{Outgoing, Webhooks};

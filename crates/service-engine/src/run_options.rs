@@ -52,6 +52,11 @@ pub struct RunOptions {
     pub on_completion: OnCompletion,
     /// Checkpoint durability.
     pub durability: Option<Durability>,
+    /// The W3C `traceparent` of the request that created the run, when traces are
+    /// exported: the run executes later, maybe on another instance, and its spans are
+    /// children of that request's (`service_graph::trace_context`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
 }
 
 /// Why a run's stored options cannot be used.
@@ -136,6 +141,7 @@ impl RunOptions {
             temporary: ids.stateless,
             on_completion: body.on_completion.unwrap_or_default(),
             durability: body.durability,
+            traceparent: service_graph::trace_context::current(),
         }
     }
 

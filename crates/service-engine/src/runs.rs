@@ -70,6 +70,7 @@ impl Engine {
         ))
     }
 
+    #[tracing::instrument(level = "trace", name = "run.create", skip_all)]
     async fn create(
         &self,
         caller: &Caller,

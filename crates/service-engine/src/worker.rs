@@ -6,8 +6,10 @@
 
 use std::time::{Duration, Instant};
 
+use serde_json::Value;
 use service_graph::FinalState;
 use service_types::Run;
+use tracing::Instrument;
 
 use crate::Engine;
 use crate::active::ActiveRun;
@@ -141,6 +143,18 @@ impl Engine {
         handles: ActiveRun,
         registered_before_claim: bool,
     ) -> Option<NextRun> {
+        let span = run_span(&run);
+        self.execute_traced(run, handles, registered_before_claim)
+            .instrument(span)
+            .await
+    }
+
+    async fn execute_traced(
+        &self,
+        run: Run,
+        handles: ActiveRun,
+        registered_before_claim: bool,
+    ) -> Option<NextRun> {
         let started = Instant::now();
         let started_at = self.now();
         let _executing = self.inner.metrics.run_started();
@@ -186,7 +200,12 @@ impl Engine {
             started,
             started_at,
         };
-        let Settled { others_wait, next } = self.inner.settler.settle(finished, next).await;
+        let Settled { others_wait, next } = self
+            .inner
+            .settler
+            .settle(finished, next)
+            .instrument(tracing::trace_span!("run.settle"))
+            .await;
         self.inner.active.remove(run_id);
         // Only runs of this thread became claimable; this worker looks for work next
         // anyway, so others are told only when runs wait on the thread.
@@ -195,4 +214,24 @@ impl Engine {
         }
         next
     }
+}
+
+/// The span of a run's execution, a child of the request that created it (its
+/// `traceparent` is stored with the run, which may execute on another instance).
+fn run_span(run: &Run) -> tracing::Span {
+    let span = tracing::trace_span!(
+        "run",
+        run_id = %run.run_id,
+        thread_id = %run.thread_id,
+        assistant_id = %run.assistant_id,
+        graph_id = run.kwargs["config"]["configurable"]["graph_id"]
+            .as_str()
+            .unwrap_or_default(),
+    );
+    if !span.is_disabled()
+        && let Some(parent) = run.kwargs.get("traceparent").and_then(Value::as_str)
+    {
+        service_graph::trace_context::set_parent(&span, parent);
+    }
+    span
 }

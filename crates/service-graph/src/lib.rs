@@ -18,6 +18,7 @@ mod resolver;
 mod snapshot;
 mod source;
 mod store;
+pub mod trace_context;
 
 pub use agent::{AgentGraph, HistoryOptions, StateOptions, StateUpdate};
 pub use checkpoint::{

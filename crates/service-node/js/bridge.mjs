@@ -496,11 +496,31 @@ async function prepareRun(request, signal) {
   return { graph, config, options };
 }
 
+/** Reports a task's start or end, which the server makes a span of its run's trace
+ * (LangGraph's `tasks` stream: a start carries `triggers`, an end `result`). */
+function nodeBoundary(id, namespace, task) {
+  const node = { task: task.id, name: task.name, ns: namespace };
+  if (!("triggers" in task)) {
+    node.end = true;
+    if (task.error) node.error = task.error instanceof Error ? `${task.error.name}: ${task.error.message}` : String(task.error);
+  }
+  send({ id, node });
+}
+
 async function stream(request, signal) {
   const { graph, config, options } = await prepareRun(request, signal);
-  const modes = request.modes?.length ? request.modes : ["values"];
+  let modes = request.modes?.length ? request.modes : ["values"];
+  // A traced run (the request carries the server's `traceparent`) reports its nodes'
+  // boundaries; `tasks` frames nobody asked for are not sent.
+  const traced = Boolean(request.traceparent);
+  const asked = modes.includes("tasks");
+  if (traced && !asked) modes = [...modes, "tasks"];
   const chunks = await graph.stream(input(request.input), { ...options, streamMode: modes, subgraphs: true });
   for await (const [namespace, mode, data] of chunks) {
+    if (traced && mode === "tasks") {
+      nodeBoundary(request.id, namespace, data);
+      if (!asked) continue;
+    }
     send({ id: request.id, chunk: [mode, namespace, wireShaped(mode, data)] });
   }
   if (!threaded(config)) return null;

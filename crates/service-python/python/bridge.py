@@ -12,6 +12,8 @@ Messages from the server:
 Messages to the server:
   {"hello": {...}}                        first line: versions, then the graphs' load
   {"id": n, "chunk": [mode, namespace, data]}   a stream frame of request n
+  {"id": n, "node": {"task", "name", "ns", "end"?, "error"?}}   a node's start or end
+                                          (traced stream requests only)
   {"id": n, "ok": value} | {"id": n, "err": RunError} | {"id": n, "cancelled": true}
                                           the end of request n
   {"call": m, "id": n, "op": "cp.*" | "store.*", ...}   checkpointer and store calls,
@@ -742,12 +744,34 @@ async def _run(request: dict) -> tuple[Any, dict, dict]:
     return graph, config, kwargs
 
 
+def _node_boundary(request_id: int, ns: tuple, task: dict) -> None:
+    """Reports a task's start or end, which the server makes a span of its run's trace
+    (LangGraph's `tasks` stream: a start carries `triggers`, an end `result`)."""
+    node: dict = {"task": task.get("id"), "name": task.get("name"), "ns": list(ns)}
+    if "triggers" not in task:
+        node["end"] = True
+        error = task.get("error")
+        if error:
+            node["error"] = f"{type(error).__name__}: {error}" if isinstance(error, BaseException) else str(error)
+    send({"id": request_id, "node": node})
+
+
 async def stream(request: dict) -> Any:
     graph, config, kwargs = await _run(request)
     modes = request.get("modes") or ["values"]
+    # A traced run (the request carries the server's `traceparent`) reports its nodes'
+    # boundaries; `tasks` frames nobody asked for are not sent.
+    traced = bool(request.get("traceparent"))
+    asked = "tasks" in modes
+    if traced and not asked:
+        modes = [*modes, "tasks"]
     async for ns, mode, data in graph.astream(
         _input(request.get("input")), config, stream_mode=modes, subgraphs=True, **kwargs
     ):
+        if traced and mode == "tasks":
+            _node_boundary(request["id"], ns, data)
+            if not asked:
+                continue
         send({"id": request["id"], "chunk": [mode, list(ns), data]})
     if not _coordinates(config):
         return None

@@ -18,6 +18,7 @@ use service_types::RunError;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::sync::mpsc;
+use tracing::Instrument;
 
 use crate::calls;
 use crate::error::{BridgeError, python_error};
@@ -66,6 +67,52 @@ pub(crate) enum Frame {
 struct Pending {
     frames: mpsc::UnboundedSender<Frame>,
     store: Option<Arc<dyn LongTermStore>>,
+    /// Present when the request was made in an exported span.
+    trace: Option<Trace>,
+}
+
+/// A traced request's spans: the one it was made in, and one per node the worker
+/// reported started and not yet ended (closed when dropped, so a request that ends
+/// or dies mid-node closes them).
+struct Trace {
+    span: tracing::Span,
+    nodes: HashMap<String, tracing::Span>,
+}
+
+impl Trace {
+    /// A node's start or end (`{"task", "name", "ns", "end"?, "error"?}`).
+    fn node(&mut self, node: &Value) {
+        let task = node["task"].as_str().unwrap_or_default().to_owned();
+        if node["end"].as_bool() == Some(true) {
+            if let (Some(span), Some(error)) = (self.nodes.remove(&task), node["error"].as_str()) {
+                span.record("otel.status_code", "ERROR");
+                span.record("otel.status_message", error);
+            }
+            return;
+        }
+        let name = node["name"].as_str().unwrap_or_default();
+        let namespace = node["ns"].as_array().map_or(0, Vec::len);
+        let span = tracing::trace_span!(
+            parent: &self.span,
+            "node",
+            otel.name = %format_args!("node {name}"),
+            langgraph.node = name,
+            langgraph.task_id = task.as_str(),
+            langgraph.namespace_depth = namespace,
+            otel.status_code = tracing::field::Empty,
+            otel.status_message = tracing::field::Empty,
+        );
+        self.nodes.insert(task, span);
+    }
+
+    /// Where a call the worker makes meanwhile belongs: the node running, when only
+    /// one is, else the request.
+    fn call_span(&self) -> tracing::Span {
+        match self.nodes.values().next() {
+            Some(node) if self.nodes.len() == 1 => node.clone(),
+            _ => self.span.clone(),
+        }
+    }
 }
 
 /// A running worker process.
@@ -92,10 +139,17 @@ impl Worker {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    fn store_of(&self, request: u64) -> Option<Arc<dyn LongTermStore>> {
-        self.lock()
-            .get(&request)
-            .and_then(|pending| pending.store.clone())
+    /// The long-term store of `request`, and the span its calls belong to.
+    fn call_context(
+        &self,
+        request: u64,
+    ) -> (Option<Arc<dyn LongTermStore>>, Option<tracing::Span>) {
+        self.lock().get(&request).map_or((None, None), |pending| {
+            (
+                pending.store.clone(),
+                pending.trace.as_ref().map(Trace::call_span),
+            )
+        })
     }
 
     /// Ends every pending request with `error` (the worker died).
@@ -234,10 +288,26 @@ impl Pool {
             })?;
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (frames, receiver) = mpsc::unbounded_channel();
-        worker.lock().insert(id, Pending { frames, store });
+        // Only exported spans are worth following into the worker.
+        let traceparent = service_graph::trace_context::current();
+        let trace = traceparent.as_ref().map(|_| Trace {
+            span: tracing::Span::current(),
+            nodes: HashMap::new(),
+        });
+        worker.lock().insert(
+            id,
+            Pending {
+                frames,
+                store,
+                trace,
+            },
+        );
         worker.in_flight.fetch_add(1, Ordering::Relaxed);
         if let Value::Object(fields) = &mut message {
             fields.insert("id".into(), json!(id));
+            if let Some(traceparent) = traceparent {
+                fields.insert("traceparent".into(), Value::String(traceparent));
+            }
         }
         worker.send(&message);
         Ok(Request {
@@ -544,26 +614,40 @@ async fn replace(pool: Weak<Pool>, dead: Arc<Worker>) {
 /// a frame of a request.
 fn dispatch(pool: &Weak<Pool>, worker: &Arc<Worker>, mut message: Map<String, Value>) {
     if let Some(call) = message.get("call").and_then(Value::as_u64) {
-        let store = message
+        let (store, span) = message
             .get("id")
             .and_then(Value::as_u64)
-            .and_then(|request| worker.store_of(request));
+            .map_or((None, None), |request| worker.call_context(request));
         let checkpointer = pool
             .upgrade()
             .and_then(|pool| pool.checkpointer.get().cloned());
         let worker = Arc::clone(worker);
-        tokio::spawn(async move {
+        let serve = async move {
             let reply = match calls::serve(checkpointer, store, message).await {
                 Ok(value) => json!({"reply": call, "ok": value}),
                 Err(error) => json!({"reply": call, "err": error.to_string()}),
             };
             worker.send(&reply);
-        });
+        };
+        match span {
+            Some(span) => tokio::spawn(serve.instrument(span)),
+            None => tokio::spawn(serve),
+        };
         return;
     }
     let Some(id) = message.get("id").and_then(Value::as_u64) else {
         return;
     };
+    if let Some(node) = message.get("node") {
+        if let Some(trace) = worker
+            .lock()
+            .get_mut(&id)
+            .and_then(|pending| pending.trace.as_mut())
+        {
+            trace.node(node);
+        }
+        return;
+    }
     let frame = if let Some(chunk) = message.remove("chunk") {
         Frame::Chunk(chunk)
     } else if let Some(result) = message.remove("ok") {

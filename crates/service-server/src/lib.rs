@@ -9,6 +9,7 @@ mod env;
 mod graphs;
 mod heap;
 mod metrics;
+mod otel;
 mod serve;
 mod server;
 mod settings;

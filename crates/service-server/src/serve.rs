@@ -33,7 +33,11 @@ pub(crate) async fn serve(
     dispatcher: Option<Arc<dyn Dispatcher>>,
     store_adapter: Option<Arc<dyn StoreAdapter>>,
 ) -> Result<(), ConfigError> {
-    init_logging(&config.log_filter);
+    let traces = crate::otel::Tracing::from_env()?;
+    init_logging(
+        &config.log_filter,
+        traces.iter().map(crate::otel::Tracing::layer).collect(),
+    );
     for warning in &config.warnings {
         tracing::warn!("{warning}");
     }
@@ -114,6 +118,16 @@ pub(crate) async fn serve(
             store_ttl,
         )
     };
+    // Every store and checkpointer call a span, only while traces are exported.
+    let traced = traces.is_some();
+    let store_of = |store: service_store::Store| match traced {
+        true => crate::otel::traced_store(&store),
+        false => store,
+    };
+    let saver_of = |checkpointer: Arc<dyn Checkpointer>| match traced {
+        true => crate::otel::traced_checkpointer(checkpointer),
+        false => checkpointer,
+    };
     let webhooks = |store: &service_store::Store| {
         let settings = config.webhooks.clone();
         let outbox = match &dispatcher {
@@ -142,12 +156,12 @@ pub(crate) async fn serve(
                     "webhook retries are scheduled from the PostgreSQL outbox: a pending retry is not kept across a restart by a queue, but the delivery is picked up again at the next boot"
                 );
             }
-            let store = adapt(backend.store)?;
+            let store = store_of(adapt(backend.store)?);
             let parts = EngineParts {
                 webhooks: webhooks(&store)?,
                 store,
                 graphs,
-                checkpointer: backend.checkpointer,
+                checkpointer: saver_of(backend.checkpointer),
                 bus,
                 clock,
                 config: engine_config,
@@ -179,12 +193,12 @@ pub(crate) async fn serve(
             if let Some(index) = &engine_config.store_index {
                 options = options.with_index(index.spec());
             }
-            let store = adapt(memory_store(options))?;
+            let store = store_of(adapt(memory_store(options))?);
             Engine::new(EngineParts {
                 webhooks: webhooks(&store)?,
                 store,
                 graphs,
-                checkpointer,
+                checkpointer: saver_of(checkpointer),
                 bus,
                 clock,
                 config: engine_config,
@@ -203,6 +217,7 @@ pub(crate) async fn serve(
     if let Some(plan) = config.ui {
         http.ui = Some(Arc::new(crate::ui::bundle(plan).await?));
     }
+    http.trace_routes = traced;
     if http.metrics {
         http.metrics_collector = Some(Arc::new(parts));
     }
@@ -219,6 +234,11 @@ pub(crate) async fn serve(
     }
     if config.request_log {
         app = app.layer(axum::middleware::from_fn(log_request));
+    }
+    if traced {
+        // Outermost: the authentication and Idempotency-Key layers' store calls are
+        // part of the request's trace.
+        app = app.layer(axum::middleware::from_fn(crate::otel::trace_request));
     }
     let listener = tokio::net::TcpListener::bind(&config.address)
         .await
@@ -271,6 +291,9 @@ pub(crate) async fn serve(
         tracing::warn!("connections still open at the end of the shutdown budget are closed");
     }
     tracing::info!("stopped");
+    if let Some(traces) = traces {
+        traces.shutdown().await;
+    }
     Ok(())
 }
 
@@ -314,12 +337,23 @@ async fn postgres_backend(
     })
 }
 
-fn init_logging(filter: &str) {
-    // A second initialisation (tests) is harmless; keep the first subscriber.
+/// The log output, with `extra` layers (the trace exporter's) beside it.
+fn init_logging(filter: &str, extra: Vec<crate::otel::ExtraLayer>) {
+    use tracing_subscriber::Layer;
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    // The filter is the log's own (per layer), so it does not hide spans from the
+    // exporter. A second initialisation (tests) is harmless; keep the first subscriber.
     // Colours only for a terminal, not for a file or a log collector.
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(EnvFilter::new(filter))
+    let log = tracing_subscriber::fmt::layer()
         .with_ansi(std::io::stderr().is_terminal())
+        .with_filter(EnvFilter::new(filter));
+    // No list when there is nothing in it: an empty list of layers would disable
+    // every event of the layers beside it (its interest is "never").
+    let extra = (!extra.is_empty()).then_some(extra);
+    let _ = tracing_subscriber::registry()
+        .with(extra)
+        .with(log)
         .try_init();
 }
 

@@ -18,6 +18,7 @@ use service_types::{Metadata, Timestamp};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
+use tracing::Instrument;
 use uuid::Uuid;
 
 use crate::dispatch::{Attempt, AttemptError, Dispatcher, HttpDispatcher};
@@ -130,15 +131,20 @@ impl Webhooks for Outbox {
 
     fn send(&self, outgoing: Outgoing) {
         let shared = Arc::clone(&self.shared);
-        self.shared.attempts.spawn(async move {
-            let Ok(_permit) = Arc::clone(&shared.permits).acquire_owned().await else {
-                return;
-            };
-            match outgoing {
-                Outgoing::Recorded(delivery_id) => shared.attempt_now(delivery_id).await,
-                Outgoing::Unrecorded { url, payload } => shared.best_effort(url, payload).await,
+        // A child of the settling run's span: the POST's `traceparent` names it.
+        let span = tracing::trace_span!("webhook.deliver", otel.kind = "client");
+        self.shared.attempts.spawn(
+            async move {
+                let Ok(_permit) = Arc::clone(&shared.permits).acquire_owned().await else {
+                    return;
+                };
+                match outgoing {
+                    Outgoing::Recorded(delivery_id) => shared.attempt_now(delivery_id).await,
+                    Outgoing::Unrecorded { url, payload } => shared.best_effort(url, payload).await,
+                }
             }
-        });
+            .instrument(span),
+        );
     }
 
     async fn run(&self, stop: CancellationToken) {
@@ -422,7 +428,7 @@ impl Shared {
             serde_json::to_value(now).unwrap_or(Value::Null),
         );
         let body = Bytes::from(serde_json::to_vec(&payload).unwrap_or_default());
-        let mut headers = json_headers();
+        let mut headers = traced(json_headers());
         headers.insert(DELIVERY_ID_HEADER, header_value(&delivery_id.to_string()));
         headers.insert(ATTEMPT_HEADER, HeaderValue::from(attempt));
         if let Some(secret) = self.settings.secrets.first() {
@@ -448,7 +454,7 @@ impl Shared {
         );
         let attempt = Attempt {
             url,
-            headers: json_headers(),
+            headers: traced(json_headers()),
             body: Bytes::from(serde_json::to_vec(&payload).unwrap_or_default()),
         };
         let sent = self.dispatcher.post(attempt).await;
@@ -475,6 +481,17 @@ fn json_headers() -> HeaderMap {
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
     );
+    headers
+}
+
+/// `headers` with the current span's `traceparent` (the first attempt's, made in the
+/// settling run's trace), so the receiver can continue the trace.
+fn traced(mut headers: HeaderMap) -> HeaderMap {
+    if let Some(traceparent) = service_engine::trace_context::current()
+        && let Ok(value) = HeaderValue::from_str(&traceparent)
+    {
+        headers.insert("traceparent", value);
+    }
     headers
 }
 

@@ -162,7 +162,10 @@ fn the_custom_server_refuses_what_the_bundled_server_refuses() {
         .unwrap();
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("not supported yet"), "stderr: {stderr}");
+    assert!(
+        stderr.contains("store.adapter failed to load"),
+        "stderr: {stderr}"
+    );
 
     let config = ConfigFile::new("alias", json!({"graphs": {"chat": "echo"}}));
     let output = custom_server()

@@ -1,0 +1,244 @@
+//! OpenTelemetry traces (docs/operations.md, "Tracing"): with
+//! `OTEL_EXPORTER_OTLP_ENDPOINT` (or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`) set, the
+//! server's spans (request, run creation, run, graph, node, store and checkpointer
+//! calls, webhook delivery) are exported over OTLP HTTP/protobuf, configured by the
+//! standard `OTEL_*` variables. The spans are `trace`-level `tracing` spans: without
+//! an exporter no layer wants them, so each costs one level check, and the store is
+//! not wrapped at all.
+
+mod export;
+mod store;
+
+use axum::extract::{MatchedPath, Request};
+use axum::middleware::Next;
+use axum::response::Response;
+use opentelemetry::propagation::TextMapPropagator;
+use opentelemetry::trace::{TraceContextExt, TracerProvider};
+use opentelemetry_http::HeaderExtractor;
+use opentelemetry_otlp::{Protocol, WithExportConfig, WithHttpConfig};
+use opentelemetry_sdk::Resource;
+use opentelemetry_sdk::propagation::TraceContextPropagator;
+use opentelemetry_sdk::trace::SdkTracerProvider;
+use service_graph::trace_context::{self, Propagator};
+use tracing::{Instrument, Span};
+use tracing_opentelemetry::OpenTelemetrySpanExt;
+use tracing_subscriber::filter::filter_fn;
+use tracing_subscriber::{Layer, Registry};
+
+pub(crate) use store::{traced_checkpointer, traced_store};
+
+use crate::env::ConfigError;
+
+/// The exporter, while traces are exported.
+#[derive(Debug)]
+pub(crate) struct Tracing {
+    provider: SdkTracerProvider,
+}
+
+/// A layer the logging set-up adds to its subscriber.
+pub(crate) type ExtraLayer = Box<dyn Layer<Registry> + Send + Sync>;
+
+impl Tracing {
+    /// The exporter the `OTEL_*` variables describe, its propagator installed; `None`
+    /// when no OTLP endpoint is set (or `OTEL_SDK_DISABLED=true`,
+    /// `OTEL_TRACES_EXPORTER=none`). Must run on the server's tokio runtime.
+    pub(crate) fn from_env() -> Result<Option<Self>, ConfigError> {
+        Self::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Option<Self>, ConfigError> {
+        let var = |name: &str| lookup(name).filter(|value| !value.trim().is_empty());
+        if var("OTEL_SDK_DISABLED").is_some_and(|value| value.trim().eq_ignore_ascii_case("true")) {
+            return Ok(None);
+        }
+        match var("OTEL_TRACES_EXPORTER").as_deref().map(str::trim) {
+            None | Some("otlp") => {}
+            Some("none") => return Ok(None),
+            Some(other) => {
+                return Err(ConfigError(format!(
+                    "OTEL_TRACES_EXPORTER={other} is not supported: traces are exported with otlp (or none)"
+                )));
+            }
+        }
+        if var("OTEL_EXPORTER_OTLP_ENDPOINT").is_none()
+            && var("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT").is_none()
+        {
+            return Ok(None);
+        }
+        for name in [
+            "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+            "OTEL_EXPORTER_OTLP_PROTOCOL",
+        ] {
+            if let Some(protocol) = var(name)
+                && protocol.trim() != "http/protobuf"
+            {
+                return Err(ConfigError(format!(
+                    "{name}={protocol} is not supported: traces are exported as OTLP http/protobuf (point the endpoint at the collector's HTTP port, usually 4318)"
+                )));
+            }
+        }
+        let client = export::Client::new()
+            .map_err(|error| ConfigError(format!("cannot export traces: {error}")))?;
+        // The endpoint, headers, timeout and compression come from the OTEL_EXPORTER_OTLP_*
+        // variables (the traces-specific ones first), read by the exporter itself.
+        let exporter = opentelemetry_otlp::SpanExporter::builder()
+            .with_http()
+            .with_protocol(Protocol::HttpBinary)
+            .with_http_client(client)
+            .build()
+            .map_err(|error| ConfigError(format!("cannot export traces: {error}")))?;
+        let mut resource = Resource::builder();
+        let named = var("OTEL_SERVICE_NAME").is_some()
+            || var("OTEL_RESOURCE_ATTRIBUTES").is_some_and(|a| a.contains("service.name="));
+        if !named {
+            resource = resource.with_service_name("service-server");
+        }
+        let provider = SdkTracerProvider::builder()
+            .with_batch_exporter(exporter)
+            .with_resource(resource.build())
+            .build();
+        trace_context::install(Box::new(W3c));
+        Ok(Some(Self { provider }))
+    }
+
+    /// The layer turning the service's spans into OpenTelemetry spans (and its
+    /// warnings and errors into their events), for the logging set-up's subscriber.
+    pub(crate) fn layer(&self) -> ExtraLayer {
+        let tracer = self.provider.tracer("service-server");
+        tracing_opentelemetry::layer()
+            .with_tracer(tracer)
+            .with_tracked_inactivity(false)
+            .with_threads(false)
+            .with_filter(filter_fn(|meta| {
+                meta.target().starts_with("service_")
+                    && (meta.is_span() || *meta.level() <= tracing::Level::WARN)
+            }))
+            .boxed()
+    }
+
+    /// Exports what is still buffered; the server calls it as it stops.
+    pub(crate) async fn shutdown(self) {
+        let provider = self.provider;
+        // Blocks until the batch thread's last export, which runs on this runtime.
+        let stopped = tokio::task::spawn_blocking(move || provider.shutdown()).await;
+        if let Ok(Err(error)) = stopped {
+            tracing::warn!(%error, "exporting the last traces failed");
+        }
+    }
+}
+
+/// The W3C trace context, as `traceparent` strings.
+struct W3c;
+
+impl Propagator for W3c {
+    fn current(&self) -> Option<String> {
+        let context = Span::current().context();
+        let span = context.span();
+        let span = span.span_context();
+        span.is_valid().then(|| {
+            format!(
+                "00-{}-{}-{:02x}",
+                span.trace_id(),
+                span.span_id(),
+                span.trace_flags().to_u8()
+            )
+        })
+    }
+
+    fn set_parent(&self, span: &Span, traceparent: &str) {
+        let mut headers = http::HeaderMap::new();
+        if let Ok(value) = http::HeaderValue::from_str(traceparent) {
+            headers.insert("traceparent", value);
+        }
+        let parent = TraceContextPropagator::new().extract(&HeaderExtractor(&headers));
+        if parent.span().span_context().is_valid() {
+            let _ = span.set_parent(parent);
+        }
+    }
+}
+
+/// The span of one request, the root of its trace or a child of the `traceparent` it
+/// carries, named after its route template once the router matched one (it hands it
+/// out on the response: `RouterOptions::trace_routes`).
+pub(crate) async fn trace_request(request: Request, next: Next) -> Response {
+    let method = request.method().clone();
+    let span = tracing::trace_span!(
+        "http.request",
+        otel.name = %method,
+        otel.kind = "server",
+        http.request.method = %method,
+        url.path = request.uri().path(),
+        http.route = tracing::field::Empty,
+        http.response.status_code = tracing::field::Empty,
+        otel.status_code = tracing::field::Empty,
+    );
+    let parent = TraceContextPropagator::new().extract(&HeaderExtractor(request.headers()));
+    if parent.span().span_context().is_valid() {
+        let _ = span.set_parent(parent);
+    }
+    let response = next.run(request).instrument(span.clone()).await;
+    if let Some(route) = response.extensions().get::<MatchedPath>() {
+        span.record("http.route", route.as_str());
+        // The span has started (its children needed its context): renamed through
+        // OpenTelemetry, as `otel.name` is read only at the start.
+        span.context()
+            .span()
+            .update_name(format!("{method} {}", route.as_str()));
+    }
+    let status = response.status();
+    span.record("http.response.status_code", status.as_u16());
+    if status.is_server_error() {
+        span.record("otel.status_code", "ERROR");
+    }
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decide(vars: &[(&str, &str)]) -> Result<Option<Tracing>, ConfigError> {
+        Tracing::from_lookup(|name| {
+            vars.iter()
+                .find(|(key, _)| *key == name)
+                .map(|(_, value)| (*value).to_owned())
+        })
+    }
+
+    #[test]
+    fn nothing_is_exported_without_an_endpoint_or_when_turned_off() {
+        assert!(decide(&[]).unwrap().is_none());
+        assert!(
+            decide(&[("OTEL_SERVICE_NAME", "agents")])
+                .unwrap()
+                .is_none()
+        );
+        let endpoint = ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318");
+        assert!(
+            decide(&[endpoint, ("OTEL_SDK_DISABLED", "true")])
+                .unwrap()
+                .is_none()
+        );
+        assert!(
+            decide(&[endpoint, ("OTEL_TRACES_EXPORTER", "none")])
+                .unwrap()
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn a_protocol_or_exporter_not_built_in_stops_the_boot_naming_it() {
+        let endpoint = (
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+            "http://collector:4317",
+        );
+        for (name, value) in [
+            ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
+            ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/json"),
+            ("OTEL_TRACES_EXPORTER", "zipkin"),
+        ] {
+            let ConfigError(message) = decide(&[endpoint, (name, value)]).unwrap_err();
+            assert!(message.contains(&format!("{name}={value}")), "{message}");
+        }
+    }
+}

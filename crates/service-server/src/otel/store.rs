@@ -1,0 +1,246 @@
+//! Store and checkpointer calls as spans (`store.runs.create`, `checkpoint.put`, ...)
+//! of the request, run or node that makes them: every repository and the saver wrapped
+//! once at boot, only when traces are exported, so a server without an exporter calls
+//! its store directly.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde_json::Value;
+use service_graph::{
+    CheckpointConfig, CheckpointListOptions, CheckpointTuple, Checkpointer, GraphError,
+    NewCheckpoint,
+};
+use service_store::{
+    ActiveRunsQuery, AssistantFilter, AssistantPage, AssistantPatch, AssistantQuery,
+    AssistantsRepo, AttemptOutcome, Begin, CancelOutcome, ClaimNext, Claimed, CronFilter,
+    CronPatch, CronQuery, CronsRepo, DeliveriesRepo, DeliveryQuery, DeliveryRecord,
+    IdempotencyRepo, ItemSearch, ItemsRepo, NamespaceQuery, NewAssistant, NewCron, NewRun,
+    NewThread, PutItem, RunListQuery, RunsRepo, Settled, SettledAndMirrored, Settlement, StateHold,
+    Store, StoreParts, StoreResult, StoredResponse, ThreadFilter, ThreadMirror, ThreadPatch,
+    ThreadQuery, ThreadRunCreated, ThreadsRepo, VersionQuery,
+};
+use service_types::{
+    Assistant, AssistantVersion, Cron, Delivery, IfExists, Item, JsonText, Metadata, PruneStrategy,
+    Run, SearchItem, Thread, ThreadStatus, Timestamp,
+};
+use tracing::Instrument;
+use uuid::Uuid;
+
+/// A repository or saver whose every call is a span named `<prefix>.<method>`.
+struct Traced<T: ?Sized>(Arc<T>);
+
+/// Implements `$trait` for `Traced<dyn $trait>` by forwarding each listed method in a
+/// span of its own.
+macro_rules! traced {
+    ($trait:ident, $prefix:literal, {
+        $(fn $method:ident(&self $(, $arg:ident: $ty:ty)* $(,)?) -> $out:ty;)*
+    }) => {
+        #[async_trait]
+        impl $trait for Traced<dyn $trait> {
+            $(
+                async fn $method(&self $(, $arg: $ty)*) -> $out {
+                    let call = self.0.$method($($arg),*);
+                    // Background work outside any span (sweepers, pollers) starts no
+                    // trace of its own per call.
+                    if tracing::Span::current().is_none() {
+                        return call.await;
+                    }
+                    call.instrument(tracing::trace_span!(
+                        concat!($prefix, ".", stringify!($method)),
+                        otel.kind = "client",
+                    ))
+                    .await
+                }
+            )*
+        }
+    };
+}
+
+traced!(RunsRepo, "store.runs", {
+    fn create(&self, new: NewRun, thread_metadata: Metadata) -> StoreResult<Run>;
+    fn create_with_thread(&self, thread: NewThread, run: NewRun) -> StoreResult<ThreadRunCreated>;
+    fn get(&self, run_id: Uuid) -> StoreResult<Option<Run>>;
+    fn list(&self, thread_id: Uuid, query: &RunListQuery) -> StoreResult<Vec<Run>>;
+    fn latest(&self, thread_id: Uuid) -> StoreResult<Option<Run>>;
+    fn active(&self, query: &ActiveRunsQuery) -> StoreResult<Vec<Run>>;
+    fn claim_next(&self, now: Timestamp) -> StoreResult<Option<Claimed>>;
+    fn claim(&self, run_id: Uuid, now: Timestamp) -> StoreResult<Option<Run>>;
+    fn next_available_at(&self, now: Timestamp) -> StoreResult<Option<Timestamp>>;
+    fn request_cancel(&self, run_id: Uuid, reason: &str) -> StoreResult<CancelOutcome>;
+    fn cancel_requested(&self, run_id: Uuid) -> StoreResult<bool>;
+    fn settle(&self, run_id: Uuid, settlement: Settlement) -> StoreResult<Settled>;
+    fn settle_and_mirror(
+        &self,
+        run_id: Uuid,
+        settlement: Settlement,
+        mirror: ThreadMirror,
+        next: Option<ClaimNext>,
+    ) -> StoreResult<SettledAndMirrored>;
+    fn delete(&self, run_id: Uuid) -> StoreResult<()>;
+});
+
+traced!(ThreadsRepo, "store.threads", {
+    fn create(&self, new: NewThread, if_exists: IfExists) -> StoreResult<Thread>;
+    fn get(&self, thread_id: Uuid) -> StoreResult<Option<Thread>>;
+    fn patch(&self, thread_id: Uuid, patch: ThreadPatch) -> StoreResult<Thread>;
+    fn set_status(&self, thread_id: Uuid, status: ThreadStatus) -> StoreResult<()>;
+    fn mirror(&self, thread_id: Uuid, mirror: ThreadMirror) -> StoreResult<()>;
+    fn mirror_after_run(&self, thread_id: Uuid, mirror: ThreadMirror) -> StoreResult<bool>;
+    fn hold_state(&self, thread_id: Uuid, until: Timestamp) -> StoreResult<StateHold>;
+    fn release_state(&self, hold: StateHold) -> StoreResult<()>;
+    fn delete(&self, thread_id: Uuid) -> StoreResult<()>;
+    fn search(&self, query: &ThreadQuery) -> StoreResult<Vec<Thread>>;
+    fn count(&self, filter: &ThreadFilter) -> StoreResult<u64>;
+    fn copy(&self, source: Uuid, new_id: Uuid) -> StoreResult<Thread>;
+    fn expired(&self, now: Timestamp, limit: usize) -> StoreResult<Vec<Uuid>>;
+});
+
+traced!(AssistantsRepo, "store.assistants", {
+    fn create(&self, new: NewAssistant, if_exists: IfExists) -> StoreResult<Assistant>;
+    fn get(&self, assistant_id: Uuid) -> StoreResult<Option<Assistant>>;
+    fn update(&self, assistant_id: Uuid, patch: AssistantPatch) -> StoreResult<Assistant>;
+    fn set_latest(&self, assistant_id: Uuid, version: i64) -> StoreResult<Assistant>;
+    fn delete(&self, assistant_id: Uuid) -> StoreResult<()>;
+    fn search(&self, query: &AssistantQuery) -> StoreResult<AssistantPage>;
+    fn count(&self, filter: &AssistantFilter) -> StoreResult<u64>;
+    fn versions(
+        &self,
+        assistant_id: Uuid,
+        query: &VersionQuery,
+    ) -> StoreResult<Vec<AssistantVersion>>;
+});
+
+traced!(CronsRepo, "store.crons", {
+    fn create(&self, new: NewCron) -> StoreResult<Cron>;
+    fn get(&self, cron_id: Uuid) -> StoreResult<Option<Cron>>;
+    fn update(&self, cron_id: Uuid, patch: CronPatch) -> StoreResult<Cron>;
+    fn delete(&self, cron_id: Uuid) -> StoreResult<()>;
+    fn search(&self, query: &CronQuery) -> StoreResult<Vec<Cron>>;
+    fn count(&self, filter: &CronFilter) -> StoreResult<u64>;
+    fn set_enabled(&self, cron_id: Uuid, enabled: bool) -> StoreResult<Cron>;
+    fn due(&self, now: Timestamp, limit: usize) -> StoreResult<Vec<Cron>>;
+    fn advance(&self, cron_id: Uuid, fired_for: Timestamp) -> StoreResult<Option<Cron>>;
+});
+
+traced!(ItemsRepo, "store.items", {
+    fn put(&self, item: PutItem) -> StoreResult<()>;
+    fn get(&self, namespace: &[String], key: &str, refresh: bool) -> StoreResult<Option<Item>>;
+    fn delete(&self, namespace: &[String], key: &str) -> StoreResult<()>;
+    fn search(&self, search: &ItemSearch) -> StoreResult<Vec<SearchItem>>;
+    fn list_namespaces(&self, query: &NamespaceQuery) -> StoreResult<Vec<Vec<String>>>;
+    fn sweep_expired(&self, now: Timestamp) -> StoreResult<u64>;
+});
+
+traced!(IdempotencyRepo, "store.idempotency", {
+    fn begin(
+        &self,
+        key: &str,
+        fingerprint: &str,
+        now: Timestamp,
+        expires_at: Timestamp,
+    ) -> StoreResult<Begin>;
+    fn complete(&self, key: &str, response: StoredResponse) -> StoreResult<()>;
+    fn abandon(&self, key: &str) -> StoreResult<()>;
+    fn expire(&self, now: Timestamp) -> StoreResult<u64>;
+});
+
+traced!(DeliveriesRepo, "store.deliveries", {
+    fn get(&self, delivery_id: Uuid) -> StoreResult<Option<DeliveryRecord>>;
+    fn list(&self, run_id: Uuid, query: &DeliveryQuery) -> StoreResult<Vec<Delivery>>;
+    fn claim(
+        &self,
+        delivery_id: Uuid,
+        now: Timestamp,
+        lease_until: Timestamp,
+    ) -> StoreResult<Option<DeliveryRecord>>;
+    fn claim_due(
+        &self,
+        now: Timestamp,
+        lease_until: Timestamp,
+        limit: usize,
+    ) -> StoreResult<Vec<DeliveryRecord>>;
+    fn finish_attempt(
+        &self,
+        delivery_id: Uuid,
+        outcome: AttemptOutcome,
+    ) -> StoreResult<DeliveryRecord>;
+    fn replay(&self, run_id: Uuid, delivery_id: Uuid) -> StoreResult<Delivery>;
+    fn purge_expired(&self, now: Timestamp) -> StoreResult<u64>;
+});
+
+/// The writes of a superstep's tasks, as the saver takes them.
+type TaskWrites = Vec<(String, Vec<(String, Value)>)>;
+
+traced!(Checkpointer, "checkpoint", {
+    fn get_tuple(&self, config: &CheckpointConfig) -> Result<Option<CheckpointTuple>, GraphError>;
+    fn list(
+        &self,
+        config: &CheckpointConfig,
+        options: CheckpointListOptions,
+    ) -> Result<Vec<CheckpointTuple>, GraphError>;
+    fn put(
+        &self,
+        config: &CheckpointConfig,
+        checkpoint: JsonText,
+        metadata: Metadata,
+    ) -> Result<CheckpointConfig, GraphError>;
+    fn put_named(
+        &self,
+        config: &CheckpointConfig,
+        checkpoint_id: &str,
+        checkpoint: JsonText,
+        metadata: Metadata,
+    ) -> Result<CheckpointConfig, GraphError>;
+    fn put_writes(
+        &self,
+        config: &CheckpointConfig,
+        task_id: &str,
+        writes: Vec<(String, Value)>,
+    ) -> Result<(), GraphError>;
+    fn put_after_writes(
+        &self,
+        config: &CheckpointConfig,
+        task_writes: TaskWrites,
+        checkpoint: JsonText,
+        metadata: Metadata,
+    ) -> Result<CheckpointConfig, GraphError>;
+    fn put_with_next(
+        &self,
+        config: &CheckpointConfig,
+        input: NewCheckpoint,
+        task_writes_on: &(dyn for<'id> Fn(&'id str) -> TaskWrites + Sync),
+        next: NewCheckpoint,
+    ) -> Result<(CheckpointConfig, CheckpointConfig), GraphError>;
+    fn merge_metadata(
+        &self,
+        config: &CheckpointConfig,
+        metadata: Metadata,
+    ) -> Result<(), GraphError>;
+    fn delete_thread(&self, thread_id: &str) -> Result<(), GraphError>;
+    fn copy_thread(&self, from: &str, to: &str) -> Result<(), GraphError>;
+    fn prune(&self, thread_id: &str, strategy: PruneStrategy) -> Result<(), GraphError>;
+    fn delete_run(&self, thread_id: &str, run_id: &str) -> Result<(), GraphError>;
+});
+
+/// `store` with every repository call a span.
+pub(crate) fn traced_store(store: &Store) -> Store {
+    let parts = store.parts();
+    Store::new(StoreParts {
+        assistants: Arc::new(Traced(parts.assistants)),
+        threads: Arc::new(Traced(parts.threads)),
+        runs: Arc::new(Traced(parts.runs)),
+        crons: Arc::new(Traced(parts.crons)),
+        items: Arc::new(Traced(parts.items)),
+        idempotency: Arc::new(Traced(parts.idempotency)),
+        deliveries: parts
+            .deliveries
+            .map(|deliveries| Arc::new(Traced(deliveries)) as Arc<dyn DeliveriesRepo>),
+        ..parts
+    })
+}
+
+/// `checkpointer` with every call a span.
+pub(crate) fn traced_checkpointer(checkpointer: Arc<dyn Checkpointer>) -> Arc<dyn Checkpointer> {
+    Arc::new(Traced(checkpointer))
+}

@@ -1,0 +1,321 @@
+//! OpenTelemetry traces through the binary: with `OTEL_EXPORTER_OTLP_ENDPOINT` pointing
+//! at an OTLP receiver in this test (POST /v1/traces, protobuf), one request carrying a
+//! `traceparent` yields one trace: the request's span (a child of the caller's), the
+//! run created in it and executed later by a worker, the store and checkpointer calls,
+//! the graph's nodes (Python, and LangGraph.js), and the webhook delivery, whose POST carries the trace on.
+//! The reference graphs (`examples/python-graphs`) run on the interpreter
+//! SERVICE_PYTHON (scripts/test makes a virtual environment with LangGraph), in memory
+//! and on PostgreSQL (TEST_DATABASE_URL), where the run's context is read back from
+//! its row.
+
+mod support;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::routing::post;
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use opentelemetry_proto::tonic::common::v1::any_value::Value as AnyValue;
+use prost::Message;
+use serde_json::json;
+use support::{call, request, spawn};
+
+/// A span as exported, with the ids as hex.
+#[derive(Clone, Debug)]
+struct Exported {
+    name: String,
+    trace_id: String,
+    span_id: String,
+    parent_span_id: String,
+    attributes: HashMap<String, String>,
+    service_name: String,
+}
+
+/// What the receiver was sent: spans, and the headers of each webhook POST.
+#[derive(Default)]
+struct Received {
+    spans: Vec<Exported>,
+    webhooks: Vec<HeaderMap>,
+}
+
+type Shared = Arc<Mutex<Received>>;
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
+}
+
+fn text(value: Option<&AnyValue>) -> String {
+    match value {
+        Some(AnyValue::StringValue(text)) => text.clone(),
+        Some(AnyValue::IntValue(number)) => number.to_string(),
+        Some(AnyValue::BoolValue(flag)) => flag.to_string(),
+        Some(other) => format!("{other:?}"),
+        None => String::new(),
+    }
+}
+
+async fn traces(State(received): State<Shared>, body: Bytes) -> &'static str {
+    let export = ExportTraceServiceRequest::decode(body).expect("an OTLP protobuf export");
+    let mut received = received.lock().unwrap();
+    for resource in export.resource_spans {
+        let service_name = resource
+            .resource
+            .iter()
+            .flat_map(|resource| &resource.attributes)
+            .find(|attribute| attribute.key == "service.name")
+            .map(|attribute| text(attribute.value.as_ref().and_then(|v| v.value.as_ref())))
+            .unwrap_or_default();
+        for span in resource
+            .scope_spans
+            .into_iter()
+            .flat_map(|scope| scope.spans)
+        {
+            received.spans.push(Exported {
+                name: span.name,
+                trace_id: hex(&span.trace_id),
+                span_id: hex(&span.span_id),
+                parent_span_id: hex(&span.parent_span_id),
+                attributes: span
+                    .attributes
+                    .iter()
+                    .map(|attribute| {
+                        let value = attribute.value.as_ref().and_then(|v| v.value.as_ref());
+                        (attribute.key.clone(), text(value))
+                    })
+                    .collect(),
+                service_name: service_name.clone(),
+            });
+        }
+    }
+    ""
+}
+
+async fn webhook(State(received): State<Shared>, headers: HeaderMap) -> &'static str {
+    received.lock().unwrap().webhooks.push(headers);
+    ""
+}
+
+/// The receiver, on a runtime of its own; its base URL.
+fn receiver(received: Shared) -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async move {
+            let app = Router::new()
+                .route("/v1/traces", post(traces))
+                .route("/hook", post(webhook))
+                .with_state(received);
+            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+            axum::serve(listener, app).await.unwrap();
+        });
+    });
+    url
+}
+
+/// What was received once `done` holds for it (bounded: a minute).
+fn received_when(received: &Shared, done: impl Fn(&Received) -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !done(&received.lock().unwrap()) {
+        assert!(
+            Instant::now() < deadline,
+            "not received in time; spans: {:#?}",
+            received.lock().unwrap().spans
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+const PYTHON_GRAPHS: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../examples/python-graphs/langgraph.json"
+);
+
+#[test]
+fn in_memory_one_trace_spans_the_request_its_run_store_calls_python_nodes_and_webhook() {
+    one_trace(PYTHON_GRAPHS, None);
+}
+
+#[test]
+fn on_postgres_one_trace_spans_the_request_its_run_store_calls_python_nodes_and_webhook() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let database = runtime.block_on(support::Database::create("traces"));
+    one_trace(PYTHON_GRAPHS, Some(&database.url()));
+    runtime.block_on(database.drop());
+}
+
+/// The same graph in LangGraph.js (`examples/js-graphs`, `npm ci` there first): the
+/// Node workers report their nodes alike.
+#[test]
+fn a_js_graphs_nodes_are_spans_of_the_run_too() {
+    let config = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/js-graphs/langgraph.json"
+    );
+    one_trace(config, None);
+}
+
+/// A traced request's run of the `steps` graph `config` serves, on the binary: `dev`,
+/// or `start` on `database_url`.
+fn one_trace(config: &str, database_url: Option<&str>) {
+    let python = std::env::var("SERVICE_PYTHON").expect(
+        "set SERVICE_PYTHON to a Python with langgraph installed (scripts/test makes e2e/.venv)",
+    );
+    let received = Shared::default();
+    let url = receiver(Arc::clone(&received));
+    let mut env = vec![
+        ("SERVICE_PYTHON", python.as_str()),
+        ("SERVICE_PYTHON_WORKERS", "1"),
+        ("SERVICE_NODE_WORKERS", "1"),
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", url.as_str()),
+        ("OTEL_SERVICE_NAME", "traces-test"),
+        // Exported every 100 ms rather than every 5 s.
+        ("OTEL_BSP_SCHEDULE_DELAY", "100"),
+    ];
+    let mode = match database_url {
+        Some(database_url) => {
+            env.push(("DATABASE_URL", database_url));
+            "start"
+        }
+        None => "dev",
+    };
+    let server = spawn(&[mode, "--port", "0", "--config", config], &env);
+    let thread = request(&server, "POST", "/threads", Some(json!({})));
+    let thread_id = thread["thread_id"].as_str().unwrap();
+
+    // The caller's own span, which the request's span must be a child of.
+    let trace_id = "4bf92f3577b34da6a3ce929d0e0e4736";
+    let caller_span = "00f067aa0ba902b7";
+    let traceparent = format!("00-{trace_id}-{caller_span}-01");
+    let answer = call(
+        &server,
+        "POST",
+        &format!("/threads/{thread_id}/runs/wait"),
+        &[("traceparent", &traceparent)],
+        Some(json!({
+            "assistant_id": "steps",
+            "input": {"n": 2},
+            "webhook": format!("{url}/hook"),
+        })),
+    );
+    assert_eq!(answer.status, 200, "{:?}", answer.body);
+    assert_eq!(answer.body["count"], 2, "{:?}", answer.body);
+
+    let in_trace = |received: &Received| -> Vec<Exported> {
+        received
+            .spans
+            .iter()
+            .filter(|span| span.trace_id == trace_id)
+            .cloned()
+            .collect()
+    };
+    received_when(&received, |received| {
+        let spans = in_trace(received);
+        !received.webhooks.is_empty()
+            && spans.iter().any(|span| span.name == "webhook.deliver")
+            && spans.iter().filter(|span| span.name == "node step").count() == 2
+            && spans.iter().any(|span| span.name.starts_with("POST "))
+    });
+    let received = received.lock().unwrap();
+    let spans = in_trace(&received);
+    let named = |name: &str| -> &Exported {
+        spans
+            .iter()
+            .find(|span| span.name == name)
+            .unwrap_or_else(|| panic!("no span {name} in {spans:#?}"))
+    };
+    let by_id: HashMap<&str, &Exported> = spans
+        .iter()
+        .map(|span| (span.span_id.as_str(), span))
+        .collect();
+    // Whether `ancestor` is `span`'s parent, or its parent's, and so on.
+    let descends = |span: &Exported, ancestor: &Exported| {
+        let mut at = span;
+        while let Some(parent) = by_id.get(at.parent_span_id.as_str()) {
+            if parent.span_id == ancestor.span_id {
+                return true;
+            }
+            at = parent;
+        }
+        false
+    };
+
+    let request_span = named("POST /threads/{thread_id}/runs/wait");
+    assert_eq!(request_span.parent_span_id, caller_span);
+    assert_eq!(
+        request_span
+            .attributes
+            .get("http.route")
+            .map(String::as_str),
+        Some("/threads/{thread_id}/runs/wait")
+    );
+    assert_eq!(
+        request_span
+            .attributes
+            .get("http.response.status_code")
+            .map(String::as_str),
+        Some("200")
+    );
+    assert_eq!(request_span.service_name, "traces-test");
+
+    let create = named("run.create");
+    assert!(descends(create, request_span), "{spans:#?}");
+    assert!(
+        spans
+            .iter()
+            .any(|span| span.name.starts_with("store.runs.") && descends(span, request_span)),
+        "the run's insert is a store call of the request: {spans:#?}"
+    );
+
+    // Executed by a worker task, after the request's trace context was stored with it.
+    let run = named("run");
+    assert!(descends(run, request_span), "{spans:#?}");
+    assert_eq!(
+        run.attributes.get("thread_id").map(String::as_str),
+        Some(thread_id)
+    );
+    assert_eq!(
+        run.attributes.get("graph_id").map(String::as_str),
+        Some("steps")
+    );
+    let nodes: Vec<&Exported> = spans.iter().filter(|s| s.name == "node step").collect();
+    for node in &nodes {
+        assert!(descends(node, run), "{spans:#?}");
+        assert_eq!(
+            node.attributes.get("langgraph.node").map(String::as_str),
+            Some("step")
+        );
+    }
+    // The Python worker's checkpoint writes come back to the server's saver, in the run.
+    assert!(
+        spans
+            .iter()
+            .any(|span| span.name.starts_with("checkpoint.put") && descends(span, run)),
+        "{spans:#?}"
+    );
+    assert!(
+        spans
+            .iter()
+            .any(|span| span.name.starts_with("store.runs.settle") && descends(span, run)),
+        "{spans:#?}"
+    );
+
+    // The webhook's POST names the delivery's span, so the receiver continues the trace.
+    let delivery = named("webhook.deliver");
+    assert!(descends(delivery, run), "{spans:#?}");
+    let sent = received.webhooks[0]
+        .get("traceparent")
+        .expect("the webhook carries a traceparent")
+        .to_str()
+        .unwrap();
+    assert_eq!(sent, format!("00-{trace_id}-{}-01", delivery.span_id));
+}
