@@ -7,6 +7,7 @@ mod config;
 mod env;
 mod graphs;
 mod heap;
+mod log;
 mod metrics;
 mod serve;
 mod server;
@@ -14,4 +15,5 @@ mod settings;
 
 pub use cli::{Mode, ServeArgs};
 pub use env::ConfigError;
+pub use log::{ConsoleLogger, LogFormat, Logger};
 pub use server::Server;

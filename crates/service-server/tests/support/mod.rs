@@ -161,7 +161,18 @@ pub fn call(
     headers: &[(&str, &str)],
     body: Option<Value>,
 ) -> Reply {
-    let mut stream = TcpStream::connect(&instance.address).unwrap();
+    call_at(&instance.address, method, path, headers, body)
+}
+
+/// [`call`] to a server at `address`.
+pub fn call_at(
+    address: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Option<Value>,
+) -> Reply {
+    let mut stream = TcpStream::connect(address).unwrap();
     let body = body.map(|body| body.to_string()).unwrap_or_default();
     let mut head = format!(
         "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n",
