@@ -289,64 +289,90 @@ pub(crate) struct Activity {
     seen: HashSet<String>,
 }
 
+/// A tool call or a tool's result, as the activity log names it.
+#[derive(Debug, PartialEq)]
+enum ToolStep {
+    Call {
+        tool: String,
+        id: String,
+        args: String,
+    },
+    Result {
+        tool: String,
+        id: String,
+        content: String,
+    },
+}
+
 impl Activity {
     /// Logs the tool calls and results `chunk` shows for the first time.
     pub(crate) fn observe(&mut self, run: &Run, chunk: &Chunk) {
-        let data = chunk.data();
-        let mut messages = Vec::new();
-        collect_messages(&data, &mut messages, 0);
-        for message in messages {
-            self.message(run, message);
-        }
-    }
-
-    fn message(&mut self, run: &Run, message: &Value) {
-        let kind = message.get("type").and_then(Value::as_str).unwrap_or("");
-        // Streamed pieces carry partial arguments; the whole message follows.
-        if kind.ends_with("Chunk") {
-            return;
-        }
-        if let Some(calls) = message.get("tool_calls").and_then(Value::as_array) {
-            for call in calls {
-                let id = call.get("id").and_then(Value::as_str).unwrap_or("");
-                let name = call.get("name").and_then(Value::as_str).unwrap_or("");
-                if name.is_empty() || !self.seen.insert(format!("call:{id}:{name}")) {
-                    continue;
-                }
-                let args = call.get("args").map(clipped).unwrap_or_default();
-                tracing::info!(
+        for step in self.steps(&chunk.data()) {
+            match step {
+                ToolStep::Call { tool, id, args } => tracing::info!(
                     target: ACTIVITY_TARGET,
                     run_id = %run.run_id,
                     thread_id = %run.thread_id,
                     assistant_id = %run.assistant_id,
-                    tool = name,
+                    tool,
                     tool_call_id = id,
                     args,
                     "tool call"
-                );
+                ),
+                ToolStep::Result { tool, id, content } => tracing::info!(
+                    target: ACTIVITY_TARGET,
+                    run_id = %run.run_id,
+                    thread_id = %run.thread_id,
+                    assistant_id = %run.assistant_id,
+                    tool,
+                    tool_call_id = id,
+                    result = content,
+                    "tool result"
+                ),
             }
         }
-        if kind == "tool" {
-            let id = message
-                .get("tool_call_id")
-                .and_then(Value::as_str)
-                .unwrap_or("");
-            if !self.seen.insert(format!("result:{id}")) {
-                return;
+    }
+
+    /// The tool calls and results in a chunk's data not seen before.
+    fn steps(&mut self, data: &Value) -> Vec<ToolStep> {
+        let mut messages = Vec::new();
+        collect_messages(data, &mut messages, 0);
+        let mut steps = Vec::new();
+        for message in messages {
+            let text = |value: &Value, key: &str| {
+                value
+                    .get(key)
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned()
+            };
+            let kind = text(message, "type");
+            // Streamed pieces carry partial arguments; the whole message follows.
+            if kind.ends_with("Chunk") {
+                continue;
             }
-            let name = message.get("name").and_then(Value::as_str).unwrap_or("");
-            let content = message.get("content").map(clipped).unwrap_or_default();
-            tracing::info!(
-                target: ACTIVITY_TARGET,
-                run_id = %run.run_id,
-                thread_id = %run.thread_id,
-                assistant_id = %run.assistant_id,
-                tool = name,
-                tool_call_id = id,
-                result = content,
-                "tool result"
-            );
+            for call in message
+                .get("tool_calls")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                let (tool, id) = (text(call, "name"), text(call, "id"));
+                if !tool.is_empty() && self.seen.insert(format!("call:{id}:{tool}")) {
+                    let args = call.get("args").map(clipped).unwrap_or_default();
+                    steps.push(ToolStep::Call { tool, id, args });
+                }
+            }
+            let id = text(message, "tool_call_id");
+            if kind == "tool" && self.seen.insert(format!("result:{id}")) {
+                steps.push(ToolStep::Result {
+                    tool: text(message, "name"),
+                    id,
+                    content: message.get("content").map(clipped).unwrap_or_default(),
+                });
+            }
         }
+        steps
     }
 }
 
@@ -418,6 +444,7 @@ pub(crate) fn interrupt_prompts(run: &Run, interrupts: &Value) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn frame_locations_of_rust_js_and_python_stacks() {
@@ -452,6 +479,36 @@ mod tests {
         assert!(frame.contains("     1 | a = 1"), "{frame}");
         assert!(code_frame("E: m\n    at node x").is_none());
         std::fs::remove_file(path).unwrap();
+    }
+
+    #[test]
+    fn each_tool_call_and_result_is_logged_once_however_often_streamed() {
+        let call = json!({"type": "ai", "content": "", "tool_calls": [
+            {"id": "c1", "name": "search", "args": {"q": "weather"}}
+        ]});
+        let result = json!({"type": "tool", "content": "sunny", "name": "search", "tool_call_id": "c1"});
+        let mut activity = Activity::default();
+        let partial = json!([{"type": "AIMessageChunk", "content": "", "tool_calls": [
+            {"id": "c1", "name": "search", "args": {}}
+        ]}, {}]);
+        assert_eq!(activity.steps(&partial), []);
+        assert_eq!(
+            activity.steps(&json!({"agent": {"messages": [call.clone()]}})),
+            [ToolStep::Call {
+                tool: "search".into(),
+                id: "c1".into(),
+                args: r#"{"q":"weather"}"#.into()
+            }]
+        );
+        assert_eq!(
+            activity.steps(&json!({"messages": [call, result]})),
+            [ToolStep::Result {
+                tool: "search".into(),
+                id: "c1".into(),
+                content: "sunny".into()
+            }],
+            "the call is not repeated"
+        );
     }
 
     #[test]

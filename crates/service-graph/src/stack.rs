@@ -9,9 +9,20 @@ use service_types::RunError;
 /// Frames kept: the innermost ones past the runtime's own, enough to reach the node.
 const MAX_FRAMES: usize = 24;
 
-/// Symbol prefixes of the standard library, the async runtime, the graph runtime and
-/// this capture: their frames say nothing about where a graph failed.
-const SKIPPED: [&str; 10] = [
+/// Source paths of code that is never where a graph failed: the standard library,
+/// crates from a registry or git (the async runtime among them), the graph runtime and
+/// the engine driving it.
+const SKIPPED_PATHS: [&str; 5] = [
+    "/rustc/",
+    "/.cargo/registry/",
+    "/.cargo/git/",
+    "service-stategraph/src/",
+    "service-engine/src/",
+];
+
+/// Symbol prefixes of the same code, for frames without a location (a build without
+/// line tables).
+const SKIPPED: [&str; 8] = [
     "std::",
     "core::",
     "alloc::",
@@ -19,8 +30,6 @@ const SKIPPED: [&str; 10] = [
     "futures_util::",
     "futures_core::",
     "__rust",
-    "service_graph::stack::capture_stack",
-    "service_graph::stack::with_captured_stack",
     "service_stategraph::",
 ];
 
@@ -31,7 +40,7 @@ const SKIPPED: [&str; 10] = [
 pub fn capture_stack(error: &RunError) -> String {
     let backtrace = Backtrace::force_capture().to_string();
     let mut stack = format!("{}: {}", error.error, error.message);
-    for (symbol, location) in frames(&backtrace).take(MAX_FRAMES) {
+    for (symbol, location) in frames(&backtrace).into_iter().take(MAX_FRAMES) {
         stack.push_str("\n    at ");
         stack.push_str(symbol);
         if let Some(location) = location {
@@ -53,27 +62,45 @@ pub fn with_captured_stack(error: RunError) -> RunError {
 }
 
 /// The frames of `std::backtrace::Backtrace`'s text (`  N: symbol` lines, each
-/// optionally followed by `at file:line:col`), runtime frames skipped.
-fn frames(backtrace: &str) -> impl Iterator<Item = (&str, Option<&str>)> {
+/// optionally followed by `at file:line:col`) that are the caller's own: those with a
+/// location outside the skipped paths or, when no frame has one, those whose symbol
+/// is not the runtime's. The capture's own frames are left out.
+fn frames(backtrace: &str) -> Vec<(&str, Option<&str>)> {
+    let mut all = Vec::new();
     let mut lines = backtrace.lines().map(str::trim).peekable();
-    std::iter::from_fn(move || {
-        loop {
-            let line = lines.next()?;
-            let Some((number, symbol)) = line.split_once(": ") else {
-                continue;
-            };
-            if number.is_empty() || !number.bytes().all(|b| b.is_ascii_digit()) {
-                continue;
-            }
-            let location = lines
-                .next_if(|next| next.starts_with("at "))
-                .map(|at| &at[3..]);
-            if skipped(symbol) {
-                continue;
-            }
-            return Some((symbol, location));
+    while let Some(line) = lines.next() {
+        let Some((number, symbol)) = line.split_once(": ") else {
+            continue;
+        };
+        if number.is_empty() || !number.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
         }
-    })
+        let location = lines
+            .next_if(|next| next.starts_with("at "))
+            .map(|at| &at[3..]);
+        if !is_capture(symbol) {
+            all.push((symbol, location));
+        }
+    }
+    let located: Vec<_> = all
+        .iter()
+        .filter(|(_, location)| {
+            location.is_some_and(|at| !SKIPPED_PATHS.iter().any(|path| at.contains(path)))
+        })
+        .copied()
+        .collect();
+    if !located.is_empty() {
+        return located;
+    }
+    all.retain(|(symbol, _)| !skipped(symbol));
+    all
+}
+
+/// Whether a frame is this capture's own (inlined frames are named without a path).
+fn is_capture(symbol: &str) -> bool {
+    let name = symbol.split('<').next().unwrap_or(symbol);
+    let name = name.rsplit("::").next().unwrap_or(name);
+    matches!(name, "capture_stack" | "with_captured_stack")
 }
 
 /// Whether a frame is the runtime's: its path starts with a skipped crate, or it is
@@ -112,21 +139,28 @@ mod tests {
     }
 
     #[test]
-    fn runtime_frames_are_skipped_and_locations_kept() {
-        let text = "   0: std::backtrace::Backtrace::force_capture\n             at /rustc/x/library/std/src/backtrace.rs:312:9\n   1: my_graph::nodes::explode::{{closure}}\n             at ./src/nodes.rs:12:5\n   2: tokio::runtime::task::poll\n   3: <F as core::future::future::Future>::poll\n   4: <my_graph::Agent as service_graph::AgentGraph>::stream\n   5: main\n";
-        let frames: Vec<_> = frames(text).collect();
+    fn the_callers_located_frames_are_kept() {
+        let text = "   0: std::backtrace::Backtrace::force_capture\n             at /rustc/x/library/std/src/backtrace.rs:312:9\n   1: capture_stack\n             at ./crates/service-graph/src/stack.rs:32:21\n   2: my_graph::nodes::explode::{{closure}}\n             at ./src/nodes.rs:12:5\n   3: {async_block#0}\n             at ./crates/service-stategraph/src/graph.rs:146:42\n   4: poll<F>\n             at /home/me/.cargo/registry/src/index/tokio-1/src/task.rs:1:1\n   5: main\n";
         assert_eq!(
-            frames,
+            frames(text),
+            [(
+                "my_graph::nodes::explode::{{closure}}",
+                Some("./src/nodes.rs:12:5")
+            )]
+        );
+    }
+
+    #[test]
+    fn without_locations_the_runtimes_symbols_are_skipped() {
+        let text = "   0: std::backtrace::Backtrace::force_capture\n   1: service_graph::stack::capture_stack\n   2: my_graph::explode\n   3: tokio::runtime::task::poll\n   4: <F as core::future::future::Future>::poll\n   5: <my_graph::Agent as service_graph::AgentGraph>::stream\n";
+        assert_eq!(
+            frames(text),
             [
-                (
-                    "my_graph::nodes::explode::{{closure}}",
-                    Some("./src/nodes.rs:12:5")
-                ),
+                ("my_graph::explode", None),
                 (
                     "<my_graph::Agent as service_graph::AgentGraph>::stream",
                     None
-                ),
-                ("main", None)
+                )
             ]
         );
     }

@@ -158,8 +158,23 @@ fn a_failed_run_prints_its_block_with_ids_node_error_cause_and_stack() {
     ] {
         assert!(block.contains(&part), "{part:?} missing from:\n{block}");
     }
-    // The node's own code, not the runtime's, is where the stack starts.
-    assert!(block.contains("service_example_graphs::fail"), "{block}");
+    // The stack starts at the node's own code, not the runtime's, and the code frame
+    // shows the line that made the error.
+    let stack = &block[block.find("\n  stack\n").unwrap()..];
+    let first_frame = stack.lines().nth(3).unwrap_or_default();
+    assert!(
+        first_frame.contains("service_example_graphs::fail")
+            && first_frame.contains("examples/graphs/src/fail.rs:"),
+        "{block}"
+    );
+    let frame = &block[block.find("\n  code frame\n").expect("a code frame")..];
+    assert!(frame.contains("examples/graphs/src/fail.rs:"), "{block}");
+    assert!(
+        frame
+            .lines()
+            .any(|line| line.trim_start().starts_with('>') && line.contains("\"boom\"")),
+        "{block}"
+    );
 }
 
 #[test]
