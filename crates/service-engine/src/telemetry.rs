@@ -486,7 +486,8 @@ mod tests {
         let call = json!({"type": "ai", "content": "", "tool_calls": [
             {"id": "c1", "name": "search", "args": {"q": "weather"}}
         ]});
-        let result = json!({"type": "tool", "content": "sunny", "name": "search", "tool_call_id": "c1"});
+        let result =
+            json!({"type": "tool", "content": "sunny", "name": "search", "tool_call_id": "c1"});
         let mut activity = Activity::default();
         let partial = json!([{"type": "AIMessageChunk", "content": "", "tool_calls": [
             {"id": "c1", "name": "search", "args": {}}
