@@ -154,10 +154,10 @@ impl Settler {
             }
             telemetry::report_failure(&run, graph_id, failure);
         }
-        if let Some(error) = &error {
-            if let Err(frame_error) = self.frames.publish_run_frame(&run, "error", error).await {
-                tracing::error!(run_id = %run.run_id, error = %frame_error, "publishing the run's error failed");
-            }
+        if let Some(error) = &error
+            && let Err(frame_error) = self.frames.publish_run_frame(&run, "error", error).await
+        {
+            tracing::error!(run_id = %run.run_id, error = %frame_error, "publishing the run's error failed");
         }
         let webhook = options
             .as_ref()
