@@ -18,6 +18,7 @@ use service_store::Store;
 use crate::coordination::{Coordinator, ThreadClaim};
 use crate::frames::{Frames, MessageAccumulator, chunk_frames};
 use crate::run_options::RunOptions;
+use crate::telemetry::{Activity, Failure, Observers};
 
 /// The most frames of ready chunks published in one bus call. Larger batches raise a
 /// networked bus's throughput further but hold back other runs' first frames behind
@@ -29,29 +30,31 @@ const READY_FRAMES: usize = 6;
 #[derive(Debug)]
 pub(crate) enum Ending {
     Completed,
-    Failed(RunError),
+    Failed(Failure),
     Cancelled,
     TimedOut,
 }
 
 /// What driving a run left: how it ended, the graph (to read the state it ended in),
-/// its last reply declaration, and the thread's execution claim, held until the run
-/// is settled.
+/// its last reply declaration, the frames it published, and the thread's execution
+/// claim, held until the run is settled.
 pub(crate) struct Driven {
     pub(crate) ending: Ending,
     pub(crate) graph: Option<Arc<dyn AgentGraph>>,
     /// What the graph last declared as the webhook's `reply`.
     pub(crate) reply: Option<Value>,
+    pub(crate) frames: usize,
     pub(crate) claim: Option<Box<dyn ThreadClaim>>,
 }
 
 impl Driven {
     /// A run that ended before its graph could be driven.
-    pub(crate) fn failed(error: RunError) -> Self {
+    pub(crate) fn failed(failure: Failure) -> Self {
         Self {
-            ending: Ending::Failed(error),
+            ending: Ending::Failed(failure),
             graph: None,
             reply: None,
+            frames: 0,
             claim: None,
         }
     }
@@ -75,6 +78,8 @@ pub(crate) struct Driver {
     pub(crate) long_term: Arc<dyn LongTermStore>,
     pub(crate) frames: Frames,
     pub(crate) run_timeout: Option<Duration>,
+    /// Whether run activity is logged.
+    pub(crate) observers: Observers,
 }
 
 impl Driver {
@@ -120,7 +125,7 @@ impl Driver {
                 cancel.cancel();
                 let error = RunError::new("ExecutionClaimError", error.chain());
                 Driven {
-                    ending: Ending::Failed(error),
+                    ending: Ending::Failed(Failure::of(error)),
                     ..driving.await
                 }
             }
@@ -137,12 +142,17 @@ impl Driver {
         let graph_id = options.graph_id().unwrap_or_default();
         let graph = match self.graphs.load(graph_id).await {
             Ok(graph) => graph,
-            Err(error) => return Driven::failed(error.to_run_error()),
+            Err(error) => return Driven::failed(Failure::of_graph(error, graph_id)),
         };
-        let ended = |ending, reply| Driven {
+        let mut activity = self.observers.logs_activity().then(|| {
+            crate::telemetry::run_started(run, graph_id);
+            Activity::default()
+        });
+        let ended = |ending, reply, frames| Driven {
             ending,
             graph: Some(Arc::clone(&graph)),
             reply,
+            frames,
             claim: None,
         };
         let stream_options = options.stream_options();
@@ -164,7 +174,7 @@ impl Driver {
         };
         let mut chunks = match started {
             Ok(chunks) => chunks,
-            Err(error) => return ended(ending_of(error, &cancel), None),
+            Err(error) => return ended(ending_of(error, &cancel, graph_id), None, 0),
         };
         let mut messages = MessageAccumulator::default();
         let mut reply = None;
@@ -172,11 +182,13 @@ impl Driver {
         // The frames of the chunks the graph has ready at once go to the bus in one
         // call, made when it has no more ready (or enough piled up).
         let mut ready = Vec::new();
+        let mut published = 0;
         let consume = async {
             let outcome = loop {
                 let next = match chunks.next().now_or_never() {
                     Some(next) if ready.len() < READY_FRAMES => next,
                     polled => {
+                        published += ready.len();
                         self.frames
                             .publish_frames(run, std::mem::take(&mut ready))
                             .await;
@@ -191,15 +203,19 @@ impl Driver {
                 };
                 let chunk = match item {
                     Ok(chunk) => chunk,
-                    Err(error) => break Err(ending_of(error, &cancel)),
+                    Err(error) => break Err(ending_of(error, &cancel, graph_id)),
                 };
+                if let Some(activity) = &mut activity {
+                    activity.observe(run, &chunk);
+                }
                 if captures_reply && let Some(declared) = reply_declaration(&chunk) {
                     reply = Some(declared);
                 }
                 if let Err(error) = chunk_frames(options, &chunk, &mut messages, &mut ready) {
-                    break Err(Ending::Failed(error.to_run_error()));
+                    break Err(Ending::Failed(Failure::of(error.to_run_error())));
                 }
             };
+            published += ready.len();
             self.frames
                 .publish_frames(run, std::mem::take(&mut ready))
                 .await;
@@ -223,8 +239,9 @@ impl Driver {
             }
         };
         // Frames the graph had made before a cancel or timeout cut the loop short.
+        published += ready.len();
         self.frames.publish_frames(run, ready).await;
-        ended(ending, reply)
+        ended(ending, reply, published)
     }
 
     /// Resolves when the store holds a cancel for this run recorded by another
@@ -259,11 +276,11 @@ fn reply_declaration(chunk: &Chunk) -> Option<Value> {
 }
 
 /// A graph error as the run's ending: a cancel, however the graph reports it, is one.
-fn ending_of(error: GraphError, cancel: &CancellationToken) -> Ending {
+fn ending_of(error: GraphError, cancel: &CancellationToken, graph_id: &str) -> Ending {
     if matches!(error, GraphError::Cancelled) || cancel.is_cancelled() {
         Ending::Cancelled
     } else {
-        Ending::Failed(error.to_run_error())
+        Ending::Failed(Failure::of_graph(error, graph_id))
     }
 }
 

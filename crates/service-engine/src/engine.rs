@@ -23,6 +23,7 @@ use crate::items::ItemOps;
 use crate::metrics::EngineMetrics;
 use crate::scheduler::Scheduler;
 use crate::settle::Settler;
+use crate::telemetry::{Observers, TelemetrySink};
 use crate::webhooks::Webhooks;
 use crate::{EngineConfig, EngineError, ErrorKind};
 
@@ -120,6 +121,7 @@ impl Engine {
             fences: Arc::clone(&fences),
         }))?;
         let frames = Frames::new(Arc::clone(&parts.bus), parts.config.expose_stacks);
+        let observers = Observers::default();
         let metrics = EngineMetrics::default();
         if let Some(webhooks) = &parts.webhooks {
             webhooks.count_deliveries(metrics.deliveries.clone());
@@ -132,6 +134,7 @@ impl Engine {
             long_term: graph_store(items.clone()),
             frames: frames.clone(),
             run_timeout: parts.config.run_timeout,
+            observers: observers.clone(),
         };
         let settler = Settler {
             store: parts.store.clone(),
@@ -145,6 +148,7 @@ impl Engine {
             clock: Arc::clone(&parts.clock),
             run_timeout: parts.config.run_timeout,
             metrics: metrics.clone(),
+            observers,
         };
         Ok(Self {
             inner: Arc::new(Inner {
@@ -189,6 +193,20 @@ impl Engine {
     /// Turns stack exposure on or off (it may change after mounting).
     pub fn set_expose_stacks(&self, expose: bool) {
         self.inner.frames.set_expose_stacks(expose);
+    }
+
+    /// Registers a telemetry sink: it receives every run's `run.finished` event from
+    /// now on (SPEC "Telemetry").
+    pub fn add_telemetry_sink(&self, sink: Arc<dyn TelemetrySink>) {
+        self.inner.settler.observers.add_sink(sink);
+    }
+
+    /// Logs run activity (SPEC `logRunActivity`, the CLI's `--verbose`): each run's
+    /// start, its tool calls and results, and the interrupts it pauses on, as info
+    /// events of [`ACTIVITY_TARGET`](crate::telemetry::ACTIVITY_TARGET). Failures are
+    /// logged either way.
+    pub fn log_run_activity(&self, on: bool) {
+        self.inner.settler.observers.set_log_activity(on);
     }
 
     /// Registered graph ids.
@@ -239,7 +257,7 @@ impl Engine {
             .await
             .map_err(|error| match error {
                 GraphError::LoadFailed { graph_id, reason } => {
-                    tracing::error!(graph_id, reason, "graph failed to load");
+                    crate::telemetry::report_load_failure(&graph_id, &reason);
                     EngineError::graph_load_failed(&graph_id, &reason, self.exposes_stacks())
                 }
                 other => EngineError::from(other),

@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use prometheus_client::registry::Registry;
+use service_graph::GraphError;
 use service_store::ActiveRunsQuery;
 use service_types::RunStatus;
 
@@ -15,6 +16,30 @@ impl Engine {
         self.inner.store.ping().await.map_err(|error| {
             EngineError::new(ErrorKind::Unavailable, "The store did not answer").with_source(error)
         })
+    }
+}
+
+impl Engine {
+    /// Loads every registered graph once, all at once, and reports each one that
+    /// cannot load (SPEC: a load-failure block per graph at startup); returns their
+    /// ids. The others keep serving, and a failed one's routes answer
+    /// `graph_load_failed`.
+    pub async fn probe_graphs(&self) -> Vec<String> {
+        let ids = self.graph_ids();
+        let loads = ids.iter().map(|graph_id| async move {
+            (graph_id, self.inner.graphs.load(graph_id).await.err())
+        });
+        let mut failed = Vec::new();
+        for (graph_id, error) in futures::future::join_all(loads).await {
+            let Some(error) = error else { continue };
+            let reason = match error {
+                GraphError::LoadFailed { reason, .. } => reason,
+                other => other.to_string(),
+            };
+            crate::telemetry::report_load_failure(graph_id, &reason);
+            failed.push(graph_id.clone());
+        }
+        failed
     }
 }
 

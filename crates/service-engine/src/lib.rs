@@ -37,6 +37,7 @@ mod scheduler;
 mod settle;
 mod state_edit;
 mod sweep;
+pub mod telemetry;
 mod threads;
 pub mod views;
 mod webhooks;

@@ -72,7 +72,7 @@ impl Engine {
             "ExecutorLost",
             "The instance executing this run stopped before it finished",
         );
-        tracing::error!(run_id = %run.run_id, thread_id = %run.thread_id, "recovering a run whose executor is gone");
+        tracing::error!(run_id = %run.run_id, thread_id = %run.thread_id, assistant_id = %run.assistant_id, "recovering a run whose executor is gone");
         // It started, so its webhook reports the failure.
         let webhook = RunOptions::decode(run)
             .ok()

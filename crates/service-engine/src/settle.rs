@@ -20,6 +20,7 @@ use crate::frames::Frames;
 use crate::outcome::{pending_interrupts, result_body, snapshot_mirror};
 use crate::run_options::RunOptions;
 use crate::scheduler::NextRun;
+use crate::telemetry::{self, Failure, Observers, RunEvent, RunFinished};
 
 /// A run whose graph was driven, ready to settle.
 #[derive(Debug)]
@@ -61,6 +62,8 @@ pub(crate) struct Settler {
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) run_timeout: Option<Duration>,
     pub(crate) metrics: crate::metrics::EngineMetrics,
+    /// Telemetry sinks and the run-activity switch.
+    pub(crate) observers: Observers,
 }
 
 impl Settler {
@@ -81,6 +84,7 @@ impl Settler {
             ending,
             graph,
             reply,
+            frames,
             // Held until the run is settled and mirrored: a crash before then leaves
             // a run that recovery must see as orphaned.
             claim,
@@ -90,21 +94,25 @@ impl Settler {
             .as_ref()
             .and_then(RunOptions::graph_id)
             .unwrap_or_default();
-        let (status, error) = match &ending {
+        let (status, mut failure) = match &ending {
             Ending::Completed => (RunStatus::Success, None),
-            Ending::Failed(error) => (RunStatus::Error, Some(error.clone())),
+            Ending::Failed(failure) => (RunStatus::Error, Some(failure.clone())),
             Ending::Cancelled => (RunStatus::Cancelled, None),
             Ending::TimedOut => (
                 RunStatus::Timeout,
-                Some(RunError::new(
+                Some(Failure::of(RunError::new(
                     "TimeoutError",
                     format!(
                         "Run exceeded the run timeout of {} ms",
                         self.run_timeout.map_or(0, |t| t.as_millis())
                     ),
-                )),
+                ))),
             ),
         };
+        // What clients get (row, frame, wait body): stacks only when exposed.
+        let error = failure
+            .as_ref()
+            .map(|failure| self.frames.client_error(&failure.error));
         // A stopped run's graph may still be working (a Python node sleeping in a
         // thread); whatever it stores from now on is refused, and what it is storing
         // lands before the rollback below.
@@ -135,22 +143,21 @@ impl Settler {
             && snapshot
                 .as_ref()
                 .is_some_and(|snapshot| snapshot.is_paused());
-        if let Some(error) = &error {
-            tracing::error!(
-                run_id = %run.run_id,
-                thread_id = %thread_id,
-                graph_id,
-                error = %error.chain_summary(),
-                "run failed"
-            );
-            let client_error = self.frames.client_error(error);
-            if let Err(frame_error) = self
-                .frames
-                .publish_run_frame(&run, "error", &client_error)
-                .await
+        if let Some(failure) = &mut failure {
+            // The node comes from the graph's error or, for a runtime that does not say
+            // (the Python and JS bridges), from the failed task of the state read above
+            // for the thread's mirror: no read of its own.
+            if failure.node.is_none()
+                && (telemetry::failure_report_listened() || self.observers.has_sinks())
             {
-                tracing::error!(run_id = %run.run_id, error = %frame_error, "publishing the run's error failed");
+                failure.node = snapshot.as_ref().and_then(telemetry::failed_node);
             }
+            telemetry::report_failure(&run, graph_id, failure);
+        }
+        if let Some(error) = &error
+            && let Err(frame_error) = self.frames.publish_run_frame(&run, "error", error).await
+        {
+            tracing::error!(run_id = %run.run_id, error = %frame_error, "publishing the run's error failed");
         }
         let webhook = options
             .as_ref()
@@ -248,12 +255,13 @@ impl Settler {
         self.callbacks
             .send(delivery_id, unrecorded_webhook, final_status, paused);
         let body = match (final_status, &error) {
-            (RunStatus::Error, Some(error)) => {
-                json!({ "__error__": self.frames.client_error(error) })
-            }
+            (RunStatus::Error, Some(error)) => json!({ "__error__": error }),
             _ => match snapshot {
                 Some(snapshot) => {
                     let interrupts = pending_interrupts(&snapshot);
+                    if paused && self.observers.logs_activity() {
+                        telemetry::interrupt_prompts(&run, &json!(interrupts));
+                    }
                     result_body(Some(snapshot.values), &interrupts)
                 }
                 None => json!({}),
@@ -262,14 +270,36 @@ impl Settler {
         self.frames.publish_outcome(run.run_id, &body).await;
         self.frames.close_run(run.run_id).await;
         self.frames.publish_run_done(thread_id, run.run_id).await;
+        let duration = started.elapsed();
         tracing::info!(
             run_id = %run.run_id,
             thread_id = %thread_id,
+            assistant_id = %run.assistant_id,
             graph_id,
             status = final_status.as_str(),
-            elapsed_ms = started.elapsed().as_millis() as u64,
+            elapsed_ms = duration.as_millis() as u64,
+            frames,
             "run finished"
         );
+        if self.observers.has_sinks() {
+            let (node, original, graph_error) = match failure {
+                Some(failure) => (failure.node, Some(failure.error), failure.source),
+                None => (None, None, None),
+            };
+            self.observers.emit(&RunEvent::Finished(RunFinished {
+                run_id: run.run_id,
+                thread_id,
+                assistant_id: run.assistant_id,
+                graph_id: graph_id.to_owned(),
+                status: final_status,
+                duration,
+                frames,
+                error,
+                node,
+                original,
+                graph_error,
+            }));
+        }
         if discard_thread {
             self.discard_run_thread(thread_id).await;
         }

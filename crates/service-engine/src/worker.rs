@@ -181,7 +181,10 @@ impl Engine {
                 let driven = driving.await;
                 (Some(options), driven)
             }
-            Err(error) => (None, Driven::failed(error.to_run_error())),
+            Err(error) => (
+                None,
+                Driven::failed(crate::telemetry::Failure::of(error.to_run_error())),
+            ),
         };
         let run_id = run.run_id;
         // A stateless run's thread goes: it hands over no run of that thread.

@@ -17,6 +17,7 @@ mod input;
 mod resolver;
 mod snapshot;
 mod source;
+mod stack;
 mod store;
 pub mod trace_context;
 
@@ -33,4 +34,5 @@ pub use resolver::{GraphLoader, GraphRegistry, GraphResolver};
 pub use service_types::NodeSelection;
 pub use snapshot::{StateSnapshot, TaskSnapshot};
 pub use source::GraphSource;
+pub use stack::{capture_stack, with_captured_stack};
 pub use store::LongTermStore;

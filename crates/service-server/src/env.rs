@@ -12,7 +12,7 @@ use std::time::Duration;
 pub struct ConfigError(pub String);
 
 /// The SERVICE_ knobs this server reads.
-const SUPPORTED: [&str; 25] = [
+const SUPPORTED: [&str; 26] = [
     "SERVICE_RUN_CONCURRENCY",
     "SERVICE_RUN_TIMEOUT_MS",
     "SERVICE_SHUTDOWN_GRACE_MS",
@@ -38,6 +38,7 @@ const SUPPORTED: [&str; 25] = [
     "SERVICE_HEAP_WARN_PERCENT",
     "SERVICE_HEAP_SAMPLE_MS",
     "SERVICE_METRICS",
+    "SERVICE_LOG_FORMAT",
 ];
 
 /// Knob values; `None` where the variable is unset (or empty).
@@ -49,6 +50,8 @@ pub(crate) struct EnvKnobs {
     pub database_url: Option<String>,
     /// RUST_LOG.
     pub log_filter: Option<String>,
+    /// SERVICE_LOG_FORMAT.
+    pub log_format: Option<crate::log::LogFormat>,
     /// SERVICE_RUN_CONCURRENCY (alias N_JOBS_PER_WORKER).
     pub run_concurrency: Option<usize>,
     /// SERVICE_RUN_TIMEOUT_MS; `Some(None)` is off.
@@ -172,6 +175,13 @@ impl EnvKnobs {
         }
         knobs.database_url = get("DATABASE_URL").or_else(|| get("DATABASE_URI"));
         knobs.log_filter = get("RUST_LOG");
+        if let Some(text) = get("SERVICE_LOG_FORMAT") {
+            knobs.log_format = Some(crate::log::LogFormat::parse(&text).ok_or_else(|| {
+                ConfigError(format!(
+                    "SERVICE_LOG_FORMAT must be text or json, got {text:?}"
+                ))
+            })?);
+        }
         knobs.webhook_secret = get("SERVICE_WEBHOOK_SECRET");
         knobs.webhook_timeout_ms = get("SERVICE_WEBHOOK_TIMEOUT_MS");
         if let Some(text) = get("SERVICE_RUN_CONCURRENCY") {

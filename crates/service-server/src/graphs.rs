@@ -195,19 +195,8 @@ fn dotenv(path: &PathBuf) -> Result<Vec<(String, String)>, ConfigError> {
     Ok(vars)
 }
 
-/// The load-failure block of every graph the bridge's workers could not load.
-fn report_load_failures(bridge: &Bridge) {
-    for (graph_id, failure) in bridge.failures() {
-        tracing::error!(
-            "graph {graph_id} failed to load: {}\n{}",
-            failure.chain_summary(),
-            failure.stack.as_deref().unwrap_or_default()
-        );
-    }
-}
-
-/// Starts the Python workers; a graph that fails to import is reported in a
-/// load-failure block and stays listed (its routes answer `graph_load_failed`).
+/// Starts the Python workers; a graph that fails to import stays listed (its routes
+/// answer `graph_load_failed`) and is reported with the others by the boot's probe.
 pub(crate) async fn start_bridge(options: BridgeOptions) -> Result<Bridge, ConfigError> {
     let workers = options.workers;
     let bridge = Bridge::start(options)
@@ -215,12 +204,11 @@ pub(crate) async fn start_bridge(options: BridgeOptions) -> Result<Bridge, Confi
         .map_err(|error| ConfigError(error.to_string()))?;
     let (python, langgraph) = bridge.versions();
     tracing::info!("Python graphs: {workers} worker(s), Python {python}, langgraph {langgraph}");
-    report_load_failures(&bridge);
     Ok(bridge)
 }
 
-/// Starts the Node workers; like [`start_bridge`], a graph that fails to load is
-/// reported and stays listed.
+/// Starts the Node workers; like [`start_bridge`], a graph that fails to load stays
+/// listed.
 pub(crate) async fn start_node(options: NodeOptions) -> Result<Bridge, ConfigError> {
     let workers = options.workers;
     let bridge = service_node::start(options)
@@ -228,7 +216,6 @@ pub(crate) async fn start_node(options: NodeOptions) -> Result<Bridge, ConfigErr
         .map_err(|error| ConfigError(error.to_string()))?;
     let (node, langgraph) = bridge.versions();
     tracing::info!("JS graphs: {workers} worker(s), Node {node}, @langchain/langgraph {langgraph}");
-    report_load_failures(&bridge);
     Ok(bridge)
 }
 

@@ -8,6 +8,7 @@ mod config;
 mod env;
 mod graphs;
 mod heap;
+mod log;
 mod metrics;
 mod otel;
 mod serve;
@@ -17,4 +18,5 @@ mod ui;
 
 pub use cli::{Mode, ServeArgs};
 pub use env::ConfigError;
+pub use log::{ConsoleLogger, LogFormat, Logger};
 pub use server::Server;

@@ -2,7 +2,6 @@
 //! termination signal, then shut down within the grace period.
 
 use std::future::IntoFuture;
-use std::io::IsTerminal;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -14,31 +13,43 @@ use service_coordinator_postgres::{PgCoordinator, PgCoordinatorOptions};
 use service_engine::bus::MemoryBus;
 use service_engine::{Engine, EngineParts};
 use service_graph::{Checkpointer, GraphSource, InMemorySaver};
-use service_store::{Clock, StoreAdapter, SystemClock};
+use service_store::{Clock, SystemClock};
 use service_store_memory::{MemoryOptions, memory_store};
 use service_store_postgres::PostgresStore;
 use service_webhooks::{Dispatcher, Outbox};
 use tokio_util::sync::CancellationToken;
-use tracing_subscriber::EnvFilter;
 
 use crate::cli::Mode;
 use crate::env::ConfigError;
 use crate::graphs;
+use crate::server::Embedding;
 use crate::settings::{Database, ServerConfig};
 
-/// Serves `graphs` as `config` says until SIGINT or SIGTERM.
+/// Serves `graphs` as `config` says, with what the embedder handed the server, until
+/// SIGINT or SIGTERM.
 pub(crate) async fn serve(
     config: ServerConfig,
     graphs: Box<dyn GraphSource>,
-    dispatcher: Option<Arc<dyn Dispatcher>>,
-    store_adapter: Option<Arc<dyn StoreAdapter>>,
+    embedding: Embedding,
 ) -> Result<(), ConfigError> {
+    let Embedding {
+        dispatcher,
+        logger,
+        sinks,
+        store_adapter,
+    } = embedding;
     let traces = crate::otel::Tracing::from_env()?;
-    init_logging(
+    crate::log::init(
         &config.log_filter,
+        config.log_format,
+        &logger,
         traces.iter().map(crate::otel::Tracing::layer).collect(),
     );
-    for warning in &config.warnings {
+    for warning in config
+        .warnings
+        .iter()
+        .chain(&boot_warnings(&config, dispatcher.is_some()))
+    {
         tracing::warn!("{warning}");
     }
     for notice in &config.notices {
@@ -83,11 +94,6 @@ pub(crate) async fn serve(
         Some(bus) => bus.clone(),
         None => MemoryBus::new(engine_config.bus),
     };
-    if dispatcher.is_some() && !config.webhooks.secrets.is_empty() {
-        tracing::warn!(
-            "webhooks are signed and sent through a custom dispatcher: it must pass headers and body on unchanged or receivers will reject the signature"
-        );
-    }
     // Channel replies are deliveries of the outbox, sent through their providers.
     let dispatcher = match (config.channels.is_empty(), dispatcher) {
         (true, dispatcher) => dispatcher,
@@ -150,12 +156,6 @@ pub(crate) async fn serve(
         Some(database) => {
             let backend = postgres_backend(database, clock.clone()).await?;
             parts.pools = Some(backend.pools);
-            // SPEC: the store is durable, the retry schedule is not (no queue server).
-            if redis.is_none() {
-                tracing::warn!(
-                    "webhook retries are scheduled from the PostgreSQL outbox: a pending retry is not kept across a restart by a queue, but the delivery is picked up again at the next boot"
-                );
-            }
             let store = store_of(adapt(backend.store)?);
             let parts = EngineParts {
                 webhooks: webhooks(&store)?,
@@ -181,7 +181,9 @@ pub(crate) async fn serve(
                 Some(database) => {
                     let backend = PostgresStore::connect(database.options.clone(), clock.clone())
                         .await
-                        .map_err(|error| ConfigError(format!("cannot use the database: {error}")))?;
+                        .map_err(|error| {
+                            ConfigError(format!("cannot use the database: {error}"))
+                        })?;
                     tracing::info!("using PostgreSQL for the checkpointer, memory for the store");
                     parts.pools = Some(backend.pools().clone());
                     backend.checkpointer()
@@ -226,6 +228,13 @@ pub(crate) async fn serve(
         channels.check_assistants().await.map_err(ConfigError)?;
         http.channels = Some(channels);
     }
+    for sink in sinks {
+        engine.add_telemetry_sink(sink);
+    }
+    engine.log_run_activity(config.log_run_activity);
+    // Every graph is loaded once now: one that cannot load is reported in its block
+    // and the others serve.
+    engine.probe_graphs().await;
     engine.start();
 
     let mut app = service_axum::router_with(engine.clone(), http);
@@ -337,24 +346,24 @@ async fn postgres_backend(
     })
 }
 
-/// The log output, with `extra` layers (the trace exporter's) beside it.
-fn init_logging(filter: &str, extra: Vec<crate::otel::ExtraLayer>) {
-    use tracing_subscriber::Layer;
-    use tracing_subscriber::layer::SubscriberExt;
-    use tracing_subscriber::util::SubscriberInitExt;
-    // The filter is the log's own (per layer), so it does not hide spans from the
-    // exporter. A second initialisation (tests) is harmless; keep the first subscriber.
-    // Colours only for a terminal, not for a file or a log collector.
-    let log = tracing_subscriber::fmt::layer()
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_filter(EnvFilter::new(filter));
-    // No list when there is nothing in it: an empty list of layers would disable
-    // every event of the layers beside it (its interest is "never").
-    let extra = (!extra.is_empty()).then_some(extra);
-    let _ = tracing_subscriber::registry()
-        .with(extra)
-        .with(log)
-        .try_init();
+/// The boot warnings that depend on what the embedder handed over as well as on the
+/// configuration (SPEC: a signing key with a custom dispatcher; a durable store
+/// whose webhook retries are not durably scheduled).
+pub(crate) fn boot_warnings(config: &ServerConfig, custom_dispatcher: bool) -> Vec<String> {
+    let mut warnings = Vec::new();
+    if custom_dispatcher && !config.webhooks.secrets.is_empty() {
+        warnings.push(
+            "webhooks are signed and sent through a custom dispatcher: it must pass headers and body on unchanged or receivers will reject the signature"
+                .to_owned(),
+        );
+    }
+    if config.database.is_some() && config.queue.is_none() {
+        warnings.push(
+            "webhook retries are scheduled from the PostgreSQL outbox: a pending retry is not kept across a restart by a queue, but the delivery is picked up again at the next boot"
+                .to_owned(),
+        );
+    }
+    warnings
 }
 
 /// One log line per request: method, path, status, latency.

@@ -5,12 +5,14 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::Parser;
+use service_engine::telemetry::TelemetrySink;
 use service_graph::GraphSource;
 use service_store::StoreAdapter;
 use service_webhooks::Dispatcher;
 
 use crate::cli::{Cli, Mode, ServeArgs};
 use crate::env::ConfigError;
+use crate::log::{Logger, LoggerChoice};
 use crate::serve::serve;
 use crate::settings::ServerConfig;
 
@@ -33,8 +35,16 @@ use crate::settings::ServerConfig;
 /// ```
 pub struct Server {
     graphs: Box<dyn GraphSource>,
-    dispatcher: Option<Arc<dyn Dispatcher>>,
-    store_adapter: Option<Arc<dyn StoreAdapter>>,
+    embedding: Embedding,
+}
+
+/// What an embedder hands the server beside its graphs.
+#[derive(Default)]
+pub(crate) struct Embedding {
+    pub(crate) dispatcher: Option<Arc<dyn Dispatcher>>,
+    pub(crate) logger: LoggerChoice,
+    pub(crate) sinks: Vec<Arc<dyn TelemetrySink>>,
+    pub(crate) store_adapter: Option<Arc<dyn StoreAdapter>>,
 }
 
 impl fmt::Debug for Server {
@@ -48,16 +58,39 @@ impl Server {
     pub fn new(graphs: impl GraphSource + 'static) -> Self {
         Self {
             graphs: Box::new(graphs),
-            dispatcher: None,
-            store_adapter: None,
+            embedding: Embedding::default(),
         }
+    }
+
+    /// Logs through `logger` instead of the server's own output (SPEC Logging 2: an
+    /// injected logger wins over [`Server::without_logger`] and the default). The
+    /// filter (RUST_LOG, `--verbose`) still decides what reaches it.
+    pub fn logger(mut self, logger: Arc<dyn Logger>) -> Self {
+        self.embedding.logger = LoggerChoice::Injected(logger);
+        self
+    }
+
+    /// Installs no log subscriber (SPEC `logger: false`): the program's own, if it
+    /// installed one before serving, gets the server's `tracing` events. An injected
+    /// [`Server::logger`] still wins.
+    pub fn without_logger(mut self) -> Self {
+        if !matches!(self.embedding.logger, LoggerChoice::Injected(_)) {
+            self.embedding.logger = LoggerChoice::Off;
+        }
+        self
+    }
+
+    /// Hands every run's `run.finished` event to `sink` (SPEC "Telemetry").
+    pub fn telemetry_sink(mut self, sink: Arc<dyn TelemetrySink>) -> Self {
+        self.embedding.sinks.push(sink);
+        self
     }
 
     /// Sends webhook attempts through `dispatcher` instead of the built-in HTTP
     /// client. It must pass each attempt's headers and body on unchanged: the
     /// signature covers the body's exact bytes.
     pub fn webhook_dispatcher(mut self, dispatcher: Arc<dyn Dispatcher>) -> Self {
-        self.dispatcher = Some(dispatcher);
+        self.embedding.dispatcher = Some(dispatcher);
         self
     }
 
@@ -68,7 +101,7 @@ impl Server {
     /// `store.adapter` or `store.index`, or sets `store.ttl` without
     /// `"refresh_on_read": false` and an adapter that sweeps.
     pub fn store_adapter(mut self, adapter: Arc<dyn StoreAdapter>) -> Self {
-        self.store_adapter = Some(adapter);
+        self.embedding.store_adapter = Some(adapter);
         self
     }
 
@@ -102,6 +135,6 @@ impl Server {
         // from panicking.
         let names = std::env::vars_os().filter_map(|(name, _)| name.into_string().ok());
         let config = ServerConfig::resolve(mode, &args, names, |name| std::env::var(name).ok())?;
-        serve(config, self.graphs, self.dispatcher, self.store_adapter).await
+        serve(config, self.graphs, self.embedding).await
     }
 }

@@ -144,9 +144,12 @@ pub(crate) enum NodeErrorKind {
 }
 
 impl NodeError {
-    /// A failure with this RunError (name, message, cause chain).
+    /// A failure with this RunError (name, message, cause chain), and the stack of
+    /// where it was made, for the log (and clients, when stacks are exposed).
     pub fn failed(error: RunError) -> Self {
-        Self(NodeErrorKind::Failed(Box::new(error)))
+        Self(NodeErrorKind::Failed(Box::new(
+            service_graph::with_captured_stack(error),
+        )))
     }
 
     /// The pause signal [`NodeContext::interrupt`] returns; propagate it with `?`.
@@ -202,7 +205,8 @@ mod tests {
         let NodeError(NodeErrorKind::Failed(kept)) = NodeError::from(error.clone()) else {
             panic!("expected a failure");
         };
-        assert_eq!(*kept, error);
+        assert!(kept.stack.is_some(), "the stack of where it failed");
+        assert_eq!(kept.without_stacks(), error);
         let parse = serde_json::from_str::<Value>("{").unwrap_err();
         let NodeError(NodeErrorKind::Failed(named)) = NodeError::from(parse) else {
             panic!("expected a failure");

@@ -444,9 +444,11 @@ impl Run {
                     WRITE_INTERRUPT,
                     serde_json::to_value(raised).unwrap_or(Value::Null),
                 ),
+                // Checkpoints and task frames reach clients whatever the stack
+                // setting: the stack travels in the run's error alone.
                 Outcome::Failed(error) => (
                     WRITE_ERROR,
-                    serde_json::to_value(error).unwrap_or(Value::Null),
+                    serde_json::to_value(error.clone().without_stacks()).unwrap_or(Value::Null),
                 ),
             };
             task_writes.push((id.clone(), vec![(write.0.to_owned(), write.1)]));
@@ -465,10 +467,14 @@ impl Run {
                     self.emit
                         .task_finished(step, id, node, None, None, &interrupts);
                 }
-                Outcome::Failed(error) => {
-                    self.emit
-                        .task_finished(step, id, node, None, Some(error), &[])
-                }
+                Outcome::Failed(error) => self.emit.task_finished(
+                    step,
+                    id,
+                    node,
+                    None,
+                    Some(&error.clone().without_stacks()),
+                    &[],
+                ),
             }
         }
         let stops = outcomes

@@ -12,3 +12,4 @@ mod semantic;
 mod state;
 mod streams;
 mod support;
+mod telemetry;

@@ -99,21 +99,12 @@ pub fn spawn(args: &[&str], env: &[(&str, &str)]) -> Instance {
     Instance { child, address }
 }
 
-/// One HTTP/1.1 request; the JSON body of the answer.
+/// One HTTP/1.1 request; the JSON body of the answer, which must be a 200. (A wait
+/// whose result is not ready at once is answered chunked: [`call`] reads it whole.)
 pub fn request(instance: &Instance, method: &str, path: &str, body: Option<Value>) -> Value {
-    let mut stream = TcpStream::connect(&instance.address).unwrap();
-    let body = body.map(|body| body.to_string()).unwrap_or_default();
-    write!(
-        stream,
-        "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    let (head, body) = response.split_once("\r\n\r\n").unwrap();
-    assert!(head.starts_with("HTTP/1.1 200"), "{method} {path}: {head}");
-    serde_json::from_str(body).unwrap()
+    let reply = call(instance, method, path, &[], body);
+    assert_eq!(reply.status, 200, "{method} {path}: {reply:?}");
+    reply.body
 }
 
 /// Reads the server's log until it names the address it listens on.
@@ -161,7 +152,18 @@ pub fn call(
     headers: &[(&str, &str)],
     body: Option<Value>,
 ) -> Reply {
-    let mut stream = TcpStream::connect(&instance.address).unwrap();
+    call_at(&instance.address, method, path, headers, body)
+}
+
+/// [`call`] to a server at `address`.
+pub fn call_at(
+    address: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Option<Value>,
+) -> Reply {
+    let mut stream = TcpStream::connect(address).unwrap();
     let body = body.map(|body| body.to_string()).unwrap_or_default();
     let mut head = format!(
         "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n",
