@@ -139,9 +139,22 @@ impl<'de> Deserialize<'de> for Timestamp {
     }
 }
 
+/// In the OpenAPI document: a `date-time` string.
+impl utoipa::PartialSchema for Timestamp {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{KnownFormat, ObjectBuilder, SchemaFormat, Type};
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .format(Some(SchemaFormat::KnownFormat(KnownFormat::DateTime)))
+            .into()
+    }
+}
+
+impl utoipa::ToSchema for Timestamp {}
+
 /// Run configuration: `tags`, `recursion_limit`, `configurable`, and any other keys
 /// passed through untouched.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Config {
     /// Tags for tracing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -150,15 +163,17 @@ pub struct Config {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recursion_limit: Option<u32>,
     /// Free-form values; `thread_id`, `checkpoint_id`, `checkpoint_ns` are known keys.
+    #[schema(value_type = Option<Object>)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub configurable: Option<Metadata>,
     /// Unknown keys, kept so they round-trip.
+    #[schema(ignore)]
     #[serde(flatten)]
     pub extra: Metadata,
 }
 
 /// What to do when creating a resource whose id already exists.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum IfExists {
     /// Answer 409.
@@ -169,7 +184,7 @@ pub enum IfExists {
 }
 
 /// Sort direction of a search.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum SortOrder {
     /// Ascending.
