@@ -7,6 +7,7 @@
 //! route reads and answers. A route the table serves without an operation here fails
 //! the `every_route_has_an_operation` test.
 
+mod op;
 mod operations;
 
 use std::collections::BTreeMap;

@@ -8,160 +8,14 @@ use service_types::{
     Assistant, AssistantCreate, AssistantPatch, AssistantSearch, AssistantVersion,
     AssistantVersionsQuery, BulkCancel, CancelAction, Cron, CronCreate, CronPatch, CronSearch,
     Delivery, DeliveryStatus, EventStreamRequest, GraphSchema, HistoryQuery, Item, ProtocolCommand,
-    Run, RunCreate, RunStatus, SearchItem, SetLatest, StoreDelete, StoreListNamespaces, StorePut,
-    StoreSearch, Thread, ThreadCreate, ThreadPatch, ThreadPrune, ThreadSearch, ThreadState,
-    ThreadStateAtCheckpoint, ThreadStatePatch, ThreadStateUpdate,
+    ProtocolResponse, Run, RunCreate, RunStatus, SearchItem, SetLatest, StoreDelete,
+    StoreListNamespaces, StorePut, StoreSearch, Thread, ThreadCreate, ThreadPatch, ThreadPrune,
+    ThreadSearch, ThreadState, ThreadStateAtCheckpoint, ThreadStatePatch, ThreadStateUpdate,
 };
 
-use super::{Operation, Schemas};
+use super::op::{Op, any, array, integer, json_content, object, op, string};
+use super::{Operation, Schemas, reference};
 use crate::error::ErrorBody;
-
-/// One operation being described.
-struct Op {
-    method: Method,
-    path: &'static str,
-    body: serde_json::Map<String, Value>,
-    parameters: Vec<Value>,
-    responses: serde_json::Map<String, Value>,
-}
-
-/// The schema of a path parameter: run, thread, cron and delivery ids are UUIDs;
-/// an assistant is named by its UUID or its graph id.
-fn path_parameter(name: &str) -> Value {
-    let schema = match name {
-        "thread_id" | "run_id" | "cron_id" | "delivery_id" => {
-            json!({"type": "string", "format": "uuid"})
-        }
-        _ => json!({"type": "string"}),
-    };
-    let description = match name {
-        "assistant_id" => "The assistant's UUID, or a graph id for its system assistant.",
-        "graph_id" => "A graph id of the server's configuration.",
-        "namespace" => "A subgraph namespace (`|`-separated).",
-        "checkpoint_id" => "A checkpoint id of the thread.",
-        "route_name" => "A channel route's name.",
-        _ => "",
-    };
-    json!({"name": name, "in": "path", "required": true, "schema": schema,
-        "description": description})
-}
-
-fn op(method: Method, path: &'static str, tag: &str, summary: &str) -> Op {
-    let parameters = path
-        .split('/')
-        .filter_map(|segment| segment.strip_prefix('{')?.strip_suffix('}'))
-        .map(path_parameter)
-        .collect();
-    let mut body = serde_json::Map::new();
-    body.insert("tags".into(), json!([tag]));
-    body.insert("summary".into(), json!(summary));
-    let id = format!("{} {}", method.as_str().to_ascii_lowercase(), path);
-    body.insert("operationId".into(), json!(id));
-    Op {
-        method,
-        path,
-        body,
-        parameters,
-        responses: serde_json::Map::new(),
-    }
-}
-
-fn json_content(schema: Value) -> Value {
-    json!({"application/json": {"schema": schema}})
-}
-
-impl Op {
-    fn query(mut self, name: &str, schema: Value, description: &str) -> Self {
-        self.parameters
-            .push(json!({"name": name, "in": "query", "required": false,
-            "schema": schema, "description": description}));
-        self
-    }
-
-    fn flag(self, name: &str, description: &str) -> Self {
-        self.query(name, json!({"type": "boolean"}), description)
-    }
-
-    fn header(mut self, name: &str, description: &str) -> Self {
-        self.parameters
-            .push(json!({"name": name, "in": "header", "required": false,
-            "schema": {"type": "string"}, "description": description}));
-        self
-    }
-
-    /// A JSON request body; `required` when an absent body is refused.
-    fn body(mut self, schema: Value, required: bool) -> Self {
-        self.body.insert(
-            "requestBody".into(),
-            json!({"required": required, "content": json_content(schema)}),
-        );
-        self
-    }
-
-    fn reply(mut self, status: &str, description: &str, content: Option<Value>) -> Self {
-        let mut response = json!({"description": description});
-        if let Some(content) = content {
-            response["content"] = content;
-        }
-        self.responses.insert(status.into(), response);
-        self
-    }
-
-    fn ok(self, schema: Value) -> Self {
-        self.reply("200", "Success", Some(json_content(schema)))
-    }
-
-    fn empty(self, status: &str, description: &str) -> Self {
-        self.reply(status, description, None)
-    }
-
-    /// A `text/event-stream` answer: `event:`/`data:` frames as the streaming
-    /// contract names them.
-    fn stream(self, description: &str) -> Self {
-        self.reply(
-            "200",
-            description,
-            Some(json!({"text/event-stream": {"schema": {"type": "string"}}})),
-        )
-    }
-
-    /// Error answers are the one error body unless the route said otherwise.
-    fn done(mut self, error: &Value) -> Operation {
-        self.responses.entry("default").or_insert_with(
-            || json!({"description": "An error", "content": json_content(error.clone())}),
-        );
-        if !self.parameters.is_empty() {
-            self.body
-                .insert("parameters".into(), self.parameters.into());
-        }
-        self.body.insert("responses".into(), self.responses.into());
-        Operation {
-            method: self.method,
-            path: self.path,
-            body: self.body.into(),
-        }
-    }
-}
-
-fn string() -> Value {
-    json!({"type": "string"})
-}
-
-fn integer() -> Value {
-    json!({"type": "integer"})
-}
-
-fn array(items: Value) -> Value {
-    json!({"type": "array", "items": items})
-}
-
-fn object() -> Value {
-    json!({"type": "object"})
-}
-
-fn any() -> Value {
-    json!({})
-}
 
 /// Every operation of every route the table can serve.
 pub(super) fn all(s: &mut Schemas) -> Vec<Operation> {
@@ -242,10 +96,6 @@ pub(super) fn all(s: &mut Schemas) -> Vec<Operation> {
     ops.into_iter().map(|op| op.done(&error)).collect()
 }
 
-fn reference(name: &str) -> Value {
-    json!({"$ref": format!("#/components/schemas/{name}")})
-}
-
 fn json_rpc_request() -> Value {
     json!({"type": "object", "required": ["jsonrpc", "method"], "properties": {
         "jsonrpc": {"const": "2.0"},
@@ -318,8 +168,8 @@ fn meta(s: &mut Schemas) -> Vec<Op> {
         )
         .reply(
             "200",
-            "Prometheus text format",
-            Some(json!({"text/plain": {"schema": string()}})),
+            "The OpenMetrics text format",
+            Some(json!({"application/openmetrics-text": {"schema": string()}})),
         ),
         op(
             M::POST,
@@ -578,7 +428,12 @@ fn threads(s: &mut Schemas) -> Vec<Op> {
             "A protocol v2 command",
         )
         .body(s.of::<ProtocolCommand>(), true)
-        .ok(object()),
+        .ok(s.of::<ProtocolResponse>())
+        .reply(
+            "400",
+            "Not a command envelope",
+            Some(json_content(s.of::<ProtocolResponse>())),
+        ),
         op(
             M::POST,
             "/threads/{thread_id}/stream/events",

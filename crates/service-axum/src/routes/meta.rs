@@ -1,4 +1,4 @@
-//! `/ok`, `/info` and `/invoke/{graph_id}`.
+//! `/ok`, `/info`, `/openapi.json`, `/docs` and `/invoke/{graph_id}`.
 
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
