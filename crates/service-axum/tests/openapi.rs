@@ -306,6 +306,51 @@ async fn resource_schemas_require_the_fields_the_sdks_rely_on() {
     assert!(all.to_string().contains("\"*\""), "NodeSelection: {all}");
 }
 
+/// A creation links to the routes its answer's ids fill, so a client or a fuzzer can
+/// follow it; every link names an operation of the document.
+#[tokio::test]
+async fn creations_link_to_the_routes_of_what_they_created() {
+    let document = document(&support::app_with(RouterOptions::default()).await).await;
+    let paths = document["paths"].as_object().expect("paths");
+    let ids: BTreeSet<&str> = paths
+        .values()
+        .flat_map(|item| item.as_object().expect("path item").values())
+        .filter_map(|operation| operation["operationId"].as_str())
+        .collect();
+    let links = |path: &str| -> BTreeSet<String> {
+        let links = &paths[path]["post"]["responses"]["200"]["links"];
+        let links = links.as_object().cloned().unwrap_or_default();
+        for link in links.values() {
+            let target = link["operationId"].as_str().expect("operationId");
+            assert!(ids.contains(target), "{path} links to {target}");
+        }
+        links
+            .values()
+            .map(|link| link["operationId"].as_str().expect("id").to_owned())
+            .collect()
+    };
+    let thread = links("/threads");
+    assert!(thread.contains("get /threads/{thread_id}"), "{thread:?}");
+    assert!(
+        thread.contains("post /threads/{thread_id}/runs"),
+        "{thread:?}"
+    );
+    assert!(
+        !thread.iter().any(|id| id.contains("{run_id}")),
+        "{thread:?}"
+    );
+    let run = links("/threads/{thread_id}/runs");
+    assert!(
+        run.contains("get /threads/{thread_id}/runs/{run_id}"),
+        "{run:?}"
+    );
+    assert!(links("/runs/crons").contains("patch /runs/crons/{cron_id}"));
+    assert!(links("/assistants").contains("get /assistants/{assistant_id}/schemas"));
+    let run_link = &paths["/runs"]["post"]["responses"]["200"]["links"]["get__threads__thread_id__runs__run_id_"]
+        ["parameters"];
+    assert_eq!(run_link["run_id"], "$response.body#/run_id");
+}
+
 #[tokio::test]
 async fn disabled_routes_are_left_out_of_the_document() {
     let options = RouterOptions {

@@ -100,6 +100,7 @@ pub(crate) fn document(served: &[(Method, &str)]) -> Value {
             );
         }
     }
+    link_creations(&mut paths);
     json!({
         "openapi": "3.1.0",
         "info": {
@@ -112,6 +113,72 @@ pub(crate) fn document(served: &[(Method, &str)]) -> Value {
         "paths": paths,
         "components": { "schemas": schemas.0 },
     })
+}
+
+/// The ids each resource's answer carries, by schema name.
+const IDS: [(&str, &[&str]); 4] = [
+    ("Thread", &["thread_id"]),
+    ("Assistant", &["assistant_id"]),
+    ("Run", &["run_id", "thread_id", "assistant_id"]),
+    ("Cron", &["cron_id", "thread_id", "assistant_id"]),
+];
+
+/// OpenAPI links from each `POST` that answers one resource to every operation whose
+/// path parameters that answer's ids fill: a client (and schemathesis's stateful
+/// phase) can follow a creation into the routes of what it created.
+fn link_creations(paths: &mut BTreeMap<&str, Map<String, Value>>) {
+    let targets: Vec<(String, Vec<String>)> = paths
+        .iter()
+        .flat_map(|(path, item)| {
+            let parameters: Vec<String> = path
+                .split('/')
+                .filter_map(|segment| segment.strip_prefix('{')?.strip_suffix('}'))
+                .map(str::to_owned)
+                .collect();
+            item.values().filter_map(move |operation| {
+                let id = operation["operationId"].as_str()?.to_owned();
+                (!parameters.is_empty()).then(|| (id, parameters.clone()))
+            })
+        })
+        .collect();
+    for item in paths.values_mut() {
+        let Some(Value::Object(operation)) = item.get_mut("post") else {
+            continue;
+        };
+        let Some(answer) = operation
+            .get_mut("responses")
+            .and_then(|responses| responses.get_mut("200"))
+        else {
+            continue;
+        };
+        let schema = answer["content"]["application/json"]["schema"]["$ref"].as_str();
+        let Some(ids) = schema.and_then(|schema| {
+            let name = schema.strip_prefix("#/components/schemas/")?;
+            IDS.iter().find(|(resource, _)| *resource == name)
+        }) else {
+            continue;
+        };
+        let mut links = Map::new();
+        for (target, parameters) in &targets {
+            if parameters.iter().all(|name| ids.1.contains(&name.as_str())) {
+                let parameters: Map<String, Value> = parameters
+                    .iter()
+                    .map(|name| (name.clone(), json!(format!("$response.body#/{name}"))))
+                    .collect();
+                let name: String = target
+                    .chars()
+                    .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+                    .collect();
+                links.insert(
+                    name,
+                    json!({"operationId": target, "parameters": parameters}),
+                );
+            }
+        }
+        if !links.is_empty() {
+            answer["links"] = links.into();
+        }
+    }
 }
 
 /// The routes a router serves, as `router_with` builds them from its options.
