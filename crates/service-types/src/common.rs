@@ -139,19 +139,6 @@ impl<'de> Deserialize<'de> for Timestamp {
     }
 }
 
-/// In the OpenAPI document: a `date-time` string.
-impl utoipa::PartialSchema for Timestamp {
-    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
-        use utoipa::openapi::schema::{KnownFormat, ObjectBuilder, SchemaFormat, Type};
-        ObjectBuilder::new()
-            .schema_type(Type::String)
-            .format(Some(SchemaFormat::KnownFormat(KnownFormat::DateTime)))
-            .into()
-    }
-}
-
-impl utoipa::ToSchema for Timestamp {}
-
 /// Run configuration: `tags`, `recursion_limit`, `configurable`, and any other keys
 /// passed through untouched.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]

@@ -42,25 +42,6 @@ impl ProtocolCommand {
     }
 }
 
-/// In the OpenAPI document: the envelope `from_value` reads.
-impl utoipa::PartialSchema for ProtocolCommand {
-    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
-        use utoipa::openapi::schema::{ObjectBuilder, Type};
-        ObjectBuilder::new()
-            .property("id", ObjectBuilder::new().schema_type(Type::Integer))
-            .required("id")
-            .property("method", ObjectBuilder::new().schema_type(Type::String))
-            .required("method")
-            .property("params", ObjectBuilder::new().schema_type(Type::Object))
-            .description(Some(
-                "A protocol v2 command: `run.start`, `input.respond`, …",
-            ))
-            .into()
-    }
-}
-
-impl utoipa::ToSchema for ProtocolCommand {}
-
 fn malformed(id: Option<i64>) -> ProtocolResponse {
     ProtocolResponse::error(
         id,

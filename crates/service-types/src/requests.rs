@@ -56,23 +56,6 @@ impl Serialize for NodeSelection {
     }
 }
 
-/// In the OpenAPI document: `"*"` or a list of node names.
-impl utoipa::PartialSchema for NodeSelection {
-    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
-        use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, OneOfBuilder, Type};
-        OneOfBuilder::new()
-            .item(
-                ObjectBuilder::new()
-                    .schema_type(Type::String)
-                    .enum_values(Some(["*"])),
-            )
-            .item(ArrayBuilder::new().items(ObjectBuilder::new().schema_type(Type::String)))
-            .into()
-    }
-}
-
-impl utoipa::ToSchema for NodeSelection {}
-
 impl NodeSelection {
     /// True when `node` is selected.
     pub fn contains(&self, node: &str) -> bool {
@@ -444,19 +427,6 @@ pub enum ExcludeMetadata {
     /// Several; a thread containing any of them is left out.
     Many(Vec<Metadata>),
 }
-
-/// In the OpenAPI document: one object or a list of them.
-impl utoipa::PartialSchema for ExcludeMetadata {
-    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
-        use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, OneOfBuilder, Type};
-        OneOfBuilder::new()
-            .item(ObjectBuilder::new().schema_type(Type::Object))
-            .item(ArrayBuilder::new().items(ObjectBuilder::new().schema_type(Type::Object)))
-            .into()
-    }
-}
-
-impl utoipa::ToSchema for ExcludeMetadata {}
 
 impl ExcludeMetadata {
     /// The objects, as a list.
