@@ -431,8 +431,11 @@ fn threads(s: &mut Schemas) -> Vec<Op> {
         .ok(s.of::<ProtocolResponse>())
         .reply(
             "400",
-            "Not a command envelope",
-            Some(json_content(s.of::<ProtocolResponse>())),
+            "Not JSON (the error body), or JSON but not a command envelope (an error \
+             answer)",
+            Some(json_content(
+                json!({"anyOf": [s.of::<ProtocolResponse>(), s.of::<ErrorBody>()]}),
+            )),
         ),
         op(
             M::POST,
