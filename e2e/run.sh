@@ -16,6 +16,8 @@
 # (installed under an npm alias) instead of the current 1.15.0.
 # E2E_SUITES=console runs the web console's browser tests (a `dev` server: the console
 # is on there; it writes screenshots of every view to docs/console/).
+# E2E_SUITES=schemathesis fuzzes every operation of the server's /openapi.json
+# (e2e/schemathesis/run.sh): no answer >= 500, none outside the document.
 # Optional: E2E_REFERENCE=1 when the server is the reference server (SPEC-only
 # assertions then xfail/skip instead of failing), E2E_SUITES="python js" to
 # choose suites, extra arguments are passed to pytest. The started server's log is
@@ -23,7 +25,7 @@
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-SUITES="${E2E_SUITES:-python js hostile}"
+SUITES="${E2E_SUITES:-python js hostile schemathesis}"
 SERVER_PID=""
 SERVER_LOG=""
 export E2E_WEBHOOK_SECRET="${E2E_WEBHOOK_SECRET:-e2e-webhook-secret}"
@@ -47,6 +49,14 @@ setup_python() {
     python3 -m venv "$venv"
   fi
   "$venv/bin/pip" install -q --disable-pip-version-check -r "$HERE/python/requirements.txt"
+}
+
+# Schemathesis in a virtual environment of its own: its pytest and hypothesis pins
+# are not the SDK suite's.
+setup_schemathesis() {
+  local venv="$HERE/.venv-schemathesis"
+  [[ -x "$venv/bin/python" ]] || python3 -m venv "$venv"
+  "$venv/bin/pip" install -q --disable-pip-version-check -r "$HERE/schemathesis/requirements.txt"
 }
 
 # The console suite drives Debian's chromium through playwright-core; no browser is
@@ -129,6 +139,11 @@ for suite in $SUITES; do
     hostile)
       log "hostile-input suite against $E2E_BASE_URL"
       python3 "$HERE/hostile/run.py" || status=1
+      ;;
+    schemathesis)
+      setup_schemathesis
+      log "schemathesis against $E2E_BASE_URL/openapi.json"
+      "$HERE/schemathesis/run.sh" || status=1
       ;;
     *) log "unknown suite '$suite'"; exit 2 ;;
   esac

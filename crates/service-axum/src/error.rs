@@ -2,7 +2,7 @@
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use serde_json::json;
+use serde::Serialize;
 use service_engine::{EngineError, ErrorKind};
 
 use crate::json::Json;
@@ -39,26 +39,38 @@ pub fn status_of(kind: ErrorKind) -> StatusCode {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let error = self.0;
+        let mut error = self.0;
         let status = status_of(error.kind);
         if status.is_server_error() {
             tracing::error!(status = status.as_u16(), error = %error.chain(), "request failed");
         }
-        // `message` is what SPEC names; `detail` carries the same text for tools
-        // written against the reference server, which the Python SDK also reads.
-        let mut body = json!({
-            "status": status.as_u16(),
-            "message": error.message,
-            "detail": error.message,
-        });
-        if let Some(code) = error.code {
-            body["code"] = json!(code);
-        }
-        if let Some(details) = &error.details {
-            body["details"] = details.clone();
-        }
+        let body = ErrorBody {
+            status: status.as_u16(),
+            detail: error.message.clone(),
+            message: std::mem::take(&mut error.message),
+            code: error.code,
+            details: error.details.take(),
+        };
         (status, Json(body)).into_response()
     }
+}
+
+/// Every error answer's body.
+#[derive(Serialize, utoipa::ToSchema)]
+pub(crate) struct ErrorBody {
+    /// The HTTP status, repeated.
+    status: u16,
+    /// What went wrong (SPEC's name for it).
+    message: String,
+    /// The same text, for tools written against the reference server, which the
+    /// Python SDK also reads.
+    detail: String,
+    /// A machine-readable code, when the error has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    code: Option<&'static str>,
+    /// Structured details, when the error has them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    details: Option<serde_json::Value>,
 }
 
 /// A 413 for a body over the configured limit.

@@ -18,6 +18,7 @@ mod headers;
 mod idempotency;
 mod json;
 mod metrics;
+mod openapi;
 mod project;
 mod routes;
 mod sse;
@@ -37,6 +38,7 @@ pub use cors::{CorsPolicy, OriginPattern};
 pub use error::{ApiError, ApiResult, status_of};
 pub use headers::ConfigurableHeaders;
 pub use metrics::METRICS_PATH;
+pub use openapi::{DOCS_PATH, OPENAPI_PATH};
 pub use routes::RouteInfo;
 pub use routes::ui::UiAssets;
 
@@ -145,7 +147,13 @@ pub fn router_with(engine: Engine, options: RouterOptions) -> Router {
     let channels = options
         .channels
         .filter(|channels| !channels.routes().is_empty());
-    let (routes, table) = route_table(options.disable_runs, channels.is_some()).into_parts();
+    let document = openapi::Document::new(openapi::Served {
+        disable_runs: options.disable_runs,
+        channels: channels.is_some(),
+        metrics: options.metrics,
+    });
+    let (routes, table) =
+        route_table(options.disable_runs, channels.is_some(), document).into_parts();
     let mut routes = routes
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed);
@@ -269,7 +277,14 @@ pub fn routes(options: &RouterOptions) -> Vec<RouteInfo> {
         .channels
         .as_ref()
         .is_some_and(|channels| !channels.routes().is_empty());
-    route_table(options.disable_runs, channels).into_parts().1
+    let document = openapi::Document::new(openapi::Served {
+        disable_runs: options.disable_runs,
+        channels,
+        metrics: options.metrics,
+    });
+    route_table(options.disable_runs, channels, document)
+        .into_parts()
+        .1
 }
 
 /// The routes a router adds when channel routes are configured (`GET /channels`,
@@ -278,13 +293,13 @@ pub fn channel_routes() -> Vec<RouteInfo> {
     routes::channels::routes().into_parts().1
 }
 
-fn route_table(disable_runs: bool, channels: bool) -> routes::Table {
+fn route_table(disable_runs: bool, channels: bool, document: openapi::Document) -> routes::Table {
     let mut table = routes::Table::new()
         .merge(routes::assistants::routes())
         .merge(routes::threads::routes())
         .merge(routes::crons::routes())
         .merge(routes::store::routes())
-        .merge(routes::meta::routes(!disable_runs))
+        .merge(routes::meta::routes(!disable_runs, document))
         .merge(routes::ui::routes());
     // Channel runs are the operator's configuration, not client run requests: they
     // stay with `disable_runs`.

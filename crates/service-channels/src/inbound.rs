@@ -46,7 +46,7 @@ impl Answer {
 }
 
 /// One entry of `GET /channels`: never credentials, URLs or raw configuration.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct InventoryEntry {
     /// The route name.
     pub name: String,

@@ -5,24 +5,30 @@ use crate::{Config, Metadata, Timestamp};
 
 /// A versioned configuration of a registered graph. The live row mirrors the
 /// active version's snapshot.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Assistant {
     /// Identifier; the system assistant of graph G is uuid5(NAMESPACE, G).
     pub assistant_id: Uuid,
     /// Registered graph this assistant runs.
     pub graph_id: String,
     /// Run configuration.
+    #[schema(required = true)]
     #[serde(default)]
     pub config: Config,
     /// Static context handed to runs.
+    #[schema(value_type = Object)]
+    #[schema(required = true)]
     #[serde(default)]
     pub context: Metadata,
     /// Free-form metadata; `{"created_by":"system"}` on system assistants.
+    #[schema(value_type = Object)]
+    #[schema(required = true)]
     #[serde(default)]
     pub metadata: Metadata,
     /// Display name (`Untitled` by default, the graph id for system assistants).
     pub name: String,
     /// Optional description.
+    #[schema(required = true)]
     #[serde(default)]
     pub description: Option<String>,
     /// Number of the active version.
@@ -34,7 +40,7 @@ pub struct Assistant {
 }
 
 /// An immutable snapshot of an assistant at one version.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct AssistantVersion {
     /// The assistant this version belongs to.
     pub assistant_id: Uuid,
@@ -43,12 +49,17 @@ pub struct AssistantVersion {
     /// Graph of this version.
     pub graph_id: String,
     /// Run configuration of this version.
+    #[schema(required = true)]
     #[serde(default)]
     pub config: Config,
     /// Context of this version.
+    #[schema(value_type = Object)]
+    #[schema(required = true)]
     #[serde(default)]
     pub context: Metadata,
     /// Metadata of this version.
+    #[schema(value_type = Object)]
+    #[schema(required = true)]
     #[serde(default)]
     pub metadata: Metadata,
     /// When this version was minted.
@@ -56,6 +67,7 @@ pub struct AssistantVersion {
     /// Name of this version.
     pub name: String,
     /// Description of this version.
+    #[schema(required = true)]
     #[serde(default)]
     pub description: Option<String>,
 }

@@ -141,7 +141,7 @@ impl<'de> Deserialize<'de> for Timestamp {
 
 /// Run configuration: `tags`, `recursion_limit`, `configurable`, and any other keys
 /// passed through untouched.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Config {
     /// Tags for tracing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -150,15 +150,17 @@ pub struct Config {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recursion_limit: Option<u32>,
     /// Free-form values; `thread_id`, `checkpoint_id`, `checkpoint_ns` are known keys.
+    #[schema(value_type = Option<Object>)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub configurable: Option<Metadata>,
     /// Unknown keys, kept so they round-trip.
+    #[schema(ignore)]
     #[serde(flatten)]
     pub extra: Metadata,
 }
 
 /// What to do when creating a resource whose id already exists.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum IfExists {
     /// Answer 409.
@@ -169,7 +171,7 @@ pub enum IfExists {
 }
 
 /// Sort direction of a search.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum SortOrder {
     /// Ascending.

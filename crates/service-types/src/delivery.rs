@@ -4,7 +4,7 @@ use uuid::Uuid;
 use crate::Timestamp;
 
 /// State of a webhook delivery: pending → delivering → delivered | dead.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum DeliveryStatus {
     /// Waiting for its next attempt.
@@ -30,7 +30,7 @@ impl DeliveryStatus {
 }
 
 /// A webhook delivery row as the deliveries route lists it (never with its payload).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Delivery {
     /// Stable across attempts; the receiver's deduplication key.
     pub delivery_id: Uuid,

@@ -8,7 +8,7 @@ use serde_json::Value;
 ///
 /// Building one never panics, is cycle-safe, and caps the cause chain at
 /// [`RunError::MAX_CAUSE_DEPTH`] links and aggregates at [`RunError::MAX_ERRORS`].
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct RunError {
     /// Constructor name of the error.
     pub error: String,
@@ -17,9 +17,11 @@ pub struct RunError {
     /// The error message.
     pub message: String,
     /// The cause, one RunError per link.
+    #[schema(no_recursion)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cause: Option<Box<RunError>>,
     /// Members of an aggregate error.
+    #[schema(no_recursion)]
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub errors: Vec<RunError>,
     /// Present only when the server exposes stacks.

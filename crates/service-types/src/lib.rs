@@ -12,6 +12,7 @@ mod delivery;
 mod error;
 mod item;
 mod json_text;
+mod openapi;
 mod protocol;
 mod requests;
 mod run;

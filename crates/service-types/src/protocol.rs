@@ -51,7 +51,7 @@ fn malformed(id: Option<i64>) -> ProtocolResponse {
 }
 
 /// The error codes of an error answer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ProtocolErrorCode {
     /// Bad parameters.
@@ -81,14 +81,14 @@ pub enum ProtocolErrorCode {
 }
 
 /// `meta` of an answer: the last event sequence number the command's effects follow.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ResponseMeta {
     /// Events with a greater `seq` reflect the command.
     pub applied_through_seq: u64,
 }
 
 /// The answer to a command.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ProtocolResponse {
     /// The command was applied.
@@ -153,7 +153,7 @@ impl ProtocolResponse {
 }
 
 /// `run.start` parameters.
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, utoipa::ToSchema)]
 pub struct RunStartParams {
     /// Assistant UUID or graph id.
     pub assistant_id: String,
@@ -164,6 +164,7 @@ pub struct RunStartParams {
     #[serde(default)]
     pub config: Option<Config>,
     /// Run metadata.
+    #[schema(value_type = Option<Object>)]
     #[serde(default)]
     pub metadata: Option<Metadata>,
     /// Tracing settings (accepted, not used).
@@ -175,7 +176,7 @@ pub struct RunStartParams {
 }
 
 /// One answer of `input.respond`.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, utoipa::ToSchema)]
 pub struct InputResponse {
     /// The interrupt answered.
     pub interrupt_id: String,
@@ -189,7 +190,7 @@ pub struct InputResponse {
 
 /// `input.respond` parameters: one answer (`interrupt_id`, `response`) or several
 /// (`responses`), with optional state changes applied with the resume.
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, utoipa::ToSchema)]
 pub struct InputRespondParams {
     /// The interrupt answered (single form).
     #[serde(default)]
@@ -213,6 +214,7 @@ pub struct InputRespondParams {
     #[serde(default)]
     pub config: Option<Config>,
     /// Run metadata of the resuming run.
+    #[schema(value_type = Option<Object>)]
     #[serde(default)]
     pub metadata: Option<Metadata>,
 }
@@ -234,7 +236,7 @@ impl InputRespondParams {
 }
 
 /// `agent.getTree` parameters.
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, utoipa::ToSchema)]
 pub struct AgentTreeParams {
     /// The run to describe; the thread's latest when absent.
     #[serde(default)]
@@ -242,7 +244,7 @@ pub struct AgentTreeParams {
 }
 
 /// `subscription.unsubscribe` parameters.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, utoipa::ToSchema)]
 pub struct UnsubscribeParams {
     /// The id `subscription.subscribe` returned.
     pub subscription_id: String,
@@ -250,7 +252,7 @@ pub struct UnsubscribeParams {
 
 /// What an event stream (or a WebSocket subscription) carries: the SSE request body
 /// and the `subscription.subscribe` parameters.
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, utoipa::ToSchema)]
 pub struct EventStreamRequest {
     /// Channels: `values`, `updates`, `messages`, `tools`, `lifecycle`, `input`,
     /// `tasks`, `checkpoints`, `custom`, `custom:<name>`; at least one.
@@ -268,7 +270,7 @@ pub struct EventStreamRequest {
 }
 
 /// The `type` of an event: always `event`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum EventType {
     /// The only value.
@@ -277,7 +279,7 @@ pub enum EventType {
 }
 
 /// One event of a thread's stream.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ProtocolEvent {
     /// Always `event`.
     #[serde(rename = "type")]
@@ -294,7 +296,7 @@ pub struct ProtocolEvent {
 }
 
 /// The `params` of an event.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct EventParams {
     /// `[]` for the root graph, else one `<node>:<task id>` segment per subgraph.
     pub namespace: Vec<String>,

@@ -67,7 +67,7 @@ impl NodeSelection {
 }
 
 /// One stream mode or a list of them.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(untagged)]
 pub enum StreamModes {
     /// A single mode.
@@ -95,7 +95,7 @@ impl StreamModes {
 
 /// The run-creation body of every run route (thread, stateless, batch items, cron
 /// payloads). Keys that do not apply to a route are ignored, not rejected.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct RunCreate {
     /// Assistant UUID or registered graph id.
     pub assistant_id: String,
@@ -106,12 +106,14 @@ pub struct RunCreate {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<Value>,
     /// Run metadata.
+    #[schema(value_type = Option<Object>)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Metadata>,
     /// Run configuration.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config: Option<Config>,
     /// Run context.
+    #[schema(value_type = Option<Object>)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context: Option<Metadata>,
     /// Start from this checkpoint.
@@ -182,7 +184,7 @@ impl RunCreate {
 }
 
 /// `POST /assistants`.
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, utoipa::ToSchema)]
 pub struct AssistantCreate {
     /// Registered graph the assistant runs.
     pub graph_id: Option<String>,
@@ -193,9 +195,11 @@ pub struct AssistantCreate {
     #[serde(default)]
     pub config: Option<Config>,
     /// Context.
+    #[schema(value_type = Option<Object>)]
     #[serde(default)]
     pub context: Option<Metadata>,
     /// Metadata.
+    #[schema(value_type = Option<Object>)]
     #[serde(default)]
     pub metadata: Option<Metadata>,
     /// Conflict behaviour.
@@ -210,7 +214,7 @@ pub struct AssistantCreate {
 }
 
 /// `PATCH /assistants/{id}`: every present key is applied, minting a new version.
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, utoipa::ToSchema)]
 pub struct AssistantPatch {
     /// New graph.
     #[serde(default)]
@@ -219,9 +223,11 @@ pub struct AssistantPatch {
     #[serde(default)]
     pub config: Option<Config>,
     /// Replaces the context.
+    #[schema(value_type = Option<Object>)]
     #[serde(default)]
     pub context: Option<Metadata>,
     /// Shallow-merged into the metadata.
+    #[schema(value_type = Option<Object>)]
     #[serde(default)]
     pub metadata: Option<Metadata>,
     /// New name.
@@ -233,7 +239,7 @@ pub struct AssistantPatch {
 }
 
 /// Sort keys of assistant search.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum AssistantSortBy {
     /// By id.
@@ -250,9 +256,10 @@ pub enum AssistantSortBy {
 }
 
 /// `POST /assistants/search` and `/count`.
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, utoipa::ToSchema)]
 pub struct AssistantSearch {
     /// Containment filter on metadata.
+    #[schema(value_type = Option<Object>)]
     #[serde(default)]
     pub metadata: Option<Metadata>,
     /// Only this graph.
@@ -279,9 +286,10 @@ pub struct AssistantSearch {
 }
 
 /// `POST /assistants/{id}/versions`.
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, utoipa::ToSchema)]
 pub struct AssistantVersionsQuery {
     /// Containment filter on the version's metadata.
+    #[schema(value_type = Option<Object>)]
     #[serde(default)]
     pub metadata: Option<Metadata>,
     /// Page size.
@@ -293,14 +301,14 @@ pub struct AssistantVersionsQuery {
 }
 
 /// `POST /assistants/{id}/latest`.
-#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, utoipa::ToSchema)]
 pub struct SetLatest {
     /// Version to activate.
     pub version: i64,
 }
 
 /// One state update of a superstep.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct SuperstepUpdate {
     /// Values written.
     #[serde(default)]
@@ -313,19 +321,20 @@ pub struct SuperstepUpdate {
 }
 
 /// A superstep: updates applied together.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Superstep {
     /// The updates.
     pub updates: Vec<SuperstepUpdate>,
 }
 
 /// `POST /threads`.
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, utoipa::ToSchema)]
 pub struct ThreadCreate {
     /// Caller-chosen id.
     #[serde(default)]
     pub thread_id: Option<Uuid>,
     /// Metadata.
+    #[schema(value_type = Option<Object>)]
     #[serde(default)]
     pub metadata: Option<Metadata>,
     /// Conflict behaviour.
@@ -340,9 +349,10 @@ pub struct ThreadCreate {
 }
 
 /// `PATCH /threads/{id}`.
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, utoipa::ToSchema)]
 pub struct ThreadPatch {
     /// Shallow-merged into the metadata.
+    #[schema(value_type = Option<Object>)]
     #[serde(default)]
     pub metadata: Option<Metadata>,
     /// Absent: unchanged; null: cleared (pinned); a value: restarts the clock.
@@ -351,7 +361,7 @@ pub struct ThreadPatch {
 }
 
 /// Sort keys of thread search.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ThreadSortBy {
     /// By id.
@@ -368,15 +378,17 @@ pub enum ThreadSortBy {
 }
 
 /// `POST /threads/search` and `/count`.
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, utoipa::ToSchema)]
 pub struct ThreadSearch {
     /// Only these ids.
     #[serde(default)]
     pub ids: Option<Vec<Uuid>>,
     /// Containment filter on metadata.
+    #[schema(value_type = Option<Object>)]
     #[serde(default)]
     pub metadata: Option<Metadata>,
     /// Containment filter on values.
+    #[schema(value_type = Option<Object>)]
     #[serde(default)]
     pub values: Option<Metadata>,
     /// Only this status.
@@ -398,6 +410,7 @@ pub struct ThreadSearch {
     #[serde(default)]
     pub select: Option<Vec<String>>,
     /// Alias to path extraction (Python SDK only).
+    #[schema(value_type = Option<Object>)]
     #[serde(default)]
     pub extract: Option<Metadata>,
     /// Leaves out threads whose metadata contains it (or any of them).
@@ -426,7 +439,7 @@ impl ExcludeMetadata {
 }
 
 /// `POST /threads/prune`.
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, utoipa::ToSchema)]
 pub struct ThreadPrune {
     /// Threads to prune.
     pub thread_ids: Vec<Uuid>,
@@ -436,7 +449,7 @@ pub struct ThreadPrune {
 }
 
 /// `POST /threads/{id}/state`.
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, utoipa::ToSchema)]
 pub struct ThreadStateUpdate {
     /// Values written through the reducers.
     #[serde(default)]
@@ -453,14 +466,15 @@ pub struct ThreadStateUpdate {
 }
 
 /// `PATCH /threads/{id}/state`: merge into the latest checkpoint's metadata.
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, utoipa::ToSchema)]
 pub struct ThreadStatePatch {
     /// Metadata merged in.
+    #[schema(value_type = Object)]
     pub metadata: Metadata,
 }
 
 /// `POST /threads/{id}/state/checkpoint`.
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, utoipa::ToSchema)]
 pub struct ThreadStateAtCheckpoint {
     /// The checkpoint.
     pub checkpoint: Checkpoint,
@@ -470,7 +484,7 @@ pub struct ThreadStateAtCheckpoint {
 }
 
 /// `before` of a history query, in any of the three forms the SDKs send.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, utoipa::ToSchema)]
 #[serde(untagged)]
 pub enum HistoryBefore {
     /// A checkpoint id (Python).
@@ -496,7 +510,7 @@ impl HistoryBefore {
 }
 
 /// `POST /threads/{id}/history`.
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, utoipa::ToSchema)]
 pub struct HistoryQuery {
     /// Page size (default 100, at most 1000).
     #[serde(default)]
@@ -505,6 +519,7 @@ pub struct HistoryQuery {
     #[serde(default)]
     pub before: Option<HistoryBefore>,
     /// Containment filter on checkpoint metadata.
+    #[schema(value_type = Option<Object>)]
     #[serde(default)]
     pub metadata: Option<Metadata>,
     /// Namespace / starting point.
@@ -516,7 +531,7 @@ pub struct HistoryQuery {
 }
 
 /// Status selector of a bulk cancel.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum BulkCancelStatus {
     /// Pending runs.
@@ -528,7 +543,7 @@ pub enum BulkCancelStatus {
 }
 
 /// `POST /runs/cancel`: exactly one of the two forms.
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, utoipa::ToSchema)]
 pub struct BulkCancel {
     /// Form 1: every run with this status.
     #[serde(default)]
@@ -542,7 +557,7 @@ pub struct BulkCancel {
 }
 
 /// `POST /runs/crons` and `/threads/{id}/runs/crons`: a run body plus schedule fields.
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, utoipa::ToSchema)]
 pub struct CronCreate {
     /// 5-field cron expression.
     pub schedule: String,
@@ -564,7 +579,7 @@ pub struct CronCreate {
 }
 
 /// `PATCH /runs/crons/{id}`.
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, utoipa::ToSchema)]
 pub struct CronPatch {
     /// New schedule.
     #[serde(default)]
@@ -582,15 +597,17 @@ pub struct CronPatch {
     #[serde(default)]
     pub on_run_completed: Option<OnCompletion>,
     /// Shallow-merged into the metadata.
+    #[schema(value_type = Option<Object>)]
     #[serde(default)]
     pub metadata: Option<Metadata>,
     /// Payload keys replaced (input, config, context, webhook, ...).
+    #[schema(ignore)]
     #[serde(flatten)]
     pub payload: Metadata,
 }
 
 /// Sort keys of cron search.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum CronSortBy {
     /// By id.
@@ -611,7 +628,7 @@ pub enum CronSortBy {
 }
 
 /// `POST /runs/crons/search` and `/count`.
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, utoipa::ToSchema)]
 pub struct CronSearch {
     /// Only this assistant (UUID or graph id).
     #[serde(default)]
@@ -623,6 +640,7 @@ pub struct CronSearch {
     #[serde(default)]
     pub enabled: Option<bool>,
     /// Containment filter on metadata.
+    #[schema(value_type = Option<Object>)]
     #[serde(default)]
     pub metadata: Option<Metadata>,
     /// Page size (1..=1000, default 10).
@@ -643,7 +661,7 @@ pub struct CronSearch {
 }
 
 /// `PUT /store/items`.
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, utoipa::ToSchema)]
 pub struct StorePut {
     /// Namespace path (non-empty, no `.` in labels).
     pub namespace: Vec<String>,
@@ -656,11 +674,12 @@ pub struct StorePut {
     pub index: Option<Value>,
     /// Time to live in minutes; absent or `null` is the configured default.
     #[serde(default, deserialize_with = "crate::item::client_ttl")]
+    #[schema(value_type = Option<f64>)]
     pub ttl: ItemTtl,
 }
 
 /// `DELETE /store/items`.
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, utoipa::ToSchema)]
 pub struct StoreDelete {
     /// Namespace path.
     pub namespace: Vec<String>,
@@ -669,12 +688,13 @@ pub struct StoreDelete {
 }
 
 /// `POST /store/items/search`.
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, utoipa::ToSchema)]
 pub struct StoreSearch {
     /// Namespace prefix.
     #[serde(default)]
     pub namespace_prefix: Vec<String>,
     /// Filter on top-level value keys.
+    #[schema(value_type = Option<Object>)]
     #[serde(default)]
     pub filter: Option<Metadata>,
     /// Page size (default 10, at most 1000).
@@ -692,7 +712,7 @@ pub struct StoreSearch {
 }
 
 /// `POST /store/namespaces`.
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, utoipa::ToSchema)]
 pub struct StoreListNamespaces {
     /// Namespace prefix (`*` matches one segment).
     #[serde(default)]

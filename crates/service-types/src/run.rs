@@ -7,7 +7,19 @@ use crate::{Metadata, RunError, Timestamp};
 ///
 /// SPEC adds `cancelled`; the SDKs' `interrupted` (what the reference server calls a
 /// cancelled run) is accepted on input as an alias of it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    utoipa::ToSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum RunStatus {
     /// Queued, waiting for a worker or for its thread.
@@ -45,7 +57,9 @@ impl RunStatus {
 }
 
 /// What a new run does when its thread is already busy.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum MultitaskStrategy {
     /// Refuse with 409.
@@ -60,7 +74,7 @@ pub enum MultitaskStrategy {
 }
 
 /// What a run on a missing thread does.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum IfNotExists {
     /// Create the thread.
@@ -71,7 +85,7 @@ pub enum IfNotExists {
 }
 
 /// What happens to a stateless run's temporary thread once the run settles.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum OnCompletion {
     /// Delete it.
@@ -82,7 +96,7 @@ pub enum OnCompletion {
 }
 
 /// What closing a stream or wait connection does to its run.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum OnDisconnect {
     /// Cancel the run.
@@ -93,7 +107,7 @@ pub enum OnDisconnect {
 }
 
 /// When checkpoints are persisted.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Durability {
     /// Before the next step starts.
@@ -106,7 +120,7 @@ pub enum Durability {
 }
 
 /// How a cancelled run is treated.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum CancelAction {
     /// Stop it and keep the checkpoints written so far.
@@ -117,7 +131,19 @@ pub enum CancelAction {
 }
 
 /// A stream mode a client may request.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    utoipa::ToSchema,
+)]
 pub enum StreamMode {
     /// Whole state after each step.
     #[serde(rename = "values")]
@@ -190,7 +216,7 @@ impl StreamMode {
 }
 
 /// One execution of an assistant, on a thread or stateless.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Run {
     /// Identifier (UUID v7).
     pub run_id: Uuid,
@@ -205,12 +231,16 @@ pub struct Run {
     /// Current status.
     pub status: RunStatus,
     /// Assistant, thread and request metadata merged.
+    #[schema(value_type = Object)]
+    #[schema(required = true)]
     #[serde(default)]
     pub metadata: Metadata,
     /// Effective multitask strategy.
+    #[schema(required = true)]
     #[serde(default)]
     pub multitask_strategy: Option<MultitaskStrategy>,
     /// The creation options (input, command, config, stream_mode, webhook, ...).
+    #[schema(required = true)]
     #[serde(default)]
     pub kwargs: serde_json::Value,
     /// Present on failed runs only.

@@ -2,7 +2,7 @@ use serde::{Deserialize, Serialize};
 
 /// JSON schemas of a graph, as `/assistants/{id}/schemas` returns them (with
 /// `graph_id`) and `/subgraphs` lists them (without).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct GraphSchema {
     /// The graph; absent in subgraph listings.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -3,7 +3,7 @@ use serde::{Deserialize, Serialize};
 use crate::{Metadata, Timestamp};
 
 /// A pending interrupt: the value a node passed to `interrupt()`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Interrupt {
     /// Opaque id (32 hex chars); a resume map is keyed by it.
     pub id: String,
@@ -12,7 +12,7 @@ pub struct Interrupt {
 }
 
 /// Coordinates of a checkpoint.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Checkpoint {
     /// Thread the checkpoint belongs to (absent in run-creation bodies).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -24,12 +24,13 @@ pub struct Checkpoint {
     #[serde(default)]
     pub checkpoint_id: Option<String>,
     /// Namespace to checkpoint id map for subgraphs; omitted when empty.
+    #[schema(value_type = Option<Object>)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checkpoint_map: Option<Metadata>,
 }
 
 /// A task of a thread state: a node that ran or is about to run.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ThreadTask {
     /// Task id.
     pub id: String,
@@ -45,6 +46,7 @@ pub struct ThreadTask {
     #[serde(default)]
     pub checkpoint: Option<Checkpoint>,
     /// Nested subgraph state, when asked for.
+    #[schema(no_recursion)]
     #[serde(default)]
     pub state: Option<Box<ThreadState>>,
     /// Writes of a finished task.
@@ -53,29 +55,36 @@ pub struct ThreadTask {
 }
 
 /// A thread's state at one checkpoint, as the state and history routes return it.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ThreadState {
     /// The state values (`{}` for an empty thread).
     pub values: serde_json::Value,
     /// Nodes still to run; non-empty when paused or failed mid-graph.
+    #[schema(required = true)]
     #[serde(default)]
     pub next: Vec<String>,
     /// Tasks of this step.
+    #[schema(required = true)]
     #[serde(default)]
     pub tasks: Vec<ThreadTask>,
     /// This checkpoint; null for an empty thread.
+    #[schema(required = true)]
     #[serde(default)]
     pub checkpoint: Option<Checkpoint>,
     /// The parent checkpoint; null for the first one.
+    #[schema(required = true)]
     #[serde(default)]
     pub parent_checkpoint: Option<Checkpoint>,
     /// Checkpoint metadata (source, step, parents, run keys).
+    #[schema(required = true)]
     #[serde(default)]
     pub metadata: Option<serde_json::Value>,
     /// When the checkpoint was written.
+    #[schema(required = true)]
     #[serde(default)]
     pub created_at: Option<Timestamp>,
     /// Pending interrupts of this checkpoint, flattened.
+    #[schema(required = true)]
     #[serde(default)]
     pub interrupts: Vec<Interrupt>,
     /// Legacy duplicate of `checkpoint.checkpoint_id`.

@@ -10,7 +10,18 @@ pub type PendingInterrupts = BTreeMap<String, Vec<Interrupt>>;
 
 /// Status of a thread; it mirrors the latest turn.
 #[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    utoipa::ToSchema,
 )]
 #[serde(rename_all = "snake_case")]
 pub enum ThreadStatus {
@@ -38,7 +49,7 @@ impl ThreadStatus {
 }
 
 /// How a thread is collected when its ttl expires.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum PruneStrategy {
     /// Delete the thread with its runs and checkpoints.
@@ -50,7 +61,7 @@ pub enum PruneStrategy {
 
 /// A thread ttl as clients send it: the SDK object `{ttl, strategy}` or a bare number
 /// of minutes. `null` (clear / pin) is modelled as `Option::None` by the caller.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(untagged)]
 pub enum TtlSetting {
     /// `{"ttl": minutes, "strategy": "delete"}` as both SDKs send it.
@@ -97,7 +108,7 @@ pub fn ttl_minutes_valid(minutes: f64) -> bool {
 }
 
 /// The ttl a thread carries, reported with `?include=ttl`.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ThreadTtl {
     /// What expiry does.
     pub strategy: PruneStrategy,
@@ -108,7 +119,7 @@ pub struct ThreadTtl {
 }
 
 /// A container with persisted state.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Thread {
     /// Identifier (UUID v7 when the server makes it).
     pub thread_id: Uuid,
@@ -119,17 +130,23 @@ pub struct Thread {
     /// Bumps when values change.
     pub state_updated_at: Timestamp,
     /// Free-form metadata, filterable by containment.
+    #[schema(value_type = Object)]
+    #[schema(required = true)]
     #[serde(default)]
     pub metadata: Metadata,
     /// Mirrors the latest turn.
     pub status: ThreadStatus,
     /// `{}` fresh, `{"configurable":{}}` after runs.
+    #[schema(required = true)]
     #[serde(default)]
     pub config: serde_json::Value,
     /// Mirrored current graph state; null until the first checkpoint.
+    #[schema(required = true)]
     #[serde(default)]
     pub values: Option<serde_json::Value>,
     /// Pending interrupts keyed by task id.
+    #[schema(value_type = BTreeMap<String, Vec<Interrupt>>)]
+    #[schema(required = true)]
     #[serde(default)]
     pub interrupts: PendingInterrupts,
     /// Message of the latest turn's failure.

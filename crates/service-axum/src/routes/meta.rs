@@ -1,4 +1,4 @@
-//! `/ok`, `/info` and `/invoke/{graph_id}`.
+//! `/ok`, `/info`, `/openapi.json`, `/docs` and `/invoke/{graph_id}`.
 
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
@@ -13,7 +13,7 @@ use crate::json::Json;
 use crate::routes::Table;
 
 /// `mcp`: whether `/mcp` is served (`/info` says so among its flags).
-pub(crate) fn routes(mcp: bool) -> Table {
+pub(crate) fn routes(mcp: bool, document: crate::openapi::Document) -> Table {
     Table::new()
         .get("/", Access::Public, ok)
         .get("/ok", Access::Public, ok)
@@ -25,6 +25,13 @@ pub(crate) fn routes(mcp: bool) -> Table {
                 info(engine, channels, mcp)
             },
         )
+        .get(crate::openapi::OPENAPI_PATH, Access::Public, move || {
+            let document = document.clone();
+            async move { document.response() }
+        })
+        .get(crate::openapi::DOCS_PATH, Access::Public, || async {
+            crate::openapi::docs_page()
+        })
         .post(
             "/invoke/{graph_id}",
             (Resource::Threads, Action::CreateRun),
