@@ -91,6 +91,42 @@ pub(super) fn all(s: &mut Schemas) -> Vec<Operation> {
             "The provider check's answer",
             Some(json_content(any())),
         ),
+        op(
+            M::POST,
+            "/ui/{assistant_id}",
+            "ui",
+            "The HTML that loads a graph's generative UI component (langgraph.json's `ui`)",
+        )
+        .body(
+            s.named(
+                "UiComponentRequest",
+                json!({"type": "object", "required": ["name"], "properties": {
+                    "name": {"type": "string"},
+                    "props": {},
+                }}),
+            ),
+            true,
+        )
+        .reply(
+            "200",
+            "Script and stylesheet tags for the component",
+            Some(json!({"text/html": {"schema": string()}})),
+        ),
+        op(
+            M::GET,
+            "/ui/{graph_id}/{file}",
+            "ui",
+            "A file of a graph's bundled UI components (public: a `<script src>` sends no credentials)",
+        )
+        .reply(
+            "200",
+            "The file",
+            Some(json!({
+                "text/javascript; charset=utf-8": {"schema": string()},
+                "text/css; charset=utf-8": {"schema": string()},
+                "application/octet-stream": {"schema": string()},
+            })),
+        ),
     ];
     ops.extend(integrations);
     ops.into_iter().map(|op| op.done(&error)).collect()
