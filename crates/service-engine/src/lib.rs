@@ -53,6 +53,6 @@ pub use graph_store::long_term_store;
 pub use join::{RunStream, RunToJoin, run_not_found};
 pub use namespaces::{TENANT_ROOT, validate_namespace};
 pub use run_options::{RunOptions, RunOptionsError};
-pub use runs::RunTarget;
+pub use runs::{RunTarget, validate_run_body};
 pub use threads::ThreadSearchPage;
 pub use webhooks::{Outgoing, Webhooks};
