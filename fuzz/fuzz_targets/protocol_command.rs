@@ -28,8 +28,11 @@ fuzz_target!(|data: &[u8]| {
         "input.respond" => {
             command_params::<InputRespondParams>(&command).map(|params| drop(params.answers()))
         }
-        "agent.getTree" => command_params::<AgentTreeParams>(&command)
-            .map(|params| drop(params.run_id.map(|id| uuid::Uuid::parse_str(&id)))),
+        "agent.getTree" => command_params::<AgentTreeParams>(&command).map(|params| {
+            if let Some(id) = params.run_id {
+                let _ = uuid::Uuid::parse_str(&id);
+            }
+        }),
         "subscription.unsubscribe" => command_params::<UnsubscribeParams>(&command).map(drop),
         "subscription.subscribe" | "subscription.reconnect" => {
             command_params::<EventStreamRequest>(&command).map(|request| subscribe(&request))
