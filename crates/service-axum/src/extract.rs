@@ -67,32 +67,39 @@ where
         let limit = BodyLimit::of(request.extensions());
         let (parts, body) = request.into_parts();
         let bytes = read_body(&parts.headers, body, limit).await?;
-        let text: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) {
-            b"{}"
-        } else {
-            &bytes
-        };
-        refuse_nul_in_json(text)?;
-        // Straight into `T` (no `Value` in between: that doubled the decoding of a run's
-        // input); a syntax error is told apart from a body of the wrong shape.
-        let mut decoder = serde_json::Deserializer::from_slice(text);
-        let body = serde_path_to_error::deserialize(&mut decoder).map_err(|error| {
-            if !error.inner().is_data() {
-                return unprocessable("Invalid JSON in request body");
-            }
-            let path = error.path().to_string();
-            let inner = error.into_inner();
-            if path == "." {
-                unprocessable(format!("Invalid request body: {inner}"))
-            } else {
-                unprocessable(format!("Invalid request body at '{path}': {inner}"))
-            }
-        })?;
-        decoder
-            .end()
-            .map_err(|_| unprocessable("Invalid JSON in request body"))?;
-        Ok(JsonBody(body))
+        decode_json_body(&bytes).map(JsonBody)
     }
+}
+
+/// Decodes a request body as every JSON route does: an empty (or all-whitespace) body
+/// reads as `{}`, a NUL in any string is a 422 naming where, a syntax error is told
+/// apart from a body of the wrong shape (which names the field at fault).
+pub fn decode_json_body<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    let text: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) {
+        b"{}"
+    } else {
+        bytes
+    };
+    refuse_nul_in_json(text)?;
+    // Straight into `T` (no `Value` in between: that doubled the decoding of a run's
+    // input).
+    let mut decoder = serde_json::Deserializer::from_slice(text);
+    let body = serde_path_to_error::deserialize(&mut decoder).map_err(|error| {
+        if !error.inner().is_data() {
+            return unprocessable("Invalid JSON in request body");
+        }
+        let path = error.path().to_string();
+        let inner = error.into_inner();
+        if path == "." {
+            unprocessable(format!("Invalid request body: {inner}"))
+        } else {
+            unprocessable(format!("Invalid request body at '{path}': {inner}"))
+        }
+    })?;
+    decoder
+        .end()
+        .map_err(|_| unprocessable("Invalid JSON in request body"))?;
+    Ok(body)
 }
 
 /// A 422 naming where a NUL is in JSON text. JSON can only spell NUL as the escape

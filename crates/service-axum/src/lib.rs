@@ -36,6 +36,7 @@ use crate::auth::{Access, Auth};
 pub use console::{ConsoleMountError, console, console_mount};
 pub use cors::{CorsPolicy, OriginPattern};
 pub use error::{ApiError, ApiResult, status_of};
+pub use extract::decode_json_body;
 pub use headers::ConfigurableHeaders;
 pub use metrics::METRICS_PATH;
 pub use openapi::{DOCS_PATH, OPENAPI_PATH};

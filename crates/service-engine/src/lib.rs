@@ -54,7 +54,7 @@ pub use graph_store::long_term_store;
 pub use join::{RunStream, RunToJoin, run_not_found};
 pub use namespaces::{TENANT_ROOT, validate_namespace};
 pub use run_options::{RunOptions, RunOptionsError};
-pub use runs::RunTarget;
+pub use runs::{RunTarget, validate_run_body};
 pub use service_graph::trace_context;
 pub use threads::ThreadSearchPage;
 pub use webhooks::{Outgoing, Webhooks};

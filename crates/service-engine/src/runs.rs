@@ -622,7 +622,9 @@ fn latest_run_metadata(assistant: &Assistant) -> Metadata {
     metadata
 }
 
-fn validate_run_body(body: &RunCreate, target: RunTarget) -> EngineResult<()> {
+/// Checks a run-creation body on its own, before anything is read or queued: what
+/// `configurable`, `context`, `command`, `checkpoint_id` and the numbers may be.
+pub fn validate_run_body(body: &RunCreate, target: RunTarget) -> EngineResult<()> {
     let configurable = body
         .config
         .as_ref()

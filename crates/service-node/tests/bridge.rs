@@ -473,3 +473,21 @@ async fn checkpoints_carry_the_runs_keys() {
         assert_eq!(checkpoint.metadata["assistant_id"], "a-1");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_graphs_directory_is_a_boot_error_naming_the_directory() {
+    let graphs: BTreeMap<String, String> =
+        [("echo".to_owned(), "./graphs.ts:echo".to_owned())].into();
+    let missing = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("no-such-directory");
+    let error = service_node::start(node_options(graphs, missing.clone()))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        error,
+        format!(
+            "Node graphs: the graphs directory {} does not exist",
+            missing.display()
+        )
+    );
+}

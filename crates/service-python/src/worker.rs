@@ -5,7 +5,7 @@
 //! message per line; its stderr (where the graphs' prints go too) is logged.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
@@ -355,11 +355,31 @@ fn spawn(pool: Weak<Pool>) -> BoxFuture<'static, Result<(Arc<Worker>, Hello), Br
     Box::pin(start_worker(pool))
 }
 
+/// Refuses a graphs directory (the workers' working directory) that is not one,
+/// naming it: spawning in it would fail with an error naming the interpreter instead.
+fn check_graphs_directory(cwd: &Path) -> Result<(), BridgeError> {
+    let refused = |why: String| {
+        Err(BridgeError::Boot(format!(
+            "the graphs directory {} {why}",
+            cwd.display()
+        )))
+    };
+    match std::fs::metadata(cwd) {
+        Ok(metadata) if metadata.is_dir() => Ok(()),
+        Ok(_) => refused("is not a directory".into()),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            refused("does not exist".into())
+        }
+        Err(error) => refused(format!("cannot be read: {error}")),
+    }
+}
+
 async fn start_worker(pool: Weak<Pool>) -> Result<(Arc<Worker>, Hello), BridgeError> {
     let launch = pool
         .upgrade()
         .map(|pool| pool.launch.clone())
         .ok_or_else(|| BridgeError::Boot("the bridge stopped".into()))?;
+    check_graphs_directory(&launch.cwd)?;
     let runtime = &launch.runtime;
     let language = runtime.language;
     let program = runtime.program.to_string_lossy().into_owned();

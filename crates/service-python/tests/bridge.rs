@@ -433,3 +433,27 @@ async fn a_missing_interpreter_or_langgraph_is_a_boot_error_naming_the_interpret
     assert!(error.contains("langgraph is not installed"), "{error}");
     assert!(error.contains(&*bare.to_string_lossy()), "{error}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_graphs_directory_is_a_boot_error_naming_the_directory() {
+    let graphs: BTreeMap<String, String> =
+        [("echo".to_owned(), "./graphs.py:echo".to_owned())].into();
+    let missing = reference().join("no-such-directory");
+    let mut options = BridgeOptions::new(graphs.clone(), &missing);
+    options.python = python().into();
+    let error = Bridge::start(options).await.unwrap_err().to_string();
+    assert_eq!(
+        error,
+        format!(
+            "Python graphs: the graphs directory {} does not exist",
+            missing.display()
+        )
+    );
+
+    let file = reference().join("graphs.py");
+    let mut options = BridgeOptions::new(graphs, &file);
+    options.python = python().into();
+    let error = Bridge::start(options).await.unwrap_err().to_string();
+    assert!(error.ends_with("is not a directory"), "{error}");
+    assert!(error.contains(&*file.to_string_lossy()), "{error}");
+}

@@ -106,6 +106,13 @@ pub fn truncate(namespace: &[String], max_depth: Option<usize>) -> &[String] {
     }
 }
 
+/// A namespace written as text, its labels joined by `.` (the `namespace` query
+/// parameter of `GET /store/items`): split at every `.`, so empty labels are kept
+/// for the rules to judge.
+pub fn from_dotted(text: &str) -> Vec<String> {
+    text.split('.').map(str::to_owned).collect()
+}
+
 /// Validates a namespace for a write: non-empty, each label non-empty, dot-free and
 /// NUL-free.
 pub fn validate_namespace(namespace: &[String]) -> StoreResult<()> {

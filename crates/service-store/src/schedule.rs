@@ -33,6 +33,16 @@ impl Schedule {
                 "Invalid cron schedule: '{expression}'. Reason: expected 5 fields, found {fields}"
             )));
         }
+        // croner skips an empty list item, so a field of only commas parses as a field
+        // that matches nothing, and the search for a firing then runs to the year 5000.
+        if let Some(field) = expression
+            .split_whitespace()
+            .find(|field| field.split(',').any(|item| item.is_empty()))
+        {
+            return Err(StoreError::invalid(format!(
+                "Invalid cron schedule: '{expression}'. Reason: the field '{field}' has an empty list item"
+            )));
+        }
         let cron = croner::Cron::new(expression).parse().map_err(|error| {
             StoreError::invalid(format!(
                 "Invalid cron schedule: '{expression}'. Reason: {error}"
@@ -84,6 +94,21 @@ mod tests {
             None,
         );
         assert_eq!(next.unwrap(), Some(at("2025-01-15T14:00:00Z")));
+    }
+
+    #[test]
+    fn an_empty_list_item_is_refused() {
+        // Found by the `cron` fuzz target: it parsed, then never fired, and finding
+        // that out took minutes.
+        for expression in [", * * *  4", "1,,2 * * * *", "0 9 * * 1,"] {
+            let error = Schedule::parse(expression, None).unwrap_err();
+            assert!(
+                error.message.contains("empty list item"),
+                "{}",
+                error.message
+            );
+        }
+        assert!(Schedule::parse("0,30 9,17 * * 1-5", None).is_ok());
     }
 
     #[test]

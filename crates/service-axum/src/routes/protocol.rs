@@ -10,13 +10,13 @@ use axum::extract::{Request, State};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use futures::StreamExt;
-use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use service_engine::Caller;
 use service_engine::auth::{Action, Resource};
-use service_engine::protocol::{EventFilter, Lagged, ProtocolFailure, ThreadEvents};
+use service_engine::protocol::{
+    EventFilter, Lagged, ProtocolFailure, ThreadEvents, command_params,
+};
 use service_engine::{Engine, EngineError, ErrorKind};
-use service_store::text::{nul_path, nul_refused};
 use service_types::{
     AgentTreeParams, EventStreamRequest, InputRespondParams, ProtocolCommand, ProtocolErrorCode,
     ProtocolEvent, ProtocolResponse, RunStartParams, UnsubscribeParams,
@@ -136,26 +136,6 @@ async fn dispatch(
     }
 }
 
-fn params<T: DeserializeOwned>(command: &ProtocolCommand) -> Result<T, ProtocolFailure> {
-    if let Some(path) = nul_path(&command.params) {
-        let field = if path.is_empty() {
-            "params".into()
-        } else {
-            format!("params.{path}")
-        };
-        return Err(ProtocolFailure::new(
-            ProtocolErrorCode::InvalidArgument,
-            nul_refused(&field),
-        ));
-    }
-    serde_json::from_value(command.params.clone()).map_err(|error| {
-        ProtocolFailure::new(
-            ProtocolErrorCode::InvalidArgument,
-            format!("Invalid {} params: {error}", command.method),
-        )
-    })
-}
-
 impl CommandCaller {
     /// The caller a run is created as.
     async fn creating(&self, thread_id: Uuid) -> Result<Caller, ProtocolFailure> {
@@ -176,7 +156,7 @@ async fn run_start(
     thread_id: Uuid,
     command: &ProtocolCommand,
 ) -> Result<Value, ProtocolFailure> {
-    let params: RunStartParams = params(command)?;
+    let params: RunStartParams = command_params(command)?;
     if params.assistant_id.is_empty() {
         return Err(ProtocolFailure::new(
             ProtocolErrorCode::InvalidArgument,
@@ -195,7 +175,7 @@ async fn input_respond(
     thread_id: Uuid,
     command: &ProtocolCommand,
 ) -> Result<Value, ProtocolFailure> {
-    let params: InputRespondParams = params(command)?;
+    let params: InputRespondParams = command_params(command)?;
     let creator = caller.creating(thread_id).await?;
     let protocol = engine.as_caller(&creator).protocol();
     protocol.respond(thread_id, params).await?;
@@ -208,7 +188,7 @@ async fn agent_tree(
     thread_id: Uuid,
     command: &ProtocolCommand,
 ) -> Result<Value, ProtocolFailure> {
-    let params: AgentTreeParams = params(command)?;
+    let params: AgentTreeParams = command_params(command)?;
     let run_id = match params.run_id.as_deref() {
         Some(text) => Some(Uuid::parse_str(text).map_err(|_| {
             ProtocolFailure::new(
@@ -567,7 +547,7 @@ impl Session {
             );
             return vec![json_text(&error)];
         }
-        let request: EventStreamRequest = match params(command) {
+        let request: EventStreamRequest = match command_params(command) {
             Ok(request) => request,
             Err(failure) => {
                 let error =
@@ -622,7 +602,7 @@ impl Session {
     }
 
     fn unsubscribe(&mut self, command: &ProtocolCommand) -> ProtocolResponse {
-        let params: UnsubscribeParams = match params(command) {
+        let params: UnsubscribeParams = match command_params(command) {
             Ok(params) => params,
             Err(failure) => {
                 return ProtocolResponse::error(Some(command.id), failure.code, failure.message);

@@ -6,6 +6,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::json;
 use service_engine::Engine;
 use service_engine::auth::{Action, Resource};
+use service_store::namespace;
 use service_types::{StoreDelete, StoreListNamespaces, StorePut, StoreSearch};
 
 use crate::auth::CallerOf;
@@ -49,7 +50,7 @@ async fn get_item(
     };
     let namespace: Vec<String> = query
         .get("namespace")
-        .map(|text| text.split('.').map(str::to_owned).collect())
+        .map(namespace::from_dotted)
         .unwrap_or_default();
     let refresh = query.bool("refresh_ttl")?;
     let store = engine.as_caller(&caller).items();

@@ -10,10 +10,13 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use futures::stream::BoxStream;
+use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
+use service_store::text::{nul_path, nul_refused};
 use service_types::{
-    IfNotExists, InputRespondParams, MultitaskStrategy, ProtocolErrorCode, ProtocolEvent, Run,
-    RunCreate, RunStartParams, RunStatus, StreamMode, StreamModes, ThreadStatus,
+    IfNotExists, InputRespondParams, MultitaskStrategy, ProtocolCommand, ProtocolErrorCode,
+    ProtocolEvent, Run, RunCreate, RunStartParams, RunStatus, StreamMode, StreamModes,
+    ThreadStatus,
 };
 use uuid::Uuid;
 
@@ -73,6 +76,30 @@ impl From<EngineError> for ProtocolFailure {
         }
         Self::new(code, error.message.clone())
     }
+}
+
+/// A command's `params` as the method's parameter type: a NUL in any string, or
+/// params of the wrong shape, is an `invalid_argument` failure naming the field.
+pub fn command_params<T: DeserializeOwned>(
+    command: &ProtocolCommand,
+) -> Result<T, ProtocolFailure> {
+    if let Some(path) = nul_path(&command.params) {
+        let field = if path.is_empty() {
+            "params".into()
+        } else {
+            format!("params.{path}")
+        };
+        return Err(ProtocolFailure::new(
+            ProtocolErrorCode::InvalidArgument,
+            nul_refused(&field),
+        ));
+    }
+    serde_json::from_value(command.params.clone()).map_err(|error| {
+        ProtocolFailure::new(
+            ProtocolErrorCode::InvalidArgument,
+            format!("Invalid {} params: {error}", command.method),
+        )
+    })
 }
 
 /// The connection fell behind the stream bus and must end; the client reconnects
