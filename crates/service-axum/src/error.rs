@@ -44,13 +44,7 @@ impl IntoResponse for ApiError {
         if status.is_server_error() {
             tracing::error!(status = status.as_u16(), error = %error.chain(), "request failed");
         }
-        // `message` is what SPEC names; `detail` carries the same text for tools
-        // written against the reference server, which the Python SDK also reads.
-        let mut body = json!({
-            "status": status.as_u16(),
-            "message": error.message,
-            "detail": error.message,
-        });
+        let mut body = error_body(status, &error.message);
         if let Some(code) = error.code {
             body["code"] = json!(code);
         }
@@ -59,6 +53,22 @@ impl IntoResponse for ApiError {
         }
         (status, Json(body)).into_response()
     }
+}
+
+/// The JSON of an error answer. `message` is what SPEC names; `detail` carries the
+/// same text for tools written against the reference server, which the Python SDK
+/// also reads.
+pub fn error_body(status: StatusCode, message: &str) -> serde_json::Value {
+    json!({
+        "status": status.as_u16(),
+        "message": message,
+        "detail": message,
+    })
+}
+
+/// An error answer with `status` that no [`ErrorKind`] names (a request-head cap).
+pub(crate) fn refused(status: StatusCode, message: String) -> Response {
+    (status, Json(error_body(status, &message))).into_response()
 }
 
 /// A 413 for a body over the configured limit.

@@ -7,6 +7,7 @@ mod config;
 mod env;
 mod graphs;
 mod heap;
+mod listen;
 mod metrics;
 mod serve;
 mod server;

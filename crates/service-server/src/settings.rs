@@ -32,6 +32,8 @@ pub(crate) struct ServerConfig {
     pub request_log: bool,
     /// Resident-memory share warned above (0: off), and the sampling period.
     pub heap_warn: (f64, Duration),
+    /// The timeouts and hard head caps of each connection.
+    pub connections: crate::listen::Connections,
     /// The HTTP adapter's settings (the request body limit).
     pub http: service_axum::RouterOptions,
     /// The web console's mount path, when it is served.
@@ -272,6 +274,7 @@ impl ServerConfig {
             database,
             checkpoint_database,
             request_log: knobs.request_log.unwrap_or(mode == Mode::Dev),
+            connections: knobs.connections(),
             heap_warn: (
                 knobs
                     .heap_warn_percent
@@ -289,7 +292,7 @@ impl ServerConfig {
                 disable_runs: file.http.disable_runs.unwrap_or(false),
                 metrics: knobs.metrics.unwrap_or(mode == Mode::Dev),
                 metrics_collector: None,
-                limits: client_limits(&knobs),
+                limits: knobs.client_limits(),
                 // MCP admits the browsers CORS admits by name (and loopback ones);
                 // without `http.cors`, loopback only.
                 allowed_origins: cors
@@ -318,22 +321,6 @@ impl ServerConfig {
             auth,
             warnings,
         })
-    }
-}
-
-/// The caps on one client, from their knobs.
-fn client_limits(knobs: &EnvKnobs) -> service_axum::ClientLimits {
-    let defaults = service_axum::ClientLimits::default();
-    service_axum::ClientLimits {
-        max_batch_runs: knobs.max_batch_runs.unwrap_or(defaults.max_batch_runs),
-        max_ws_subscriptions: knobs
-            .max_ws_subscriptions
-            .unwrap_or(defaults.max_ws_subscriptions),
-        ws_replay_events: knobs.ws_replay_events.unwrap_or(defaults.ws_replay_events),
-        ws_replay_bytes: knobs.ws_replay_bytes.unwrap_or(defaults.ws_replay_bytes),
-        max_streams_per_principal: knobs
-            .max_streams_per_principal
-            .unwrap_or(defaults.max_streams_per_principal),
     }
 }
 
@@ -588,6 +575,12 @@ mod tests {
             ("SERVICE_WS_REPLAY_MAX_EVENTS", "7"),
             ("SERVICE_WS_REPLAY_MAX_BYTES", "8"),
             ("SERVICE_MAX_STREAMS_PER_PRINCIPAL", "9"),
+            ("SERVICE_MAX_STREAMS_PER_ADDRESS", "0"),
+            ("SERVICE_MAX_URI_BYTES", "10"),
+            ("SERVICE_MAX_HEADERS", "11"),
+            ("SERVICE_MAX_HEADER_BYTES", "12"),
+            ("SERVICE_HEADER_READ_TIMEOUT_MS", "0"),
+            ("SERVICE_SEND_TIMEOUT_MS", "13"),
         ];
         let set = resolve(Mode::Start, &ServeArgs::default(), &vars).unwrap();
         let expected = service_axum::ClientLimits {
@@ -596,8 +589,17 @@ mod tests {
             ws_replay_events: 7,
             ws_replay_bytes: 8,
             max_streams_per_principal: 9,
+            max_streams_per_address: 0,
+            max_uri_bytes: 10,
+            max_headers: 11,
+            max_header_bytes: 12,
         };
         assert_eq!(set.http.limits, expected);
+        let timeouts = (
+            set.connections.header_read_timeout,
+            set.connections.send_timeout,
+        );
+        assert_eq!(timeouts, (None, Some(Duration::from_millis(13))));
         let zero = [("SERVICE_MAX_STREAMS_PER_PRINCIPAL", "0")];
         let error = resolve(Mode::Dev, &ServeArgs::default(), &zero).unwrap_err();
         assert!(
