@@ -64,10 +64,7 @@ impl Engine {
         body: RunCreate,
     ) -> EngineResult<(Run, Subscription)> {
         let (run, subscription) = self.create(caller, target, body, true).await?;
-        Ok((
-            run,
-            subscription.unwrap_or_else(|| futures::stream::empty().boxed()),
-        ))
+        Ok((run, subscription.unwrap_or_else(crate::bus::unavailable)))
     }
 
     async fn create(

@@ -2,8 +2,9 @@
 //! clients stream runs through it. Every stream the server opened ends cleanly (its
 //! chunked body is terminated, nothing hangs) with the run's result or a
 //! `StreamUnavailable` error event saying to resume with Last-Event-ID, a refused one
-//! is a 503, every run whose stream was opened settles, and streaming works again once
-//! Redis is back, without restarting the server.
+//! is a 503, a wait answers its run's result, every run whose stream was opened
+//! settles, and streaming works again once Redis is back, without restarting the
+//! server.
 
 mod support;
 
@@ -83,6 +84,20 @@ fn client(server: String, stop: Arc<AtomicBool>, seen: Arc<Mutex<Vec<Streamed>>>
             .to_owned();
         let streamed = stream_run(&server, &thread).expect("the stream ends within 60 s");
         seen.lock().unwrap().push(streamed);
+        // A wait reads the same bus: its answer is the run's result all the same.
+        let waited = support::try_call(
+            &server,
+            "POST",
+            &format!("/threads/{thread}/runs/wait"),
+            &[],
+            Some(json!({"assistant_id": "slow", "input": {"delay_ms": 300}})),
+            Some(Duration::from_secs(60)),
+        )
+        .expect("the wait ends within 60 s");
+        assert!(
+            waited.status == 503 || waited.body["done"] == true,
+            "a wait answers the run's result: {waited:?}"
+        );
     }
 }
 
