@@ -1,7 +1,6 @@
 //! Run creation (validation, thread handling, multitask strategies), cancellation,
 //! listing, and the wait/join result body.
 
-use futures::StreamExt;
 use serde_json::{Value, json};
 use service_store::{
     ActiveRunsQuery, CancelOutcome, ErrorKind as StoreErrorKind, NewRun, NewThread, RunListQuery,
