@@ -8,13 +8,16 @@
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll};
 
 use axum::body::Body;
 use axum::extract::{ConnectInfo, FromRequestParts};
 use axum::http::request::Parts;
 use axum::response::Response;
-use http_body_util::BodyExt;
+use bytes::Bytes;
+use http_body::{Frame, SizeHint};
 use service_engine::{EngineError, ErrorKind};
 
 use crate::auth::Authenticated;
@@ -134,14 +137,59 @@ impl<S: Send + Sync> FromRequestParts<S> for StreamSlot {
 impl StreamSlot {
     /// `response` with its body holding this slot until the body is dropped.
     pub(crate) fn held_by(self, response: Response) -> Response {
-        if self.0.is_none() {
+        let Some(held) = self.0 else {
             return response;
-        }
-        response.map(|body| {
-            Body::new(body.map_frame(move |frame| {
-                let _held = &self;
-                frame
-            }))
-        })
+        };
+        response.map(|body| Body::new(Holding { body, _held: held }))
+    }
+}
+
+/// A body holding a slot. Its size is the inner body's, so a short answer (a wait
+/// that had its result at once) keeps its `Content-Length` instead of going chunked.
+struct Holding {
+    body: Body,
+    _held: Held,
+}
+
+impl http_body::Body for Holding {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        Pin::new(&mut self.get_mut().body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http_body::Body as _;
+
+    #[test]
+    fn a_held_body_keeps_its_size_and_the_slot_until_dropped() {
+        let limits = crate::ClientLimits {
+            max_streams_per_address: 1,
+            ..crate::ClientLimits::default()
+        };
+        let slots = StreamSlots::new(&limits);
+        let client = Client::Address(IpAddr::from([127, 0, 0, 1]));
+        let held = slots.acquire(client.clone()).unwrap();
+        let response = StreamSlot(held).held_by(Response::new(Body::from("{}")));
+        // A known size is sent as Content-Length, not chunked.
+        assert_eq!(response.body().size_hint().exact(), Some(2));
+        assert!(slots.acquire(client.clone()).is_err(), "the slot is held");
+        drop(response);
+        assert!(slots.acquire(client).unwrap().is_some(), "and released");
     }
 }
