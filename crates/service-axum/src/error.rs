@@ -73,6 +73,23 @@ pub(crate) struct ErrorBody {
     details: Option<serde_json::Value>,
 }
 
+/// The JSON of an error answer without a code or details (a request-head cap, answered
+/// before any handler runs).
+pub fn error_body(status: StatusCode, message: &str) -> serde_json::Value {
+    serde_json::json!(ErrorBody {
+        status: status.as_u16(),
+        message: message.to_owned(),
+        detail: message.to_owned(),
+        code: None,
+        details: None,
+    })
+}
+
+/// An error answer with `status` that no [`ErrorKind`] names (a request-head cap).
+pub(crate) fn refused(status: StatusCode, message: String) -> Response {
+    (status, Json(error_body(status, &message))).into_response()
+}
+
 /// A 413 for a body over the configured limit.
 pub(crate) fn too_large(limit: usize) -> ApiError {
     ApiError(EngineError::new(

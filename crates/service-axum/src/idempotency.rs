@@ -211,9 +211,15 @@ async fn replay(
         if let Some(limit) = retried.extensions.get::<BodyLimit>() {
             extensions.insert(*limit);
         }
-        // A re-joined stream counts against its principal's open streams too.
+        // A re-joined stream counts against its client's open streams too.
         if let Some(slots) = retried.extensions.get::<StreamSlots>() {
             extensions.insert(slots.clone());
+        }
+        if let Some(peer) = retried
+            .extensions
+            .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        {
+            extensions.insert(*peer);
         }
         for name in [header::AUTHORIZATION, HeaderName::from_static("x-api-key")] {
             if let Some(value) = retried.headers.get(&name) {

@@ -17,6 +17,7 @@ mod extract;
 mod headers;
 mod idempotency;
 mod json;
+mod limits;
 mod metrics;
 mod openapi;
 mod project;
@@ -35,7 +36,7 @@ use crate::auth::{Access, Auth};
 
 pub use console::{ConsoleMountError, console, console_mount};
 pub use cors::{CorsPolicy, OriginPattern};
-pub use error::{ApiError, ApiResult, status_of};
+pub use error::{ApiError, ApiResult, error_body, status_of};
 pub use extract::decode_json_body;
 pub use headers::ConfigurableHeaders;
 pub use metrics::METRICS_PATH;
@@ -119,10 +120,21 @@ pub struct ClientLimits {
     pub ws_replay_events: usize,
     /// Bytes (as JSON) of those events (SERVICE_WS_REPLAY_MAX_BYTES).
     pub ws_replay_bytes: usize,
-    /// SSE streams and WebSockets one authenticated principal may hold open at once
-    /// (SERVICE_MAX_STREAMS_PER_PRINCIPAL); more is a 429. Anonymous requests are not
-    /// capped.
+    /// SSE streams, WebSockets and waits (`/wait`, `/join`) one authenticated
+    /// principal may hold open at once (SERVICE_MAX_STREAMS_PER_PRINCIPAL); more is a
+    /// 429.
     pub max_streams_per_principal: usize,
+    /// The same for requests without a principal, per client IP address
+    /// (SERVICE_MAX_STREAMS_PER_ADDRESS); 0 is no cap. Applies only where the server
+    /// passes the peer address (axum's `ConnectInfo<SocketAddr>`).
+    pub max_streams_per_address: usize,
+    /// Longest request target, path and query (SERVICE_MAX_URI_BYTES); longer is a 414.
+    pub max_uri_bytes: usize,
+    /// Most header fields in one request (SERVICE_MAX_HEADERS); more is a 431.
+    pub max_headers: usize,
+    /// Most bytes of header fields in one request (SERVICE_MAX_HEADER_BYTES); more is
+    /// a 431.
+    pub max_header_bytes: usize,
 }
 
 impl Default for ClientLimits {
@@ -133,6 +145,13 @@ impl Default for ClientLimits {
             ws_replay_events: 10_000,
             ws_replay_bytes: 8 * 1024 * 1024,
             max_streams_per_principal: 64,
+            // Room for a busy browser origin or a small office behind one NAT, not for
+            // one client to hold thousands; raise it behind a proxy (all clients share
+            // its address) or cap there.
+            max_streams_per_address: 1024,
+            max_uri_bytes: 8 * 1024,
+            max_headers: 100,
+            max_header_bytes: 32 * 1024,
         }
     }
 }
@@ -178,7 +197,7 @@ pub fn router_with(engine: Engine, options: RouterOptions) -> Router {
     let context = RequestContext {
         body_limit: extract::BodyLimit(options.max_body_bytes),
         limits: options.limits,
-        slots: streams::StreamSlots::new(options.limits.max_streams_per_principal),
+        slots: streams::StreamSlots::new(&options.limits),
         authorizer: options.auth.authorizer,
         origins: routes::mcp::Origins(options.allowed_origins.into()),
         configurable_headers: options.configurable_headers.map(Arc::new),
@@ -212,10 +231,17 @@ pub fn router_with(engine: Engine, options: RouterOptions) -> Router {
             auth::authenticate,
         ));
     }
-    router.layer(axum::middleware::from_fn_with_state(
-        options.cors.map(Arc::new),
-        cors::cors,
-    ))
+    // Outside the authenticator (an oversized head is refused unread), inside CORS
+    // (a browser can read why).
+    router
+        .layer(axum::middleware::from_fn_with_state(
+            options.limits,
+            limits::check_head,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            options.cors.map(Arc::new),
+            cors::cors,
+        ))
 }
 
 /// Hands the route template, known only inside the table, out on the response.

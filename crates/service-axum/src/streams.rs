@@ -1,42 +1,55 @@
-//! The cap on streams (SSE streams and WebSockets) one authenticated principal holds
-//! open at once: each open stream holds a [`StreamSlot`], released when its body or
-//! socket is dropped (the stream ended or the client went away).
+//! The cap on streams (SSE streams, WebSockets and waits) one client holds open at
+//! once: each open stream holds a [`StreamSlot`], released when its body or socket is
+//! dropped (the stream ended or the client went away).
 //!
-//! Requests without an authenticated principal are not capped: without an
-//! authenticator every client is the same "anonymous", and one shared bucket would
-//! turn a per-client cap into a server-wide one that a few clients exhaust for all;
-//! limiting anonymous clients belongs to the proxy in front, which sees addresses.
+//! A client is its authenticated principal, else its IP address. Requests without a
+//! principal are not pooled as one "anonymous": one shared bucket would turn a
+//! per-client cap into a server-wide one that a few clients exhaust for all.
 
 use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll};
 
 use axum::body::Body;
-use axum::extract::FromRequestParts;
+use axum::extract::{ConnectInfo, FromRequestParts};
 use axum::http::request::Parts;
 use axum::response::Response;
-use http_body_util::BodyExt;
+use bytes::Bytes;
+use http_body::{Frame, SizeHint};
 use service_engine::{EngineError, ErrorKind};
 
 use crate::auth::Authenticated;
 use crate::error::ApiError;
 
-/// Open streams per principal identity, shared by every request of one router.
+/// Who holds streams.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Client {
+    Principal(String),
+    Address(IpAddr),
+}
+
+/// Open streams per client, shared by every request of one router.
 #[derive(Clone, Debug)]
 pub(crate) struct StreamSlots {
-    limit: usize,
-    open: Arc<Mutex<HashMap<String, usize>>>,
+    per_principal: usize,
+    /// 0: addresses are not capped.
+    per_address: usize,
+    open: Arc<Mutex<HashMap<Client, usize>>>,
 }
 
 impl StreamSlots {
-    /// Slots of at most `limit` open streams per principal.
-    pub(crate) fn new(limit: usize) -> Self {
+    /// Slots within `limits`' caps per principal and per address.
+    pub(crate) fn new(limits: &crate::ClientLimits) -> Self {
         Self {
-            limit,
+            per_principal: limits.max_streams_per_principal,
+            per_address: limits.max_streams_per_address,
             open: Arc::default(),
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, usize>> {
+    fn lock(&self) -> MutexGuard<'_, HashMap<Client, usize>> {
         // Every update under this lock is one increment or decrement: a panic elsewhere
         // cannot leave it half-done.
         self.open
@@ -44,49 +57,62 @@ impl StreamSlots {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// One more open stream of `identity`, or the 429 saying it holds the most it may.
-    fn acquire(&self, identity: &str) -> Result<Held, ApiError> {
+    /// One more open stream of `client`, or the 429 saying it holds the most it may;
+    /// `None` when no cap applies.
+    fn acquire(&self, client: Client) -> Result<Option<Held>, ApiError> {
+        let (limit, who, knob) = match client {
+            Client::Principal(_) => (
+                self.per_principal,
+                "principal",
+                "SERVICE_MAX_STREAMS_PER_PRINCIPAL",
+            ),
+            Client::Address(_) if self.per_address == 0 => return Ok(None),
+            Client::Address(_) => (
+                self.per_address,
+                "address",
+                "SERVICE_MAX_STREAMS_PER_ADDRESS",
+            ),
+        };
         let mut open = self.lock();
-        let count = open.entry(identity.to_owned()).or_default();
-        if *count >= self.limit {
+        let count = open.entry(client.clone()).or_default();
+        if *count >= limit {
             return Err(ApiError(EngineError::new(
                 ErrorKind::TooManyRequests,
                 format!(
-                    "This principal already holds {} open streams, the most one may \
-                     (SERVICE_MAX_STREAMS_PER_PRINCIPAL); close one first",
-                    self.limit
+                    "This {who} already holds {limit} open streams and waits, the most one \
+                     may ({knob}); close one first"
                 ),
             )));
         }
         *count += 1;
-        Ok(Held {
+        Ok(Some(Held {
             slots: self.clone(),
-            identity: identity.to_owned(),
-        })
+            client,
+        }))
     }
 }
 
-/// One open stream of an authenticated principal.
+/// One open stream of a client.
 #[derive(Debug)]
 struct Held {
     slots: StreamSlots,
-    identity: String,
+    client: Client,
 }
 
 impl Drop for Held {
     fn drop(&mut self) {
         let mut open = self.slots.lock();
-        if let Some(count) = open.get_mut(&self.identity) {
+        if let Some(count) = open.get_mut(&self.client) {
             *count -= 1;
             if *count == 0 {
-                open.remove(&self.identity);
+                open.remove(&self.client);
             }
         }
     }
 }
 
 /// The slot a stream route takes before it opens its stream: a 429 when the
-/// principal holds the most open streams it may; empty when no cap applies.
+/// client holds the most open streams it may; empty when no cap applies.
 #[derive(Debug)]
 pub(crate) struct StreamSlot(Option<Held>);
 
@@ -94,28 +120,76 @@ impl<S: Send + Sync> FromRequestParts<S> for StreamSlot {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
-        let slots = parts.extensions.get::<StreamSlots>();
-        let principal = parts.extensions.get::<Authenticated>();
-        match (slots, principal) {
-            (Some(slots), Some(Authenticated(principal))) => {
-                Ok(Self(Some(slots.acquire(&principal.identity)?)))
-            }
-            _ => Ok(Self(None)),
-        }
+        let Some(slots) = parts.extensions.get::<StreamSlots>() else {
+            return Ok(Self(None));
+        };
+        let client = match parts.extensions.get::<Authenticated>() {
+            Some(Authenticated(principal)) => Client::Principal(principal.identity.clone()),
+            None => match parts.extensions.get::<ConnectInfo<SocketAddr>>() {
+                Some(ConnectInfo(peer)) => Client::Address(peer.ip()),
+                None => return Ok(Self(None)),
+            },
+        };
+        Ok(Self(slots.acquire(client)?))
     }
 }
 
 impl StreamSlot {
     /// `response` with its body holding this slot until the body is dropped.
     pub(crate) fn held_by(self, response: Response) -> Response {
-        if self.0.is_none() {
+        let Some(held) = self.0 else {
             return response;
-        }
-        response.map(|body| {
-            Body::new(body.map_frame(move |frame| {
-                let _held = &self;
-                frame
-            }))
-        })
+        };
+        response.map(|body| Body::new(Holding { body, _held: held }))
+    }
+}
+
+/// A body holding a slot. Its size is the inner body's, so a short answer (a wait
+/// that had its result at once) keeps its `Content-Length` instead of going chunked.
+struct Holding {
+    body: Body,
+    _held: Held,
+}
+
+impl http_body::Body for Holding {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        Pin::new(&mut self.get_mut().body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http_body::Body as _;
+
+    #[test]
+    fn a_held_body_keeps_its_size_and_the_slot_until_dropped() {
+        let limits = crate::ClientLimits {
+            max_streams_per_address: 1,
+            ..crate::ClientLimits::default()
+        };
+        let slots = StreamSlots::new(&limits);
+        let client = Client::Address(IpAddr::from([127, 0, 0, 1]));
+        let held = slots.acquire(client.clone()).unwrap();
+        let response = StreamSlot(held).held_by(Response::new(Body::from("{}")));
+        // A known size is sent as Content-Length, not chunked.
+        assert_eq!(response.body().size_hint().exact(), Some(2));
+        assert!(slots.acquire(client.clone()).is_err(), "the slot is held");
+        drop(response);
+        assert!(slots.acquire(client).unwrap().is_some(), "and released");
     }
 }

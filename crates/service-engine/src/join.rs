@@ -13,6 +13,9 @@ use crate::outcome::result_body;
 use crate::run_options::RunOptions;
 use crate::{Engine, EngineResult};
 
+/// How often a wait whose bus could not be read checks the store for the run's end.
+const SETTLED_POLL: std::time::Duration = std::time::Duration::from_millis(250);
+
 /// The error a join of an unknown run answers with, as the reference server words it:
 /// the `__error__` of a join body, or the data of a stream's one `error` frame.
 pub fn run_not_found() -> Value {
@@ -97,7 +100,10 @@ impl Engine {
         let mut subscription = bus.subscribe(topic, replay).await;
         if subscription.is_none() && active {
             bus.open(topic).await;
-            subscription = bus.subscribe(topic, replay).await;
+            subscription = bus
+                .subscribe(topic, replay)
+                .await
+                .or_else(|| Some(crate::bus::unavailable()));
         }
         let subscription =
             subscription.map(|subscription| self.ending_with_run(run_id, subscription));
@@ -175,7 +181,23 @@ impl Engine {
             }
             break;
         }
+        self.settled_in_store(run_id).await;
         self.stored_result(run_id).await
+    }
+
+    /// Returns once the store has the run terminal (or gone). The bus may have ended
+    /// without the run's outcome because it could not be read (a durable bus whose
+    /// backend is down) while the run goes on: its answer is then read from the store,
+    /// once it has settled there.
+    async fn settled_in_store(&self, run_id: Uuid) {
+        loop {
+            match self.store().runs().get(run_id).await {
+                Ok(Some(run)) if !run.status.is_terminal() => {}
+                Ok(_) => return,
+                Err(error) => tracing::warn!(%run_id, %error, "reading a waited run failed"),
+            }
+            tokio::time::sleep(SETTLED_POLL).await;
+        }
     }
 
     /// `subscription` to a run's topic, ended once the run has settled on another

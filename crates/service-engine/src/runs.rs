@@ -1,7 +1,6 @@
 //! Run creation (validation, thread handling, multitask strategies), cancellation,
 //! listing, and the wait/join result body.
 
-use futures::StreamExt;
 use serde_json::{Value, json};
 use service_store::{
     ActiveRunsQuery, CancelOutcome, ErrorKind as StoreErrorKind, NewRun, NewThread, RunListQuery,
@@ -64,10 +63,7 @@ impl Engine {
         body: RunCreate,
     ) -> EngineResult<(Run, Subscription)> {
         let (run, subscription) = self.create(caller, target, body, true).await?;
-        Ok((
-            run,
-            subscription.unwrap_or_else(|| futures::stream::empty().boxed()),
-        ))
+        Ok((run, subscription.unwrap_or_else(crate::bus::unavailable)))
     }
 
     #[tracing::instrument(level = "trace", name = "run.create", skip_all)]

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use service_graph::{AgentGraph, FinalState, RunnableConfig, StateOptions, StateSnapshot};
-use service_store::{ClaimNext, Settlement, ThreadMirror};
+use service_store::{ClaimNext, ErrorKind, Settlement, StoreError, ThreadMirror};
 use service_types::{Run, RunError, RunStatus, ThreadStatus, Timestamp};
 use uuid::Uuid;
 
@@ -64,6 +64,33 @@ pub(crate) struct Settler {
     pub(crate) metrics: crate::metrics::EngineMetrics,
     /// Telemetry sinks and the run-activity switch.
     pub(crate) observers: Observers,
+}
+
+/// How long a settle is retried while the database is unreachable.
+const SETTLE_RETRY: Duration = Duration::from_secs(60);
+
+/// `attempt` again while the store says its failure is transient (the database
+/// restarting): a settle given up would leave a finished run `running` until recovery
+/// settles it as lost. The run's claim is held meanwhile, so recovery leaves it alone.
+async fn until_stored<T, F, Fut>(run_id: Uuid, mut attempt: F) -> Result<T, StoreError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, StoreError>>,
+{
+    let deadline = Instant::now() + SETTLE_RETRY;
+    let mut pause = Duration::from_millis(100);
+    loop {
+        match attempt().await {
+            Err(error)
+                if error.kind == ErrorKind::Transient && Instant::now() + pause < deadline =>
+            {
+                tracing::warn!(run_id = %run_id, %error, "settling the run failed; retrying");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(2));
+            }
+            outcome => return outcome,
+        }
+    }
 }
 
 impl Settler {
@@ -190,7 +217,11 @@ impl Settler {
         let (final_status, mirrored) = if discard_thread {
             // A stateless run's thread is deleted next: nothing to mirror, and its
             // plain settle leaves the next queued run to a claim by id.
-            match self.store.runs().settle(run.run_id, settlement).await {
+            let settled = until_stored(run.run_id, || {
+                self.store.runs().settle(run.run_id, settlement.clone())
+            })
+            .await;
+            match settled {
                 Ok(settled) => {
                     delivery_id = settled.delivery.map(|d| d.delivery.delivery_id);
                     (settled.run.status, None)
@@ -206,12 +237,16 @@ impl Settler {
                 run_id: next.run_id,
                 now: self.clock.now(),
             });
-            match self
-                .store
-                .runs()
-                .settle_and_mirror(run.run_id, settlement, mirror, claim_next)
-                .await
-            {
+            let settled = until_stored(run.run_id, || {
+                self.store.runs().settle_and_mirror(
+                    run.run_id,
+                    settlement.clone(),
+                    mirror.clone(),
+                    claim_next,
+                )
+            })
+            .await;
+            match settled {
                 Ok(outcome) => {
                     if let Some(next) = &mut next {
                         next.claimed = outcome.next;

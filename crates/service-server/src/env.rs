@@ -12,7 +12,7 @@ use std::time::Duration;
 pub struct ConfigError(pub String);
 
 /// The SERVICE_ knobs this server reads.
-const SUPPORTED: [&str; 26] = [
+const SUPPORTED: [&str; 32] = [
     "SERVICE_RUN_CONCURRENCY",
     "SERVICE_RUN_TIMEOUT_MS",
     "SERVICE_SHUTDOWN_GRACE_MS",
@@ -26,6 +26,12 @@ const SUPPORTED: [&str; 26] = [
     "SERVICE_WS_REPLAY_MAX_EVENTS",
     "SERVICE_WS_REPLAY_MAX_BYTES",
     "SERVICE_MAX_STREAMS_PER_PRINCIPAL",
+    "SERVICE_MAX_STREAMS_PER_ADDRESS",
+    "SERVICE_MAX_URI_BYTES",
+    "SERVICE_MAX_HEADERS",
+    "SERVICE_MAX_HEADER_BYTES",
+    "SERVICE_HEADER_READ_TIMEOUT_MS",
+    "SERVICE_SEND_TIMEOUT_MS",
     "SERVICE_REQUEST_LOG",
     "SERVICE_WEBHOOK_SECRET",
     "SERVICE_WEBHOOK_TIMEOUT_MS",
@@ -84,6 +90,18 @@ pub(crate) struct EnvKnobs {
     pub ws_replay_bytes: Option<usize>,
     /// SERVICE_MAX_STREAMS_PER_PRINCIPAL.
     pub max_streams_per_principal: Option<usize>,
+    /// SERVICE_MAX_STREAMS_PER_ADDRESS (0: no cap).
+    pub max_streams_per_address: Option<usize>,
+    /// SERVICE_MAX_URI_BYTES.
+    pub max_uri_bytes: Option<usize>,
+    /// SERVICE_MAX_HEADERS.
+    pub max_headers: Option<usize>,
+    /// SERVICE_MAX_HEADER_BYTES.
+    pub max_header_bytes: Option<usize>,
+    /// SERVICE_HEADER_READ_TIMEOUT_MS; `Some(None)` is off.
+    pub header_read_timeout: Option<Option<Duration>>,
+    /// SERVICE_SEND_TIMEOUT_MS; `Some(None)` is off.
+    pub send_timeout: Option<Option<Duration>>,
     /// SERVICE_PYTHON: the interpreter of the Python graphs' workers.
     pub python: Option<String>,
     /// SERVICE_PYTHON_WORKERS: how many Python worker processes run.
@@ -242,10 +260,31 @@ impl EnvKnobs {
                 "SERVICE_MAX_STREAMS_PER_PRINCIPAL",
                 &mut knobs.max_streams_per_principal,
             ),
+            ("SERVICE_MAX_URI_BYTES", &mut knobs.max_uri_bytes),
+            ("SERVICE_MAX_HEADERS", &mut knobs.max_headers),
+            ("SERVICE_MAX_HEADER_BYTES", &mut knobs.max_header_bytes),
         ];
         for (name, knob) in caps {
             if let Some(text) = get(name) {
                 *knob = Some(positive(name, &text)?);
+            }
+        }
+        if let Some(text) = get("SERVICE_MAX_STREAMS_PER_ADDRESS") {
+            knobs.max_streams_per_address = Some(text.trim().parse().map_err(|_| {
+                ConfigError(format!(
+                    "SERVICE_MAX_STREAMS_PER_ADDRESS must be a whole number (0: no cap), got {text:?}"
+                ))
+            })?);
+        }
+        for (name, knob) in [
+            (
+                "SERVICE_HEADER_READ_TIMEOUT_MS",
+                &mut knobs.header_read_timeout,
+            ),
+            ("SERVICE_SEND_TIMEOUT_MS", &mut knobs.send_timeout),
+        ] {
+            if let Some(text) = get(name) {
+                *knob = Some(millis_or_off(name, &text)?);
             }
         }
         if let Some(text) = get("DB_POOL_MAX") {
@@ -293,6 +332,51 @@ impl EnvKnobs {
             }
         }
         Ok(knobs)
+    }
+}
+
+/// A request head must arrive within this by default: long for any real client,
+/// short enough that a slow-loris client holds each connection only briefly.
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
+/// A response write may make no progress this long by default: far beyond a slow
+/// network, yet a client that stopped reading lets its connection go in a minute.
+const SEND_TIMEOUT: Duration = Duration::from_secs(60);
+
+impl EnvKnobs {
+    /// The caps on one client, from their knobs.
+    pub(crate) fn client_limits(&self) -> service_axum::ClientLimits {
+        let defaults = service_axum::ClientLimits::default();
+        service_axum::ClientLimits {
+            max_batch_runs: self.max_batch_runs.unwrap_or(defaults.max_batch_runs),
+            max_ws_subscriptions: self
+                .max_ws_subscriptions
+                .unwrap_or(defaults.max_ws_subscriptions),
+            ws_replay_events: self.ws_replay_events.unwrap_or(defaults.ws_replay_events),
+            ws_replay_bytes: self.ws_replay_bytes.unwrap_or(defaults.ws_replay_bytes),
+            max_streams_per_principal: self
+                .max_streams_per_principal
+                .unwrap_or(defaults.max_streams_per_principal),
+            max_streams_per_address: self
+                .max_streams_per_address
+                .unwrap_or(defaults.max_streams_per_address),
+            max_uri_bytes: self.max_uri_bytes.unwrap_or(defaults.max_uri_bytes),
+            max_headers: self.max_headers.unwrap_or(defaults.max_headers),
+            max_header_bytes: self.max_header_bytes.unwrap_or(defaults.max_header_bytes),
+        }
+    }
+
+    /// How connections are held to account, from their knobs.
+    pub(crate) fn connections(&self) -> crate::listen::Connections {
+        let limits = self.client_limits();
+        crate::listen::Connections {
+            header_read_timeout: self
+                .header_read_timeout
+                .unwrap_or(Some(HEADER_READ_TIMEOUT)),
+            send_timeout: self.send_timeout.unwrap_or(Some(SEND_TIMEOUT)),
+            max_uri_bytes: limits.max_uri_bytes,
+            max_headers: limits.max_headers,
+            max_header_bytes: limits.max_header_bytes,
+        }
     }
 }
 

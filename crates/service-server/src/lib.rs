@@ -8,6 +8,7 @@ mod config;
 mod env;
 mod graphs;
 mod heap;
+mod listen;
 mod log;
 mod metrics;
 mod otel;

@@ -1,14 +1,12 @@
 //! Boot: build the store, graphs and engine a [`ServerConfig`] describes, serve until a
 //! termination signal, then shut down within the grace period.
 
-use std::future::IntoFuture;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::extract::Request;
 use axum::middleware::Next;
 use axum::response::Response;
-use axum::serve::ListenerExt;
 use service_coordinator_postgres::{PgCoordinator, PgCoordinatorOptions};
 use service_engine::bus::MemoryBus;
 use service_engine::{Engine, EngineParts};
@@ -267,24 +265,13 @@ pub(crate) async fn serve(
     if let Some(mount) = &config.console {
         tracing::info!("console at http://{local}{mount}/");
     }
-    // Streamed answers (wait bodies, SSE) are written in several small pieces; without
-    // TCP_NODELAY, Nagle's algorithm holds each back until the client's delayed ACK.
-    let listener = listener.tap_io(|tcp| {
-        if let Err(error) = tcp.set_nodelay(true) {
-            tracing::warn!(%error, "cannot set TCP_NODELAY");
-        }
-    });
     let stopping = CancellationToken::new();
     let (heap_percent, heap_sample) = config.heap_warn;
     crate::heap::spawn(heap_percent, heap_sample, stopping.clone());
-    let server = axum::serve(listener, app)
-        .with_graceful_shutdown(stopping.clone().cancelled_owned())
-        .into_future();
+    let server = crate::listen::serve(listener, app, config.connections, stopping.clone());
     tokio::pin!(server);
     tokio::select! {
-        served = &mut server => {
-            return served.map_err(|error| ConfigError(format!("server error: {error}")));
-        }
+        () = &mut server => return Ok(()),
         () = signalled => {}
     }
     // No new connections from here; requests in flight go on while the runs drain.

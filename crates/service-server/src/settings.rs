@@ -32,6 +32,8 @@ pub(crate) struct ServerConfig {
     pub request_log: bool,
     /// Resident-memory share warned above (0: off), and the sampling period.
     pub heap_warn: (f64, Duration),
+    /// The timeouts and hard head caps of each connection.
+    pub connections: crate::listen::Connections,
     /// The HTTP adapter's settings (the request body limit).
     pub http: service_axum::RouterOptions,
     /// The web console's mount path, when it is served.
@@ -281,6 +283,7 @@ impl ServerConfig {
             database,
             checkpoint_database,
             request_log: knobs.request_log.unwrap_or(mode == Mode::Dev),
+            connections: knobs.connections(),
             heap_warn: (
                 knobs
                     .heap_warn_percent
@@ -297,7 +300,7 @@ impl ServerConfig {
                     .unwrap_or_default(),
                 disable_runs: file.http.disable_runs.unwrap_or(false),
                 metrics: knobs.metrics.unwrap_or(mode == Mode::Dev),
-                limits: client_limits(&knobs),
+                limits: knobs.client_limits(),
                 // MCP admits the browsers CORS admits by name (and loopback ones);
                 // without `http.cors`, loopback only.
                 allowed_origins: cors
@@ -330,22 +333,6 @@ impl ServerConfig {
             auth,
             warnings,
         })
-    }
-}
-
-/// The caps on one client, from their knobs.
-fn client_limits(knobs: &EnvKnobs) -> service_axum::ClientLimits {
-    let defaults = service_axum::ClientLimits::default();
-    service_axum::ClientLimits {
-        max_batch_runs: knobs.max_batch_runs.unwrap_or(defaults.max_batch_runs),
-        max_ws_subscriptions: knobs
-            .max_ws_subscriptions
-            .unwrap_or(defaults.max_ws_subscriptions),
-        ws_replay_events: knobs.ws_replay_events.unwrap_or(defaults.ws_replay_events),
-        ws_replay_bytes: knobs.ws_replay_bytes.unwrap_or(defaults.ws_replay_bytes),
-        max_streams_per_principal: knobs
-            .max_streams_per_principal
-            .unwrap_or(defaults.max_streams_per_principal),
     }
 }
 
@@ -489,4 +476,3 @@ fn engine_config(
 
 #[cfg(test)]
 mod tests;
-

@@ -264,25 +264,23 @@ async fn wait_on_thread(
     CallerOf(caller): CallerOf,
     prefix: MountPrefix,
     Path(thread_id): Path<String>,
+    slot: StreamSlot,
     RunBody(body): RunBody,
 ) -> ApiResult<Response> {
-    wait(
-        &engine,
-        &caller,
-        &prefix,
-        RunTarget::Thread(uuid("thread", &thread_id)?),
-        body,
-    )
-    .await
+    let target = RunTarget::Thread(uuid("thread", &thread_id)?);
+    let response = wait(&engine, &caller, &prefix, target, body).await?;
+    Ok(slot.held_by(response))
 }
 
 async fn wait_stateless(
     State(engine): State<Engine>,
     CallerOf(caller): CallerOf,
     prefix: MountPrefix,
+    slot: StreamSlot,
     RunBody(body): RunBody,
 ) -> ApiResult<Response> {
-    wait(&engine, &caller, &prefix, RunTarget::Stateless, body).await
+    let response = wait(&engine, &caller, &prefix, RunTarget::Stateless, body).await?;
+    Ok(slot.held_by(response))
 }
 
 async fn batch(
@@ -410,6 +408,7 @@ async fn join(
     prefix: MountPrefix,
     Path((thread_id, run_id)): Path<(String, String)>,
     query: QueryParams,
+    slot: StreamSlot,
 ) -> ApiResult<Response> {
     let (thread_id, run_id) = (uuid("thread", &thread_id)?, uuid("run", &run_id)?);
     let cancel = query.bool("cancel_on_disconnect")?.unwrap_or(false);
@@ -418,7 +417,8 @@ async fn join(
         RunToJoin::Run(run) => {
             let cancel = cancel && !run.status.is_terminal();
             let on_drop = cancel_on_drop(&engine, &caller, &run, cancel);
-            Ok(result_response(&engine, &caller, &prefix, &run, None, on_drop).await)
+            let response = result_response(&engine, &caller, &prefix, &run, None, on_drop).await;
+            Ok(slot.held_by(response))
         }
         RunToJoin::Forgotten => Ok(Json(runs.result(run_id).await?).into_response()),
         RunToJoin::Unknown => Ok(Json(json!({ "__error__": run_not_found() })).into_response()),

@@ -114,6 +114,12 @@ pub enum Delivery {
 /// A subscription: replayed frames, then live ones, ending when the topic closes.
 pub type Subscription = BoxStream<'static, Delivery>;
 
+/// What a caller reads in place of a subscription the bus could not make (a durable
+/// bus whose backend is down): told so, instead of a stream that ends in silence.
+pub(crate) fn unavailable() -> Subscription {
+    futures::StreamExt::boxed(futures::stream::iter([Delivery::Unavailable]))
+}
+
 /// The stream bus seam: in memory here; a durable one can replace it.
 #[async_trait]
 pub trait StreamBus: Send + Sync + fmt::Debug {

@@ -109,6 +109,12 @@ fn the_client_caps_come_from_their_knobs_with_defaults() {
         ("SERVICE_WS_REPLAY_MAX_EVENTS", "7"),
         ("SERVICE_WS_REPLAY_MAX_BYTES", "8"),
         ("SERVICE_MAX_STREAMS_PER_PRINCIPAL", "9"),
+        ("SERVICE_MAX_STREAMS_PER_ADDRESS", "0"),
+        ("SERVICE_MAX_URI_BYTES", "10"),
+        ("SERVICE_MAX_HEADERS", "11"),
+        ("SERVICE_MAX_HEADER_BYTES", "12"),
+        ("SERVICE_HEADER_READ_TIMEOUT_MS", "0"),
+        ("SERVICE_SEND_TIMEOUT_MS", "13"),
     ];
     let set = resolve(Mode::Start, &ServeArgs::default(), &vars).unwrap();
     let expected = service_axum::ClientLimits {
@@ -117,8 +123,17 @@ fn the_client_caps_come_from_their_knobs_with_defaults() {
         ws_replay_events: 7,
         ws_replay_bytes: 8,
         max_streams_per_principal: 9,
+        max_streams_per_address: 0,
+        max_uri_bytes: 10,
+        max_headers: 11,
+        max_header_bytes: 12,
     };
     assert_eq!(set.http.limits, expected);
+    let timeouts = (
+        set.connections.header_read_timeout,
+        set.connections.send_timeout,
+    );
+    assert_eq!(timeouts, (None, Some(Duration::from_millis(13))));
     let zero = [("SERVICE_MAX_STREAMS_PER_PRINCIPAL", "0")];
     let error = resolve(Mode::Dev, &ServeArgs::default(), &zero).unwrap_err();
     assert!(

@@ -9,6 +9,8 @@ use std::process::{Child, Command, Stdio};
 
 use serde_json::Value;
 
+pub mod private;
+
 pub fn base_url() -> String {
     std::env::var("TEST_DATABASE_URL")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
@@ -163,7 +165,21 @@ pub fn call_at(
     headers: &[(&str, &str)],
     body: Option<Value>,
 ) -> Reply {
-    let mut stream = TcpStream::connect(address).unwrap();
+    try_call(address, method, path, headers, body, None).unwrap()
+}
+
+/// [`call`] to `address` that reports a connection failure or (with `timeout`) an
+/// answer that does not come in time, instead of panicking.
+pub fn try_call(
+    address: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Option<Value>,
+    timeout: Option<std::time::Duration>,
+) -> std::io::Result<Reply> {
+    let mut stream = TcpStream::connect(address)?;
+    stream.set_read_timeout(timeout)?;
     let body = body.map(|body| body.to_string()).unwrap_or_default();
     let mut head = format!(
         "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n",
@@ -172,17 +188,22 @@ pub fn call_at(
     for (name, value) in headers {
         head.push_str(&format!("{name}: {value}\r\n"));
     }
-    write!(stream, "{head}\r\n{body}").unwrap();
+    write!(stream, "{head}\r\n{body}")?;
     let mut response = Vec::new();
-    stream.read_to_end(&mut response).unwrap();
+    stream.read_to_end(&mut response)?;
     let response = String::from_utf8_lossy(&response).into_owned();
-    let (head, raw) = response.split_once("\r\n\r\n").unwrap();
+    let Some((head, raw)) = response.split_once("\r\n\r\n") else {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            format!("no answer to {method} {path}: {response:?}"),
+        ));
+    };
     let mut lines = head.lines();
     let status = lines
         .next()
         .and_then(|line| line.split(' ').nth(1))
         .and_then(|code| code.parse().ok())
-        .unwrap();
+        .unwrap_or(0);
     let headers: Vec<(String, String)> = lines
         .filter_map(|line| line.split_once(':'))
         .map(|(name, value)| (name.trim().to_ascii_lowercase(), value.trim().to_owned()))
@@ -195,11 +216,11 @@ pub fn call_at(
     } else {
         raw.to_owned()
     };
-    Reply {
+    Ok(Reply {
         status,
         headers,
         body: serde_json::from_str(text.trim()).unwrap_or(Value::Null),
-    }
+    })
 }
 
 /// The payload of a chunked body.
@@ -239,4 +260,58 @@ impl Drop for ConfigFile {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.0);
     }
+}
+
+/// The resident memory of `pid` in bytes (Linux).
+pub fn resident_bytes(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|rest| {
+            rest.trim()
+                .trim_end_matches("kB")
+                .trim()
+                .parse::<u64>()
+                .ok()
+        })
+        .map_or(0, |kib| kib * 1024)
+}
+
+/// A run of `body` queued on a new thread behind a blocker (a `slow` run of a
+/// minute), so subscribers can join it before it produces its first frame: (thread,
+/// blocker, run). Cancelling the blocker with [`release`] starts the run.
+pub fn queued_run(instance: &Instance, mut body: Value) -> (String, String, String) {
+    let thread = request(instance, "POST", "/threads", Some(serde_json::json!({})))["thread_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let path = format!("/threads/{thread}/runs");
+    let blocker = request(
+        instance,
+        "POST",
+        &path,
+        Some(serde_json::json!({"assistant_id": "slow", "input": {"delay_ms": 60000}})),
+    )["run_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    body["multitask_strategy"] = "enqueue".into();
+    let run = request(instance, "POST", &path, Some(body))["run_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    (thread, blocker, run)
+}
+
+/// Cancels the blocker of a [`queued_run`].
+pub fn release(instance: &Instance, thread: &str, blocker: &str) {
+    let reply = call(
+        instance,
+        "POST",
+        &format!("/threads/{thread}/runs/{blocker}/cancel"),
+        &[],
+        None,
+    );
+    assert!(reply.status < 300, "cancel the blocker: {reply:?}");
 }
