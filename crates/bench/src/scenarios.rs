@@ -438,11 +438,16 @@ impl Bench {
         Ok(())
     }
 
-    async fn s5(&mut self) -> Result<(), String> {
-        let items = self.args.store_items.max(1);
-        let groups = 1000.min(items);
-        let namespace = json!(["bench", "s5", Uuid::new_v4().simple().to_string()]);
-        // Fill the namespace: a counted load of puts.
+    /// Puts `items` values (`value(i)` at key `item-i`) into `namespace` at c=32, as one
+    /// counted load reported as `<scenario>-put`.
+    async fn fill_namespace(
+        &mut self,
+        scenario: &str,
+        name: &str,
+        namespace: &Value,
+        items: u64,
+        value: impl Fn(u64) -> Value + Send + Sync + 'static,
+    ) -> Result<(), String> {
         let put_plan = Plan {
             concurrency: 32,
             warmup: Duration::ZERO,
@@ -454,12 +459,7 @@ impl Bench {
         let m = load::run(put_plan, move |i| {
             let http = http.clone();
             let body = Bytes::from(
-                json!({
-                    "namespace": ns,
-                    "key": format!("item-{i}"),
-                    "value": {"i": i, "group": i % groups, "text": format!("item number {i}")},
-                })
-                .to_string(),
+                json!({"namespace": ns, "key": format!("item-{i}"), "value": value(i)}).to_string(),
             );
             async move {
                 http.call(http::Method::PUT, "/store/items", body).await?;
@@ -469,18 +469,33 @@ impl Bench {
         .await;
         if m.errors > 0 {
             return Err(format!(
-                "S5: {} puts failed, first: {}",
+                "{scenario}: {} puts failed, first: {}",
                 m.errors,
                 m.first_error.unwrap_or_default()
             ));
         }
         self.emit(
-            "S5-put",
-            "store put (filling the namespace)",
+            &format!("{scenario}-put"),
+            name,
             32,
             &m,
             json!({"items": items}),
         );
+        Ok(())
+    }
+
+    async fn s5(&mut self) -> Result<(), String> {
+        let items = self.args.store_items.max(1);
+        let groups = 1000.min(items);
+        let namespace = json!(["bench", "s5", Uuid::new_v4().simple().to_string()]);
+        self.fill_namespace(
+            "S5",
+            "store put (filling the namespace)",
+            &namespace,
+            items,
+            move |i| json!({"i": i, "group": i % groups, "text": format!("item number {i}")}),
+        )
+        .await?;
         let search = move |g: u64| {
             Bytes::from(
                 json!({"namespace_prefix": namespace, "filter": {"group": g % groups}, "limit": 10})

@@ -9,7 +9,7 @@ use serde_json::json;
 use uuid::Uuid;
 
 use super::{Bench, contains};
-use crate::load::{self, Outcome, Plan};
+use crate::load::{self, Outcome};
 
 /// Distinct topics the items spread over; a query names one.
 const TOPICS: u64 = 100;
@@ -18,45 +18,14 @@ impl Bench {
     pub(crate) async fn s5q(&mut self) -> Result<(), String> {
         let items = self.args.store_items.max(1);
         let namespace = json!(["bench", "s5q", Uuid::new_v4().simple().to_string()]);
-        let put_plan = Plan {
-            concurrency: 32,
-            warmup: std::time::Duration::ZERO,
-            duration: std::time::Duration::from_secs(3600),
-            count: Some(items),
-        };
-        let http = self.http.clone();
-        let ns = namespace.clone();
-        let m = load::run(put_plan, move |i| {
-            let http = http.clone();
-            let topic = i % TOPICS;
-            let body = Bytes::from(
-                json!({
-                    "namespace": ns,
-                    "key": format!("item-{i}"),
-                    "value": {"i": i, "text": format!("note {i} about topic{topic} and its details")},
-                })
-                .to_string(),
-            );
-            async move {
-                http.call(http::Method::PUT, "/store/items", body).await?;
-                Ok(Outcome::default())
-            }
-        })
-        .await;
-        if m.errors > 0 {
-            return Err(format!(
-                "S5q: {} puts failed, first: {}",
-                m.errors,
-                m.first_error.unwrap_or_default()
-            ));
-        }
-        self.emit(
-            "S5q-put",
+        self.fill_namespace(
+            "S5q",
             "store put with embedding (filling the namespace)",
-            32,
-            &m,
-            json!({"items": items}),
-        );
+            &namespace,
+            items,
+            |i| json!({"i": i, "text": format!("note {i} about topic{} and its details", i % TOPICS)}),
+        )
+        .await?;
         let search = move |n: u64| {
             Bytes::from(
                 json!({"namespace_prefix": namespace, "query": format!("topic{}", n % TOPICS), "limit": 10})
