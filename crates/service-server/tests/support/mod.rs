@@ -96,8 +96,15 @@ pub fn spawn(args: &[&str], env: &[(&str, &str)]) -> Instance {
         .unwrap();
     let mut log = BufReader::new(child.stdout.take().unwrap());
     let address = listening_address(&mut log);
-    // Keep draining the log so the server never blocks on a full pipe.
-    std::thread::spawn(move || for _ in log.lines() {});
+    // Keep draining the log so the server never blocks on a full pipe; its warnings
+    // and errors go to the test's output, shown when the test fails.
+    std::thread::spawn(move || {
+        for line in log.lines().map_while(Result::ok) {
+            if line.contains(" WARN ") || line.contains(" ERROR ") {
+                eprintln!("server: {line}");
+            }
+        }
+    });
     Instance { child, address }
 }
 
