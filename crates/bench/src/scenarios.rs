@@ -484,6 +484,38 @@ impl Bench {
         Ok(())
     }
 
+    /// Loads `POST /store/items/search` with `search(n)` bodies at c=1 and c=32, each
+    /// answer checked by `found` (an answer it refuses counts as an error).
+    async fn search_loads(
+        &mut self,
+        scenario: &str,
+        name: &str,
+        search: impl Fn(u64) -> Bytes + Clone + Send + Sync + 'static,
+        found: fn(&[u8]) -> bool,
+        extra: Value,
+    ) {
+        for concurrency in self.widths(&[1, 32]) {
+            let http = self.http.clone();
+            let search = search.clone();
+            let m = load::run(self.plan(concurrency), move |n| {
+                let http = http.clone();
+                let body = search(n);
+                async move {
+                    let answer = http.post("/store/items/search", body).await?;
+                    if !found(&answer) {
+                        return Err(format!(
+                            "unexpected search answer: {}",
+                            String::from_utf8_lossy(&answer)
+                        ));
+                    }
+                    Ok(Outcome::default())
+                }
+            })
+            .await;
+            self.emit(scenario, name, concurrency, &m, extra.clone());
+        }
+    }
+
     async fn s5(&mut self) -> Result<(), String> {
         let items = self.args.store_items.max(1);
         let groups = 1000.min(items);
@@ -516,32 +548,14 @@ impl Bench {
                 "S5: a filtered search found {count} items, expected {expected}: {found}"
             ));
         }
-        for concurrency in self.widths(&[1, 32]) {
-            let http = self.http.clone();
-            let search = search.clone();
-            let m = load::run(self.plan(concurrency), move |n| {
-                let http = http.clone();
-                let body = search(n);
-                async move {
-                    let answer = http.post("/store/items/search", body).await?;
-                    if !contains(&answer, b"\"group\"") {
-                        return Err(format!(
-                            "empty search: {}",
-                            String::from_utf8_lossy(&answer)
-                        ));
-                    }
-                    Ok(Outcome::default())
-                }
-            })
-            .await;
-            self.emit(
-                "S5",
-                "filtered store search",
-                concurrency,
-                &m,
-                json!({"items": items, "matches_per_filter": items / groups}),
-            );
-        }
+        self.search_loads(
+            "S5",
+            "filtered store search",
+            search,
+            |answer| contains(answer, b"\"group\""),
+            json!({"items": items, "matches_per_filter": items / groups}),
+        )
+        .await;
         Ok(())
     }
 

@@ -1,4 +1,4 @@
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use async_trait::async_trait;
 use parking_lot::RwLock;
@@ -64,12 +64,11 @@ impl Namespace {
     ) {
         // Without an index to narrow the candidates, every vector is read anyway:
         // score them all in one pass over the arena.
-        let all = self
-            .index
-            .candidates(filter)
+        let candidates = self.index.candidates(filter);
+        let all = candidates
             .is_none()
             .then(|| self.vectors.similarities(query));
-        for stored in self.matching(filter, now) {
+        for stored in self.matching_among(candidates, filter, now) {
             let score = stored
                 .slots
                 .iter()
@@ -88,10 +87,20 @@ impl Namespace {
         filter: &'a StoreFilter,
         now: Timestamp,
     ) -> Box<dyn Iterator<Item = &'a Stored> + 'a> {
+        self.matching_among(self.index.candidates(filter), filter, now)
+    }
+
+    /// [`Namespace::matching`] with the index's `candidates` for `filter` already read.
+    fn matching_among<'a>(
+        &'a self,
+        candidates: Option<BTreeSet<&'a str>>,
+        filter: &'a StoreFilter,
+        now: Timestamp,
+    ) -> Box<dyn Iterator<Item = &'a Stored> + 'a> {
         let selected = move |stored: &'a Stored| {
             (stored.is_live(now) && filter.matches(&stored.item.value)).then_some(stored)
         };
-        match self.index.candidates(filter) {
+        match candidates {
             Some(keys) => Box::new(
                 keys.into_iter()
                     .filter_map(move |key| self.items.get(key).and_then(selected)),

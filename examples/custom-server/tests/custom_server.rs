@@ -140,40 +140,34 @@ fn the_custom_server_serves_its_own_graph_as_its_configuration_says() {
     assert_eq!(page.as_array().unwrap().len(), 1);
 }
 
+/// `command`'s boot is refused with a message naming `says`.
+fn refused(command: &mut Command, says: &str) {
+    let output = command.output().unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains(says), "stderr: {stderr}");
+}
+
 #[test]
 fn the_custom_server_refuses_what_the_bundled_server_refuses() {
-    let output = custom_server()
-        .args(["start", "--port", "0"])
-        .env("SERVICE_HEAP_WARN_PERCENT", "150")
-        .output()
-        .unwrap();
-    assert!(!output.status.success());
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        stderr.contains("SERVICE_HEAP_WARN_PERCENT"),
-        "stderr: {stderr}"
+    refused(
+        custom_server()
+            .args(["start", "--port", "0"])
+            .env("SERVICE_HEAP_WARN_PERCENT", "150"),
+        "SERVICE_HEAP_WARN_PERCENT",
     );
-
-    let config = ConfigFile::new("adapter", json!({"store": {"adapter": "./store.py:store"}}));
-    let output = custom_server()
-        .args(["dev", "--port", "0", "--config"])
-        .arg(&config.0)
-        .output()
-        .unwrap();
-    assert!(!output.status.success());
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        stderr.contains("store.adapter failed to load"),
-        "stderr: {stderr}"
+    let adapter = ConfigFile::new("adapter", json!({"store": {"adapter": "./store.py:store"}}));
+    refused(
+        custom_server()
+            .args(["dev", "--port", "0", "--config"])
+            .arg(&adapter.0),
+        "store.adapter failed to load",
     );
-
-    let config = ConfigFile::new("alias", json!({"graphs": {"chat": "echo"}}));
-    let output = custom_server()
-        .args(["dev", "--port", "0", "--config"])
-        .arg(&config.0)
-        .output()
-        .unwrap();
-    assert!(!output.status.success());
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("graphs.chat"), "stderr: {stderr}");
+    let alias = ConfigFile::new("alias", json!({"graphs": {"chat": "echo"}}));
+    refused(
+        custom_server()
+            .args(["dev", "--port", "0", "--config"])
+            .arg(&alias.0),
+        "graphs.chat",
+    );
 }

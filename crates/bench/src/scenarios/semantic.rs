@@ -9,7 +9,6 @@ use serde_json::json;
 use uuid::Uuid;
 
 use super::{Bench, contains};
-use crate::load::{self, Outcome};
 
 /// Distinct topics the items spread over; a query names one.
 const TOPICS: u64 = 100;
@@ -51,32 +50,14 @@ impl Bench {
                 "S5q: the server did not rank by meaning (is store.index configured?): {found}"
             ));
         }
-        for concurrency in self.widths(&[1, 32]) {
-            let http = self.http.clone();
-            let search = search.clone();
-            let m = load::run(self.plan(concurrency), move |n| {
-                let http = http.clone();
-                let body = search(n);
-                async move {
-                    let answer = http.post("/store/items/search", body).await?;
-                    if !contains(&answer, b"\"score\":0.") && !contains(&answer, b"\"score\":1") {
-                        return Err(format!(
-                            "unranked search: {}",
-                            String::from_utf8_lossy(&answer)
-                        ));
-                    }
-                    Ok(Outcome::default())
-                }
-            })
-            .await;
-            self.emit(
-                "S5q",
-                "semantic store search (query, limit 10)",
-                concurrency,
-                &m,
-                json!({"items": items}),
-            );
-        }
+        self.search_loads(
+            "S5q",
+            "semantic store search (query, limit 10)",
+            search,
+            |answer| contains(answer, b"\"score\":0.") || contains(answer, b"\"score\":1"),
+            json!({"items": items}),
+        )
+        .await;
         Ok(())
     }
 }
