@@ -281,6 +281,14 @@ fn sigterm_exits_within_its_budget_despite_open_streams_and_slow_clients() {
         r#"{"assistant_id":"slow","input":{"delay_ms":60000}}"#,
     );
     let run_id = string_field(&run, "run_id");
+    // A run still queued at SIGTERM stays queued (for the next boot, or another
+    // instance); this one must be executing for its grace to apply.
+    let run_path = format!("/threads/{thread}/runs/{run_id}");
+    let started = Instant::now();
+    while string_field(&request(&address, "GET", &run_path, ""), "status") != "running" {
+        assert!(started.elapsed() < Duration::from_secs(20), "the run never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let mut half_sent = TcpStream::connect(&address).unwrap();
     half_sent
         .write_all(b"POST /threads HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{")
