@@ -261,6 +261,9 @@ macro_rules! __conformance_tests {
                 delivery_claim_due_is_exclusive_and_recovers_stalled,
                 delivery_rows_survive_thread_and_run_delete,
                 delivery_rows_keep_their_owner_and_list_within_it,
+                delivery_leased_at_settle_is_its_first_attempt,
+                delivery_leased_at_settle_is_retried_when_its_lease_ends,
+                delivery_count_awaiting_retry_counts_failed_undelivered_rows,
             ]
         }
         $crate::__conformance_section! {

@@ -25,9 +25,20 @@ pub fn with_webhook(status: RunStatus) -> Settlement {
             payload: obj(json!({"run_id": "r", "values": {"n": 1}})),
             payload_truncated: false,
             run_metadata: obj(json!({"owner": "a", "tag": 1})),
+            inline_lease: None,
         }),
         ..settlement(status)
     }
+}
+
+/// [`with_webhook`], its delivery row leased for `lease` from the settle for the
+/// caller's inline first attempt.
+pub fn with_leased_webhook(status: RunStatus, lease: std::time::Duration) -> Settlement {
+    let mut settlement = with_webhook(status);
+    if let Some(webhook) = &mut settlement.webhook {
+        webhook.inline_lease = Some(lease);
+    }
+    settlement
 }
 
 /// Settles `run_id` with a webhook and checks that it had started: its settle writes

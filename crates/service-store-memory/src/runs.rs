@@ -66,7 +66,7 @@ impl Core {
         let run = SettledRun::from(&row.run);
         let delivery = match settlement.webhook {
             Some(webhook) if started => {
-                let record = DeliveryRecord::pending(
+                let record = DeliveryRecord::at_settle(
                     run.run_id,
                     run.thread_id,
                     status,

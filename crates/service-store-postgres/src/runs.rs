@@ -222,7 +222,7 @@ impl Db {
         };
         let inserted: Option<Uuid> = Columns::of(row, "runs").column("delivery_id")?;
         Ok(inserted.map(|delivery_id| {
-            let mut record = DeliveryRecord::pending(
+            let mut record = DeliveryRecord::at_settle(
                 run.run_id,
                 run.thread_id,
                 run.status,
@@ -576,7 +576,7 @@ impl RunsRepo for Db {
         let delivery = settlement
             .webhook
             .as_ref()
-            .map(|webhook| DeliveryParams::new(&settlement, webhook))
+            .map(|webhook| DeliveryParams::new(&settlement, webhook, now))
             .transpose()?;
         let with_delivery = delivery.is_some();
         let client = self.client().await?;
@@ -660,7 +660,7 @@ impl RunsRepo for Db {
         let delivery = settlement
             .webhook
             .as_ref()
-            .map(|webhook| DeliveryParams::new(&settlement, webhook))
+            .map(|webhook| DeliveryParams::new(&settlement, webhook, now))
             .transpose()?;
         let client = self.client().await?;
         let delivery_params = delivery.as_ref().map(DeliveryParams::params);

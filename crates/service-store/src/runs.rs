@@ -144,6 +144,19 @@ pub struct WebhookRequest {
     pub payload_truncated: bool,
     /// The run's metadata (its owner's stamp among it), kept on the delivery row.
     pub run_metadata: Metadata,
+    /// The caller attempts the delivery at once: the row is inserted with that first
+    /// attempt begun (delivering, attempt 1) and leased for this long from the settle,
+    /// so no claim precedes it; past the lease it is due again (the sender died).
+    /// `None` inserts it pending and due now.
+    pub inline_lease: Option<std::time::Duration>,
+}
+
+impl WebhookRequest {
+    /// When the inline lease of a row inserted at `now` ends, if it is leased.
+    pub fn lease_end(&self, now: Timestamp) -> Option<Timestamp> {
+        self.inline_lease
+            .map(|lease| now.plus_millis(i64::try_from(lease.as_millis()).unwrap_or(i64::MAX)))
+    }
 }
 
 /// How a run ended, as the engine reports it.
@@ -328,8 +341,9 @@ pub trait RunsRepo: Send + Sync {
 
     /// Atomically writes the terminal status (cancelled if a cancel was requested),
     /// the error, `updated_at` and, when the run had started and carries a webhook,
-    /// the delivery row whose payload gets `"status"`. A terminal run is returned
-    /// unchanged. Unknown: `NotFound` ("Run not found").
+    /// the delivery row whose payload gets `"status"` ([`DeliveryRecord::at_settle`]:
+    /// leased for its first attempt when the webhook asks for it). A terminal run is
+    /// returned unchanged. Unknown: `NotFound` ("Run not found").
     async fn settle(&self, run_id: Uuid, settlement: Settlement) -> StoreResult<Settled>;
 
     /// Settles the run as [`RunsRepo::settle`] does and, in the same step, mirrors

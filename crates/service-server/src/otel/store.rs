@@ -167,6 +167,7 @@ traced!(DeliveriesRepo, "store.deliveries", {
     ) -> StoreResult<DeliveryRecord>;
     fn replay(&self, run_id: Uuid, delivery_id: Uuid) -> StoreResult<Delivery>;
     fn purge_expired(&self, now: Timestamp) -> StoreResult<u64>;
+    fn count_awaiting_retry(&self) -> StoreResult<u64>;
 });
 
 /// The writes of a superstep's tasks, as the saver takes them.
