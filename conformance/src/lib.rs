@@ -202,6 +202,8 @@ macro_rules! __conformance_tests {
                 run_claim_waits_for_available_at,
                 run_create_with_thread_writes_both_or_neither,
                 run_create_with_thread_claimed_is_running_and_started,
+                run_create_claimed_on_existing_thread_starts_only_if_free,
+                run_thread_and_active_reads_both,
                 run_create_requires_its_assistant_unchanged_when_asked,
                 run_claim_by_id_takes_only_a_claimable_run,
                 run_cancel_pending_is_immediate_and_sends_no_webhook,

@@ -32,16 +32,16 @@ const EXPECTED: &[(&str, [u64; 3])] = &[
         "thread wait, new thread (echo, if_not_exists=create)",
         [5, 5, 5],
     ),
-    ("thread wait, existing thread (echo)", [9, 9, 9]),
+    ("thread wait, existing thread (echo)", [6, 6, 6]),
     (
         "stream, existing thread (steps n=5, values+updates+custom)",
-        [13, 13, 13],
+        [10, 10, 10],
     ),
     (
         "stream, existing thread (steps n=10, values+updates+custom)",
-        [18, 18, 18],
+        [15, 15, 15],
     ),
-    ("interrupt + resume (approval, two waits)", [20, 20, 20]),
+    ("interrupt + resume (approval, two waits)", [14, 14, 14]),
     ("stateless wait + webhook", [8, 8, 8]),
     ("thread wait, new thread + webhook", [6, 6, 6]),
 ];
