@@ -337,16 +337,18 @@ impl Settler {
         Settled { others_wait, next }
     }
 
-    /// Deletes a stateless run's thread and its checkpoints.
+    /// Deletes a stateless run's thread and its checkpoints, at once: they live behind
+    /// two seams (two pools on PostgreSQL), and neither delete needs the other first.
     async fn discard_run_thread(&self, thread_id: Uuid) {
-        if let Err(error) = self.store.threads().delete(thread_id).await {
+        let checkpoint_thread = thread_id.to_string();
+        let (thread, checkpoints) = tokio::join!(
+            self.store.threads().delete(thread_id),
+            self.checkpointer.delete_thread(&checkpoint_thread),
+        );
+        if let Err(error) = thread {
             tracing::warn!(%thread_id, %error, "deleting the stateless run's thread failed");
         }
-        if let Err(error) = self
-            .checkpointer
-            .delete_thread(&thread_id.to_string())
-            .await
-        {
+        if let Err(error) = checkpoints {
             tracing::warn!(%thread_id, %error, "deleting the stateless run's checkpoints failed");
         }
     }
