@@ -23,6 +23,7 @@ pub mod model;
 pub mod namespaces;
 pub mod ordering;
 pub mod runs;
+mod runs_on_existing;
 pub mod semantic;
 pub mod state_holds;
 pub mod store_filter;
