@@ -8,8 +8,13 @@ use service_store::{AttemptOutcome, DeliveriesRepo, DeliveryQuery, DeliveryRecor
 use service_types::{DeliveryStatus, RunStatus, Timestamp};
 use uuid::Uuid;
 
+use std::time::Duration;
+
+use service_store::ThreadMirror;
+use service_types::ThreadStatus;
+
 use crate::harness::{Factory, Harness, assert_kind, obj};
-use crate::runs::with_webhook;
+use crate::runs::{with_leased_webhook, with_webhook};
 
 /// Why a delivery rule fails on a store without deliveries.
 const MISSING: &str = "the driver has no deliveries repository: run the suite with \
@@ -351,6 +356,170 @@ pub async fn delivery_rows_keep_their_owner_and_list_within_it(factory: Factory)
         .await
         .expect("list");
     assert!(none.is_empty(), "no alternative admits nothing");
+}
+
+/// A settle asked to lease its delivery row (both kinds of settle) inserts it with
+/// the inline first attempt begun: delivering, attempt 1, due again only when the
+/// lease ends, so neither a claim by id nor the outbox's search takes it meanwhile;
+/// its outcome is recorded as any attempt's.
+pub async fn delivery_leased_at_settle_is_its_first_attempt(factory: Factory) {
+    let h = Harness::new(&factory).await;
+    assert!(h.store.deliveries().is_some(), "{MISSING}");
+    let held = Duration::from_secs(60);
+    let thread = h.thread().await.thread_id;
+    let plain = h.started_run(thread).await.run_id;
+    let settled = h
+        .store
+        .runs()
+        .settle(plain, with_leased_webhook(RunStatus::Success, held))
+        .await
+        .expect("settle");
+    let other = h.thread().await.thread_id;
+    let mirrored = h.started_run(other).await.run_id;
+    let mirror = ThreadMirror {
+        status: ThreadStatus::Idle,
+        values: None,
+        interrupts: Default::default(),
+        error: None,
+    };
+    let outcome = h
+        .store
+        .runs()
+        .settle_and_mirror(
+            mirrored,
+            with_leased_webhook(RunStatus::Success, held),
+            mirror,
+            None,
+        )
+        .await
+        .expect("settle and mirror");
+    for row in [settled.delivery, outcome.settled.delivery] {
+        let row = row.expect("delivery row");
+        let id = row.delivery.delivery_id;
+        assert_eq!(
+            (
+                row.delivery.status,
+                row.delivery.attempt,
+                row.delivery.next_attempt_at
+            ),
+            (
+                DeliveryStatus::Delivering,
+                1,
+                Some(h.now().plus_minutes(1.0))
+            )
+        );
+        assert_eq!(
+            row.payload.as_ref().map(|p| p["status"].clone()),
+            Some(json!("success"))
+        );
+        assert_eq!(repo(&h).get(id).await.expect("get"), Some(row.clone()));
+        assert_eq!(
+            repo(&h).claim(id, h.now(), lease(&h)).await.expect("claim"),
+            None,
+            "held by the settle's caller"
+        );
+    }
+    assert!(
+        repo(&h)
+            .claim_due(h.now(), lease(&h), 10)
+            .await
+            .expect("claim due")
+            .is_empty(),
+        "leased rows are not due"
+    );
+    let id = settled_id(&h, plain).await;
+    let done = repo(&h)
+        .finish_attempt(id, AttemptOutcome::Delivered)
+        .await
+        .expect("finish");
+    assert_eq!(
+        (done.delivery.status, done.delivery.attempt, done.payload),
+        (DeliveryStatus::Delivered, 1, None)
+    );
+}
+
+/// A leased row whose attempt never reported (its sender died) is due when the lease
+/// ends, and its next attempt is attempt 2: at least once.
+pub async fn delivery_leased_at_settle_is_retried_when_its_lease_ends(factory: Factory) {
+    let h = Harness::new(&factory).await;
+    assert!(h.store.deliveries().is_some(), "{MISSING}");
+    let thread = h.thread().await.thread_id;
+    let run_id = h.started_run(thread).await.run_id;
+    let settle = with_leased_webhook(RunStatus::Success, Duration::from_secs(60));
+    let row = h
+        .store
+        .runs()
+        .settle(run_id, settle)
+        .await
+        .expect("settle")
+        .delivery
+        .expect("delivery row");
+    let id = row.delivery.delivery_id;
+    h.advance_minutes(0.5);
+    assert!(
+        repo(&h)
+            .claim_due(h.now(), lease(&h), 10)
+            .await
+            .expect("claim due")
+            .is_empty()
+    );
+    h.advance_minutes(0.5);
+    let due = repo(&h)
+        .claim_due(h.now(), lease(&h), 10)
+        .await
+        .expect("claim due");
+    assert_eq!(
+        due.iter()
+            .map(|r| (r.delivery.delivery_id, r.delivery.attempt))
+            .collect::<Vec<_>>(),
+        vec![(id, 2)]
+    );
+}
+
+/// The rows awaiting a retry are those whose attempt failed and that are neither
+/// delivered nor dead: a retry due later, or one in flight.
+pub async fn delivery_count_awaiting_retry_counts_failed_undelivered_rows(factory: Factory) {
+    let h = Harness::new(&factory).await;
+    let row = settled_delivery(&h).await;
+    let id = row.delivery.delivery_id;
+    let delivered = settled_delivery(&h).await.delivery.delivery_id;
+    assert_eq!(awaiting_retry(&h).await, 0, "pending, never attempted");
+    claim(&h, id).await;
+    claim(&h, delivered).await;
+    assert_eq!(awaiting_retry(&h).await, 0, "first attempts in flight");
+    let retry = AttemptOutcome::Retry {
+        error: "HTTP 500".into(),
+        retry_at: h.now().plus_minutes(1.0),
+    };
+    repo(&h).finish_attempt(id, retry).await.expect("finish");
+    repo(&h)
+        .finish_attempt(delivered, AttemptOutcome::Delivered)
+        .await
+        .expect("finish");
+    assert_eq!(awaiting_retry(&h).await, 1, "failed once, retry due later");
+    h.advance_minutes(1.0);
+    claim(&h, id).await;
+    assert_eq!(awaiting_retry(&h).await, 1, "its retry in flight");
+    let dead = AttemptOutcome::Dead {
+        error: "HTTP 500".into(),
+        retain_until: h.now().plus_minutes(60.0),
+    };
+    repo(&h).finish_attempt(id, dead).await.expect("finish");
+    assert_eq!(awaiting_retry(&h).await, 0, "given up");
+}
+
+async fn awaiting_retry(h: &Harness) -> u64 {
+    repo(h).count_awaiting_retry().await.expect("count")
+}
+
+/// The one delivery row of a settled run.
+async fn settled_id(h: &Harness, run_id: Uuid) -> Uuid {
+    let rows = repo(h)
+        .list(run_id, &DeliveryQuery::default())
+        .await
+        .expect("list");
+    assert_eq!(rows.len(), 1);
+    rows[0].delivery_id
 }
 
 /// A driver that declares it has no deliveries repository really has none (else the

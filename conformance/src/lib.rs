@@ -23,6 +23,7 @@ pub mod model;
 pub mod namespaces;
 pub mod ordering;
 pub mod runs;
+mod runs_on_existing;
 pub mod semantic;
 pub mod state_holds;
 pub mod store_filter;
@@ -202,6 +203,8 @@ macro_rules! __conformance_tests {
                 run_claim_waits_for_available_at,
                 run_create_with_thread_writes_both_or_neither,
                 run_create_with_thread_claimed_is_running_and_started,
+                run_create_claimed_on_existing_thread_starts_only_if_free,
+                run_thread_and_active_reads_both,
                 run_create_requires_its_assistant_unchanged_when_asked,
                 run_claim_by_id_takes_only_a_claimable_run,
                 run_cancel_pending_is_immediate_and_sends_no_webhook,
@@ -261,6 +264,9 @@ macro_rules! __conformance_tests {
                 delivery_claim_due_is_exclusive_and_recovers_stalled,
                 delivery_rows_survive_thread_and_run_delete,
                 delivery_rows_keep_their_owner_and_list_within_it,
+                delivery_leased_at_settle_is_its_first_attempt,
+                delivery_leased_at_settle_is_retried_when_its_lease_ends,
+                delivery_count_awaiting_retry_counts_failed_undelivered_rows,
             ]
         }
         $crate::__conformance_section! {

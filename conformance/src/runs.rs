@@ -13,6 +13,7 @@ use service_types::{DeliveryStatus, Metadata, RunError, RunStatus, ThreadStatus}
 use uuid::Uuid;
 
 use crate::harness::{Factory, Harness, assert_kind, obj, settlement};
+pub use crate::runs_on_existing::*;
 
 /// The cancel reason of tests that are not about it.
 const REASON: &str = "interrupt requested via POST /runs/cancel";
@@ -25,14 +26,25 @@ pub fn with_webhook(status: RunStatus) -> Settlement {
             payload: obj(json!({"run_id": "r", "values": {"n": 1}})),
             payload_truncated: false,
             run_metadata: obj(json!({"owner": "a", "tag": 1})),
+            inline_lease: None,
         }),
         ..settlement(status)
     }
 }
 
+/// [`with_webhook`], its delivery row leased for `lease` from the settle for the
+/// caller's inline first attempt.
+pub fn with_leased_webhook(status: RunStatus, lease: std::time::Duration) -> Settlement {
+    let mut settlement = with_webhook(status);
+    if let Some(webhook) = &mut settlement.webhook {
+        webhook.inline_lease = Some(lease);
+    }
+    settlement
+}
+
 /// Settles `run_id` with a webhook and checks that it had started: its settle writes
 /// a delivery row exactly when the store records deliveries.
-async fn settles_as_started(h: &Harness, run_id: Uuid) {
+pub(crate) async fn settles_as_started(h: &Harness, run_id: Uuid) {
     let settled = h
         .store
         .runs()
@@ -280,15 +292,6 @@ pub async fn run_create_with_thread_claimed_is_running_and_started(factory: Fact
     settles_as_started(&h, run.run_id).await;
     let by_id = h.store.runs().claim(next, h.now()).await.expect("claim");
     assert_eq!(by_id.map(|run| run.run_id), Some(next));
-
-    let on_existing = service_store::NewRun {
-        claimed: true,
-        ..h.new_run(thread_id)
-    };
-    assert_kind(
-        h.store.runs().create(on_existing, Metadata::new()).await,
-        ErrorKind::Invalid,
-    );
 }
 
 /// A run built from its assistant as read earlier is queued only while the assistant

@@ -5,9 +5,8 @@
 use std::sync::Arc;
 
 use serde_json::{Value, json};
-use service_store::{WebhookRequest, webhook_status};
-use service_types::{Metadata, Run, RunStatus, Timestamp};
-use uuid::Uuid;
+use service_store::{DeliveryRecord, WebhookRequest, webhook_status};
+use service_types::{DeliveryStatus, Metadata, Run, RunStatus, Timestamp};
 
 use crate::webhooks::{Outgoing, Webhooks};
 
@@ -74,6 +73,8 @@ impl Callbacks {
             payload,
             payload_truncated,
             run_metadata: run.metadata.clone(),
+            // The first attempt follows the settle at once, under the row's lease.
+            inline_lease: webhooks.inline_lease(),
         })
     }
 
@@ -84,10 +85,11 @@ impl Callbacks {
     }
 
     /// Hands a settled run's webhook to the sender: its outbox row when the store
-    /// wrote one, else (a store that records no deliveries) the body itself.
+    /// wrote one (leased to the sender, when the store leased it), else (a store that
+    /// records no deliveries) the body itself.
     pub(crate) fn send(
         &self,
-        delivery_id: Option<Uuid>,
+        delivery: Option<DeliveryRecord>,
         unrecorded: Option<WebhookRequest>,
         status: RunStatus,
         interrupted: bool,
@@ -107,8 +109,11 @@ impl Callbacks {
                 url: request.url,
                 payload,
             });
-        } else if let Some(delivery_id) = delivery_id {
-            webhooks.send(Outgoing::Recorded(delivery_id));
+        } else if let Some(delivery) = delivery {
+            webhooks.send(match delivery.delivery.status {
+                DeliveryStatus::Delivering => Outgoing::Leased(Box::new(delivery)),
+                _ => Outgoing::Recorded(delivery.delivery.delivery_id),
+            });
         }
     }
 }

@@ -70,6 +70,10 @@ impl Engine {
                     )
                 });
         self.inner.metrics.set_queue(pending.len(), oldest);
+        if let Some(deliveries) = self.store().deliveries() {
+            let waiting = deliveries.count_awaiting_retry().await?;
+            self.inner.metrics.set_webhook_retries_pending(waiting);
+        }
         Ok(())
     }
 }

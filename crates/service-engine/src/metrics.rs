@@ -59,6 +59,7 @@ pub(crate) struct EngineMetrics {
     pub(crate) deliveries: DeliveryCounter,
     queue_depth: Gauge,
     oldest_pending_seconds: Gauge<f64, std::sync::atomic::AtomicU64>,
+    webhook_retries_pending: Gauge,
 }
 
 impl EngineMetrics {
@@ -132,6 +133,12 @@ impl EngineMetrics {
             "Age of the oldest pending run in the store (0 when none is pending)",
             metrics.oldest_pending_seconds,
         );
+        service.register(
+            "webhook_retries_pending",
+            "Webhook deliveries in the store (all instances) awaiting a retry: attempted and \
+             failed, neither delivered nor given up (0 when the store records no deliveries)",
+            metrics.webhook_retries_pending,
+        );
     }
 
     /// The queue's gauges, as a scrape read them from the store.
@@ -139,5 +146,11 @@ impl EngineMetrics {
         self.queue_depth
             .set(i64::try_from(pending).unwrap_or(i64::MAX));
         self.oldest_pending_seconds.set(oldest.as_secs_f64());
+    }
+
+    /// The deliveries awaiting a retry, as a scrape counted them in the store.
+    pub(crate) fn set_webhook_retries_pending(&self, waiting: u64) {
+        self.webhook_retries_pending
+            .set(i64::try_from(waiting).unwrap_or(i64::MAX));
     }
 }

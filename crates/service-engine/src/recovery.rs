@@ -120,9 +120,8 @@ impl Engine {
         self.inner.bus.close(Topic::Run(run.run_id)).await;
         self.wake_workers();
         if settled.changed {
-            let delivery_id = settled.delivery.map(|d| d.delivery.delivery_id);
             self.inner.settler.callbacks.send(
-                delivery_id,
+                settled.delivery,
                 unrecorded_webhook,
                 settled.run.status,
                 false,

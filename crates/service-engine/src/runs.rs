@@ -4,7 +4,7 @@
 use serde_json::{Value, json};
 use service_store::{
     ActiveRunsQuery, CancelOutcome, ErrorKind as StoreErrorKind, NewRun, NewThread, RunListQuery,
-    ThreadRunCreated,
+    ThreadAndActive, ThreadRunCreated,
 };
 use service_types::{
     Assistant, BulkCancel, BulkCancelStatus, CancelAction, IfNotExists, Metadata,
@@ -54,8 +54,9 @@ impl Engine {
     /// Like [`create_run`](Self::create_run), also subscribed to the run's frames from
     /// before the run can be claimed: a caller that streams or waits cannot miss a run
     /// that ends, and drops out of the bus's retention, before it subscribes. Such a
-    /// run on a thread made for it may be created claimed, for an idle worker, so the
-    /// returned run's status is not the pending one clients are shown on creation.
+    /// run on a thread made for it, or on one nothing runs on, may be created claimed,
+    /// for an idle worker, so the returned run's status is not the pending one clients
+    /// are shown on creation.
     pub(crate) async fn create_run_watched(
         &self,
         caller: &Caller,
@@ -125,15 +126,16 @@ impl Engine {
                 let _gate = self.inner.scheduler.thread_gate(thread_id).lock().await;
                 let not_found = || EngineError::not_found("Thread or assistant not found.");
                 if body.if_not_exists != Some(IfNotExists::Create) {
-                    let thread = self
+                    // The thread and what runs on it, for its strategy, in one read.
+                    let ThreadAndActive { thread, active } = self
                         .store()
-                        .threads()
-                        .get(thread_id)
+                        .runs()
+                        .thread_and_active(thread_id)
                         .await?
-                        .filter(|thread| scope.admits(&thread.metadata))
+                        .filter(|read| scope.admits(&read.thread.metadata))
                         .ok_or_else(not_found)?;
                     return self
-                        .insert_on_existing(thread, assistant, body, watch)
+                        .insert_on_existing(thread, Some(active), assistant, body, watch)
                         .await;
                 }
                 // Made with its run in one step, unless it exists; then the same step
@@ -160,7 +162,7 @@ impl Engine {
                 if !scope.admits(&existing.metadata) {
                     return Err(not_found());
                 }
-                self.insert_on_existing(existing, assistant, body, watch)
+                self.insert_on_existing(existing, None, assistant, body, watch)
                     .await
             }
         }
@@ -184,10 +186,12 @@ impl Engine {
         }
     }
 
-    /// Queues a run on a thread that existed, after its multitask strategy.
+    /// Queues a run on a thread that existed, after its multitask strategy; `active`
+    /// is the thread's active runs when they were read with it.
     async fn insert_on_existing(
         &self,
         thread: Thread,
+        active: Option<Vec<Run>>,
         assistant: &Assistant,
         body: &RunCreate,
         watch: bool,
@@ -195,25 +199,32 @@ impl Engine {
         let strategy = body.multitask_strategy.unwrap_or_default();
         // Minted first: the runs it displaces record it in their cancel reason.
         let run_id = Uuid::now_v7();
-        self.apply_multitask_strategy(thread.thread_id, strategy, run_id)
+        let active = match active {
+            Some(active) => active,
+            None => {
+                let query = ActiveRunsQuery {
+                    thread_id: Some(thread.thread_id),
+                    ..ActiveRunsQuery::default()
+                };
+                self.store().runs().active(&query).await?
+            }
+        };
+        let free = active.is_empty();
+        self.apply_multitask_strategy(strategy, run_id, active)
             .await?;
-        let thread = RunThread::Existing(thread);
+        let thread = RunThread::Existing { thread, free };
         self.insert_run(thread, run_id, assistant, body, false, watch)
             .await
     }
 
-    /// Makes way on a busy thread for the new run `by`, as its strategy says.
+    /// Makes way for the new run `by` among a thread's `active` runs, as its strategy
+    /// says.
     async fn apply_multitask_strategy(
         &self,
-        thread_id: Uuid,
         strategy: MultitaskStrategy,
         by: Uuid,
+        active: Vec<Run>,
     ) -> EngineResult<()> {
-        let query = ActiveRunsQuery {
-            thread_id: Some(thread_id),
-            ..ActiveRunsQuery::default()
-        };
-        let active = self.store().runs().active(&query).await?;
         if active.is_empty() {
             return Ok(());
         }
@@ -247,7 +258,7 @@ impl Engine {
         watch: bool,
     ) -> EngineResult<Queued> {
         let (thread_id, thread_metadata) = match &thread {
-            RunThread::Existing(thread) => (thread.thread_id, &thread.metadata),
+            RunThread::Existing { thread, .. } => (thread.thread_id, &thread.metadata),
             RunThread::New(new) => (new.thread_id, &new.metadata),
         };
         let mut metadata = assistant.metadata.clone();
@@ -271,9 +282,14 @@ impl Engine {
         let after = body.after_seconds.unwrap_or(0.0).max(0.0);
         let available_at = self.now().plus_millis((after * 1000.0) as i64);
 
-        // A watched run (its answer shows no status) on a thread made for it, due now,
-        // is created claimed when an idle worker can take it: no claim follows.
-        let promise = (watch && matches!(thread, RunThread::New(_)) && available_at <= self.now())
+        // A watched run (its answer shows no status) due now, on a thread made for it
+        // or one nothing ran on as read, is created claimed when an idle worker can
+        // take it: no claim follows, and no other instance needs telling.
+        let thread_free = match &thread {
+            RunThread::New(_) => true,
+            RunThread::Existing { free, .. } => *free,
+        };
+        let promise = (watch && thread_free && available_at <= self.now())
             .then(|| self.promise_idle_worker())
             .flatten();
         // Registered before its row exists, so a cancel reaches it from the start.
@@ -302,7 +318,7 @@ impl Engine {
             // The thread names the graph and assistant of its latest run, and is busy as
             // its row becomes claimable, in the same step (a thread made for this run
             // is created so, with the run).
-            RunThread::Existing(_) => {
+            RunThread::Existing { .. } => {
                 let latest = latest_run_metadata(assistant);
                 self.store().runs().create(new, latest).await
             }
@@ -328,6 +344,15 @@ impl Engine {
                 }
                 return Err(error.into());
             }
+        };
+        // On an existing thread the store queues a run asked to be claimed when
+        // another run came first (or a state edit holds the thread).
+        let claimed = match claimed {
+            Some(claimed) if run.status != RunStatus::Running => {
+                self.withdraw_claim(run_id, Some(claimed));
+                None
+            }
+            claimed => claimed,
         };
         self.inner.metrics.run_created();
         // Every run stream starts with this frame; published now, a stream learns its
@@ -601,8 +626,9 @@ enum Queued {
 
 /// The thread a run is queued on.
 enum RunThread {
-    /// Existed before: other runs may be on it, and it still needs marking.
-    Existing(Thread),
+    /// Existed before: other runs may be on it, and it still needs marking. `free`
+    /// when no run was active on it as read.
+    Existing { thread: Thread, free: bool },
     /// Made for this run, with it: busy, naming its graph and assistant.
     New(NewThread),
 }

@@ -213,7 +213,7 @@ impl Settler {
         let discard_thread = options.as_ref().is_some_and(RunOptions::discards_thread);
         // The outcome is mirrored in the settle's own step when the run settles as
         // planned; `mirrored` then says whether other runs wait on the thread.
-        let mut delivery_id = None;
+        let mut delivery = None;
         let (final_status, mirrored) = if discard_thread {
             // A stateless run's thread is deleted next: nothing to mirror, and its
             // plain settle leaves the next queued run to a claim by id.
@@ -223,7 +223,7 @@ impl Settler {
             .await;
             match settled {
                 Ok(settled) => {
-                    delivery_id = settled.delivery.map(|d| d.delivery.delivery_id);
+                    delivery = settled.delivery;
                     (settled.run.status, None)
                 }
                 Err(error) => {
@@ -251,11 +251,7 @@ impl Settler {
                     if let Some(next) = &mut next {
                         next.claimed = outcome.next;
                     }
-                    delivery_id = outcome
-                        .settled
-                        .delivery
-                        .as_ref()
-                        .map(|d| d.delivery.delivery_id);
+                    delivery = outcome.settled.delivery;
                     (outcome.settled.run.status, outcome.others_wait)
                 }
                 Err(error) => {
@@ -288,7 +284,7 @@ impl Settler {
         // The thread is free: its next run may start while the receiver answers.
         drop(claim);
         self.callbacks
-            .send(delivery_id, unrecorded_webhook, final_status, paused);
+            .send(delivery, unrecorded_webhook, final_status, paused);
         let body = match (final_status, &error) {
             (RunStatus::Error, Some(error)) => json!({ "__error__": error }),
             _ => match snapshot {
@@ -341,16 +337,18 @@ impl Settler {
         Settled { others_wait, next }
     }
 
-    /// Deletes a stateless run's thread and its checkpoints.
+    /// Deletes a stateless run's thread and its checkpoints, at once: they live behind
+    /// two seams (two pools on PostgreSQL), and neither delete needs the other first.
     async fn discard_run_thread(&self, thread_id: Uuid) {
-        if let Err(error) = self.store.threads().delete(thread_id).await {
+        let checkpoint_thread = thread_id.to_string();
+        let (thread, checkpoints) = tokio::join!(
+            self.store.threads().delete(thread_id),
+            self.checkpointer.delete_thread(&checkpoint_thread),
+        );
+        if let Err(error) = thread {
             tracing::warn!(%thread_id, %error, "deleting the stateless run's thread failed");
         }
-        if let Err(error) = self
-            .checkpointer
-            .delete_thread(&thread_id.to_string())
-            .await
-        {
+        if let Err(error) = checkpoints {
             tracing::warn!(%thread_id, %error, "deleting the stateless run's checkpoints failed");
         }
     }

@@ -4,7 +4,10 @@
 //! bodies and sends. An engine built without one refuses runs that carry a webhook
 //! rather than accept a callback it would never send.
 
+use std::time::Duration;
+
 use async_trait::async_trait;
+use service_store::DeliveryRecord;
 use service_types::Metadata;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
@@ -14,6 +17,10 @@ use uuid::Uuid;
 pub enum Outgoing {
     /// An outbox row to attempt now: a first attempt, or a replay.
     Recorded(Uuid),
+    /// An outbox row its settle inserted with the first attempt begun and leased to
+    /// this sender ([`Webhooks::inline_lease`]): attempted without a claim. A lease
+    /// that ends before the attempt starts leaves the row to the outbox's retries.
+    Leased(Box<DeliveryRecord>),
     /// The store keeps no deliveries: one best-effort POST of this body, without the
     /// delivery headers; a failure is logged and dropped.
     Unrecorded {
@@ -35,6 +42,14 @@ pub trait Webhooks: Send + Sync + 'static {
 
     /// Sends `outgoing` in the background; must not wait for the receiver.
     fn send(&self, outgoing: Outgoing);
+
+    /// How long a settle leases a new delivery row to this sender for its first
+    /// attempt, made at once ([`Outgoing::Leased`]); long enough to send and record
+    /// the outcome. `None` (the default): the row is inserted pending and each
+    /// attempt claims it ([`Outgoing::Recorded`]).
+    fn inline_lease(&self) -> Option<Duration> {
+        None
+    }
 
     /// Runs the retry schedule and retention sweeps until `stop` fires.
     async fn run(&self, stop: CancellationToken);

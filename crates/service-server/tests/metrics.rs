@@ -1,6 +1,6 @@
 //! `/metrics` through the binary: after a known workload over real HTTP (blocking
-//! runs, a streamed run, a run with a webhook, a miss), the scrape counts exactly
-//! that; `start` serves it only when SERVICE_METRICS turns it on.
+//! runs, a streamed run, a run with a webhook, one whose receiver fails, a miss), the
+//! scrape counts exactly that; `start` serves it only when SERVICE_METRICS turns it on.
 
 mod support;
 
@@ -60,34 +60,41 @@ fn scrape(instance: &Instance) -> String {
     text
 }
 
-/// Answers one webhook POST with 200 and reports it.
-fn webhook_receiver() -> (String, std::sync::mpsc::Receiver<()>) {
+/// Answers every webhook POST with `status` (such as "200 OK") and reports each.
+fn webhook_receiver(status: &'static str) -> (String, std::sync::mpsc::Receiver<()>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}/hook", listener.local_addr().unwrap());
     let (received, receipts) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
-        let (stream, _) = listener.accept().unwrap();
-        let mut reader = BufReader::new(stream.try_clone().unwrap());
-        let mut length = 0;
-        loop {
-            let mut line = String::new();
-            reader.read_line(&mut line).unwrap();
-            if let Some(value) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                length = value.trim().parse().unwrap();
-            }
-            if line == "\r\n" {
-                break;
-            }
+        for stream in listener.incoming() {
+            answer(stream.unwrap(), status);
+            let _ = received.send(());
         }
-        let mut body = vec![0; length];
-        reader.read_exact(&mut body).unwrap();
-        let mut stream = stream;
-        stream
-            .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
-            .unwrap();
-        let _ = received.send(());
     });
     (url, receipts)
+}
+
+/// Reads one request off `stream` and answers it with `status`.
+fn answer(mut stream: TcpStream, status: &str) {
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    let mut length = 0;
+    loop {
+        let mut line = String::new();
+        reader.read_line(&mut line).unwrap();
+        if let Some(value) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+            length = value.trim().parse().unwrap();
+        }
+        if line == "\r\n" {
+            break;
+        }
+    }
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body).unwrap();
+    write!(
+        stream,
+        "HTTP/1.1 {status}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
 }
 
 #[test]
@@ -109,7 +116,7 @@ fn a_scrape_after_a_known_workload_counts_it() {
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
     let frames_read = stream.matches("event: ").count();
     assert!(frames_read >= 2, "{stream}");
-    let (hook, delivered) = webhook_receiver();
+    let (hook, delivered) = webhook_receiver("200 OK");
     let with_hook = json!({"assistant_id": "echo", "input": {}, "webhook": hook});
     request(
         &server,
@@ -120,18 +127,28 @@ fn a_scrape_after_a_known_workload_counts_it() {
     delivered
         .recv_timeout(Duration::from_secs(20))
         .expect("the webhook arrives");
+    // A receiver that fails every attempt: its delivery awaits a retry.
+    let (failing, refused) = webhook_receiver("500 Internal Server Error");
+    let with_failing = json!({"assistant_id": "echo", "input": {}, "webhook": failing});
+    request(
+        &server,
+        "POST",
+        &format!("/threads/{thread_id}/runs/wait"),
+        Some(with_failing),
+    );
+    refused
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the failing webhook's first attempt arrives");
     let missing = format!("/threads/{}", uuid::Uuid::new_v4());
     assert_eq!(call(&server, "GET", &missing, &[], None).status, 404);
 
-    // The delivery is counted once its attempt is recorded, just after it arrives.
+    // Each delivery is counted once its attempt is recorded, just after it arrives.
     let deadline = Instant::now() + Duration::from_secs(10);
     let text = loop {
         let text = scrape(&server);
-        if sample(
-            &text,
-            r#"service_webhook_deliveries_total{outcome="delivered"}"#,
-        )
-        .is_some()
+        let recorded = |series: &str| sample(&text, series).is_some_and(|value| value >= 1.0);
+        if (recorded(r#"service_webhook_deliveries_total{outcome="delivered"}"#)
+            && recorded("service_webhook_retries_pending"))
             || Instant::now() > deadline
         {
             break text;
@@ -141,9 +158,9 @@ fn a_scrape_after_a_known_workload_counts_it() {
     let expect = |series: &str, value: f64| {
         assert_eq!(sample(&text, series), Some(value), "{series} in\n{text}");
     };
-    expect("service_runs_created_total", 5.0);
-    expect("service_runs_started_total", 5.0);
-    expect(r#"service_runs_settled_total{status="success"}"#, 5.0);
+    expect("service_runs_created_total", 6.0);
+    expect("service_runs_started_total", 6.0);
+    expect(r#"service_runs_settled_total{status="success"}"#, 6.0);
     expect("service_runs_executing", 0.0);
     expect("service_queue_depth", 0.0);
     expect("service_queue_oldest_pending_age_seconds", 0.0);
@@ -151,13 +168,15 @@ fn a_scrape_after_a_known_workload_counts_it() {
         r#"service_webhook_deliveries_total{outcome="delivered"}"#,
         1.0,
     );
+    // Failed and not given up, whether its retry is due later or under way.
+    expect("service_webhook_retries_pending", 1.0);
     expect(
         r#"service_http_requests_total{method="POST",route="/threads/{thread_id}/runs/wait",status="200"}"#,
-        4.0,
+        5.0,
     );
     expect(
         r#"service_http_request_duration_seconds_count{method="POST",route="/threads/{thread_id}/runs/wait"}"#,
-        4.0,
+        5.0,
     );
     expect(
         r#"service_http_requests_total{method="GET",route="/threads/{thread_id}",status="404"}"#,

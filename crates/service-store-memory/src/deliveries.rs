@@ -123,4 +123,14 @@ impl DeliveriesRepo for MemoryCore {
         }
         Ok(purged)
     }
+
+    async fn count_awaiting_retry(&self) -> StoreResult<u64> {
+        let core = self.state.lock();
+        let waiting = core
+            .deliveries
+            .values()
+            .filter(|record| record.awaits_retry())
+            .count();
+        Ok(waiting as u64)
+    }
 }

@@ -4,7 +4,7 @@ use service_store::text::refuse_nul;
 use service_store::{
     ActiveRunsQuery, AssistantStamp, CancelOutcome, ClaimNext, Claimed, DeliveryRecord, ErrorKind,
     NewRun, NewThread, RunListQuery, RunsRepo, Settled, SettledAndMirrored, SettledRun, Settlement,
-    StoreError, StoreResult, ThreadMirror, ThreadRunCreated, final_status,
+    StoreError, StoreResult, ThreadAndActive, ThreadMirror, ThreadRunCreated, final_status,
 };
 use service_types::{JsonText, Metadata, Run, RunStatus, ThreadStatus, Timestamp};
 use uuid::Uuid;
@@ -17,6 +17,23 @@ fn run_not_found() -> StoreError {
 }
 
 impl Core {
+    /// The pending and running runs of a thread, oldest first (ties by run id).
+    fn active_of(&self, thread_id: Uuid) -> impl Iterator<Item = &RunRow> {
+        self.runs_by_thread
+            .get(&thread_id)
+            .into_iter()
+            .flatten()
+            .filter_map(|(_, id)| self.runs.get(id))
+            .filter(|row| !row.run.status.is_terminal())
+            .map(|row| &**row)
+    }
+
+    /// True when a run created on `thread_id` may start at once: no other run of the
+    /// thread is pending or running and no state hold lives.
+    fn thread_idle(&self, thread_id: Uuid, now: Timestamp) -> bool {
+        self.active_of(thread_id).next().is_none() && self.thread_free(thread_id, now)
+    }
+
     /// The oldest pending run due by `now` whose thread has no running run.
     fn next_claimable(&self, now: Timestamp) -> Option<Uuid> {
         self.pending
@@ -66,7 +83,7 @@ impl Core {
         let run = SettledRun::from(&row.run);
         let delivery = match settlement.webhook {
             Some(webhook) if started => {
-                let record = DeliveryRecord::pending(
+                let record = DeliveryRecord::at_settle(
                     run.run_id,
                     run.thread_id,
                     status,
@@ -90,15 +107,12 @@ impl Core {
 #[async_trait]
 impl RunsRepo for MemoryCore {
     async fn create(&self, new: NewRun, thread_metadata: Metadata) -> StoreResult<Run> {
-        if new.claimed {
-            return Err(NewRun::claimed_on_existing_thread());
-        }
         refuse_nul("", &new)?;
         refuse_nul("metadata", &thread_metadata)?;
         let now = self.env.clock.now();
         self.check_assistant(&new)?;
         // Serialised before taking the store's lock.
-        let (mut run, row, kwargs) = new_run(new, now);
+        let (mut run, mut row, kwargs) = new_run(new, now);
         let mut core = self.state.lock();
         if !core.threads.contains_key(&run.thread_id) {
             return Err(StoreError::not_found(format!(
@@ -107,6 +121,14 @@ impl RunsRepo for MemoryCore {
             )));
         }
         check_new_run_id(&core, run.run_id)?;
+        if run.status == RunStatus::Running
+            && (row.available_at > now || !core.thread_idle(run.thread_id, now))
+        {
+            // Asked to be claimed, but the thread is not free for it: queued.
+            run.status = RunStatus::Pending;
+            row.run.status = RunStatus::Pending;
+            row.started = false;
+        }
         // Every check passed: the thread and the run change together, under one lock.
         let thread = &mut core.thread_mut(run.thread_id)?.thread;
         thread.metadata.extend(thread_metadata);
@@ -148,6 +170,23 @@ impl RunsRepo for MemoryCore {
         core.insert_run(row);
         run.kwargs = kwargs;
         Ok(ThreadRunCreated::Created(run))
+    }
+
+    async fn thread_and_active(&self, thread_id: Uuid) -> StoreResult<Option<ThreadAndActive>> {
+        let limit = self.env.limits.bounded(None);
+        let core = self.state.lock();
+        let Some(thread) = core.threads.get(&thread_id) else {
+            return Ok(None);
+        };
+        let active = core
+            .active_of(thread_id)
+            .take(limit)
+            .map(|row| row.to_run())
+            .collect();
+        Ok(Some(ThreadAndActive {
+            thread: thread.to_thread(),
+            active,
+        }))
     }
 
     async fn get(&self, run_id: Uuid) -> StoreResult<Option<Run>> {

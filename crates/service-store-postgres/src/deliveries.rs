@@ -341,4 +341,19 @@ impl DeliveriesRepo for Db {
             .await
             .map_err(store_error)
     }
+
+    async fn count_awaiting_retry(&self) -> StoreResult<u64> {
+        // `DeliveryRecord::awaits_retry`, over the due index's rows (the statuses it holds).
+        let client = self.client().await?;
+        let row = client
+            .query_one_cached(
+                "SELECT count(*) FROM webhook_deliveries
+                 WHERE status IN ('pending', 'delivering') AND last_error IS NOT NULL",
+                &[],
+            )
+            .await
+            .map_err(store_error)?;
+        let waiting: i64 = Columns::of(&row, "webhook_deliveries").column_at(0)?;
+        Ok(u64::try_from(waiting).unwrap_or_default())
+    }
 }

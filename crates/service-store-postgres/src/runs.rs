@@ -13,8 +13,8 @@ use service_store::containment::merge_enforced;
 use service_store::{
     ActiveRunsQuery, AssistantStamp, CancelOutcome, ClaimNext, Claimed, DeliveryRecord, NewRun,
     NewThread, RunListQuery, RunsRepo, Settled, SettledAndMirrored, SettledRun, Settlement,
-    StoreError, StoreResult, ThreadMirror, ThreadRunCreated, WebhookRequest, final_status,
-    webhook_status,
+    StoreError, StoreResult, ThreadAndActive, ThreadMirror, ThreadRunCreated, WebhookRequest,
+    final_status, webhook_status,
 };
 use service_types::{Metadata, Run, RunStatus, Timestamp};
 use tokio_postgres::Row;
@@ -30,8 +30,10 @@ use crate::error::{is_foreign_key_violation, is_unique_violation, store_error};
 use crate::filter::metadata_condition;
 use crate::threads::{self, COLUMNS as THREAD_COLUMNS, MIRROR_SET};
 
+mod insert_sql;
 mod settle_sql;
 
+use insert_sql::{InsertError, is_one_running_violation};
 use settle_sql::{DeliveryParams, settle_and_mirror_sql, settle_sql};
 
 pub(crate) const COLUMNS: &str = "run_id, thread_id, assistant_id, created_at, updated_at, status, \
@@ -222,7 +224,7 @@ impl Db {
         };
         let inserted: Option<Uuid> = Columns::of(row, "runs").column("delivery_id")?;
         Ok(inserted.map(|delivery_id| {
-            let mut record = DeliveryRecord::pending(
+            let mut record = DeliveryRecord::at_settle(
                 run.run_id,
                 run.thread_id,
                 run.status,
@@ -239,58 +241,61 @@ impl Db {
 #[async_trait]
 impl RunsRepo for Db {
     async fn create(&self, new: NewRun, thread_metadata: Metadata) -> StoreResult<Run> {
-        if new.claimed {
-            return Err(NewRun::claimed_on_existing_thread());
-        }
-        let now = self.now();
-        let strategy = new.multitask_strategy.as_ref().map(enum_text).transpose()?;
-        let as_read = new.assistant_as_read;
-        let client = self.client().await?;
-        // One statement, so a failed insert leaves the thread as it was. Nothing is
-        // inserted (nor the thread touched) when the assistant changed since the
-        // caller read it.
-        let inserted = client
-            .query_opt_cached(
-                static_sql!(
-                    "WITH run AS (
-                         INSERT INTO runs ({COLUMNS}, available_at)
-                         SELECT $1, $2, $3, $4, $4, 'pending', $5, $6, $7, NULL, NULL, $8
-                         WHERE {ASSISTANT_UNCHANGED}
-                         RETURNING {COLUMNS}),
-                     thread AS (
-                         UPDATE threads SET metadata = metadata || $11::jsonb,
-                             status = 'busy', updated_at = $4
-                         WHERE thread_id = $2 AND EXISTS (SELECT 1 FROM run))
-                     SELECT {COLUMNS} FROM run"
-                ),
-                &[
-                    &new.run_id,
-                    &new.thread_id,
-                    &new.assistant_id,
-                    &at(now),
-                    &Value::Object(new.metadata),
-                    &strategy,
-                    &new.kwargs,
-                    &at(new.available_at),
-                    &as_read.map(|stamp| stamp.version),
-                    &as_read.map(|stamp| at(stamp.updated_at)),
-                    &Value::Object(thread_metadata),
-                ],
-            )
-            .await;
+        let inserted = match self.insert_run(&new, &thread_metadata, new.claimed).await {
+            // Another run of the thread started after this statement's snapshot: the
+            // run waits for it, queued.
+            Err(error) if new.claimed && is_one_running_violation(&error) => {
+                self.insert_run(&new, &thread_metadata, false).await
+            }
+            inserted => inserted,
+        };
         match inserted {
             Ok(Some(row)) => run(&row),
             Ok(None) => Err(AssistantStamp::changed(new.assistant_id)),
-            Err(error) if is_foreign_key_violation(&error) => Err(StoreError::not_found(format!(
-                "Thread with ID {} not found",
-                new.thread_id
-            ))),
-            Err(error) if is_unique_violation(&error) => Err(StoreError::conflict(format!(
-                "Run {} already exists",
-                new.run_id
-            ))),
-            Err(error) => Err(store_error(error)),
+            Err(InsertError::Store(error)) => Err(error),
+            Err(InsertError::Db(error)) if is_foreign_key_violation(&error) => Err(
+                StoreError::not_found(format!("Thread with ID {} not found", new.thread_id)),
+            ),
+            Err(InsertError::Db(error)) if is_unique_violation(&error) => Err(
+                StoreError::conflict(format!("Run {} already exists", new.run_id)),
+            ),
+            Err(InsertError::Db(error)) => Err(store_error(error)),
         }
+    }
+
+    async fn thread_and_active(&self, thread_id: Uuid) -> StoreResult<Option<ThreadAndActive>> {
+        let limit = self.limits.bounded(None);
+        let client = self.client().await?;
+        // One row per active run (the thread's columns repeated), or one row with empty
+        // run columns when none is active; none for an unknown thread.
+        let rows = client
+            .query_cached(
+                static_sql!(
+                    "WITH thread AS (SELECT {THREAD_COLUMNS} FROM threads WHERE thread_id = $1)
+                     SELECT thread.*, active.* FROM thread LEFT JOIN LATERAL (
+                         SELECT {COLUMNS} FROM runs
+                         WHERE thread_id = $1 AND status IN ('pending', 'running')
+                         ORDER BY created_at, run_id LIMIT $2) active ON true"
+                ),
+                &[&thread_id, &count(limit)],
+            )
+            .await
+            .map_err(store_error)?;
+        let Some(first) = rows.first() else {
+            return Ok(None);
+        };
+        let run_at_column = THREAD_COLUMNS.split(',').count();
+        let mut active = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let run_id: Option<Uuid> = Columns::of(row, "runs").column_at(run_at_column)?;
+            if run_id.is_some() {
+                active.push(run_at(row, run_at_column)?);
+            }
+        }
+        Ok(Some(ThreadAndActive {
+            thread: threads::thread_at(first, 0)?,
+            active,
+        }))
     }
 
     async fn create_with_thread(
@@ -576,7 +581,7 @@ impl RunsRepo for Db {
         let delivery = settlement
             .webhook
             .as_ref()
-            .map(|webhook| DeliveryParams::new(&settlement, webhook))
+            .map(|webhook| DeliveryParams::new(&settlement, webhook, now))
             .transpose()?;
         let with_delivery = delivery.is_some();
         let client = self.client().await?;
@@ -660,7 +665,7 @@ impl RunsRepo for Db {
         let delivery = settlement
             .webhook
             .as_ref()
-            .map(|webhook| DeliveryParams::new(&settlement, webhook))
+            .map(|webhook| DeliveryParams::new(&settlement, webhook, now))
             .transpose()?;
         let client = self.client().await?;
         let delivery_params = delivery.as_ref().map(DeliveryParams::params);

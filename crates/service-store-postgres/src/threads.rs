@@ -382,8 +382,11 @@ impl ThreadsRepo for Db {
         // The thread's row lock first: a run's create writes that row in its own step,
         // so once it is held, the check below (a statement of its own, hence a fresh
         // snapshot) sees every run created before, and runs created after see the hold.
+        // The row is rewritten (unchanged), not only locked: a run created to start at
+        // once whose statement began before this commits sees the row changed under
+        // it, and is queued instead (`RunsRepo::create`).
         tx.query_opt_cached(
-            "SELECT 1 FROM threads WHERE thread_id = $1 FOR UPDATE",
+            "UPDATE threads SET status = status WHERE thread_id = $1 RETURNING 1",
             &[&thread_id],
         )
         .await

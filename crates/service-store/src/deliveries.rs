@@ -61,8 +61,10 @@ pub struct DeliveryQuery {
 }
 
 impl DeliveryRecord {
-    /// The pending row a settle writes: due now, attempt 0, payload with `"status"`.
-    pub fn pending(
+    /// The row a settle writes, its payload with `"status"`: pending and due now,
+    /// attempt 0; or, when the webhook carries an inline lease, with its first attempt
+    /// begun and leased until `now` plus the lease.
+    pub fn at_settle(
         run_id: Uuid,
         thread_id: Uuid,
         status: RunStatus,
@@ -70,12 +72,13 @@ impl DeliveryRecord {
         webhook: WebhookRequest,
         now: Timestamp,
     ) -> Self {
+        let lease_end = webhook.lease_end(now);
         let mut payload = webhook.payload;
         payload.insert(
             "status".to_owned(),
             Value::from(webhook_status(status, interrupted)),
         );
-        Self {
+        let mut record = Self {
             delivery: Delivery {
                 delivery_id: Uuid::now_v7(),
                 run_id,
@@ -94,7 +97,20 @@ impl DeliveryRecord {
             payload: Some(payload),
             retain_until: None,
             run_metadata: webhook.run_metadata,
+        };
+        if let Some(lease_end) = lease_end {
+            record.begin_attempt(now, lease_end);
         }
+        record
+    }
+
+    /// True when an attempt failed and the row waits for another: not delivered, not
+    /// given up (a retry due later, or one in flight).
+    pub fn awaits_retry(&self) -> bool {
+        matches!(
+            self.delivery.status,
+            DeliveryStatus::Pending | DeliveryStatus::Delivering
+        ) && self.delivery.last_error.is_some()
     }
 
     /// True when an attempt may start now: pending and due, or delivering with an
@@ -237,4 +253,7 @@ pub trait DeliveriesRepo: Send + Sync {
 
     /// Clears payloads of dead rows past retention; returns how many.
     async fn purge_expired(&self, now: Timestamp) -> StoreResult<u64>;
+
+    /// How many rows await a retry ([`DeliveryRecord::awaits_retry`]).
+    async fn count_awaiting_retry(&self) -> StoreResult<u64>;
 }

@@ -43,8 +43,8 @@ pub use namespace::NamespaceQuery;
 pub use page::PageLimits;
 pub use runs::{
     ActiveRunsQuery, AssistantStamp, CancelOutcome, ClaimNext, Claimed, NewRun, RunListQuery,
-    RunsRepo, Settled, SettledAndMirrored, SettledRun, Settlement, ThreadRunCreated,
-    WebhookRequest, final_status, webhook_status,
+    RunsRepo, Settled, SettledAndMirrored, SettledRun, Settlement, ThreadAndActive,
+    ThreadRunCreated, WebhookRequest, final_status, webhook_status,
 };
 pub use semantic::{
     Embedder, FieldVector, IndexFields, IndexSpec, SemanticIndex, WordHashEmbedder,

@@ -32,9 +32,11 @@ pub struct NewRun {
     /// earlier. `None` queues the run whatever the assistant's state.
     pub assistant_as_read: Option<AssistantStamp>,
     /// Inserted running and started, as claimed by its creator, which runs it at once:
-    /// no claim follows. Only for a run made with its thread
-    /// ([`RunsRepo::create_with_thread`]; [`RunsRepo::create`] refuses it as
-    /// `Invalid`), due now; false queues the run pending.
+    /// no claim follows. Due now. A run made with its thread
+    /// ([`RunsRepo::create_with_thread`]) is; one on an existing thread
+    /// ([`RunsRepo::create`]) only when, at its insert, that thread has no other
+    /// pending or running run and no live state hold, else it is queued pending (its
+    /// status says which). False queues the run pending.
     pub claimed: bool,
 }
 
@@ -47,13 +49,6 @@ pub struct AssistantStamp {
     pub version: i64,
     /// When the assistant row last changed.
     pub updated_at: Timestamp,
-}
-
-impl NewRun {
-    /// The `Invalid` error of [`RunsRepo::create`] asked for a claimed run.
-    pub fn claimed_on_existing_thread() -> StoreError {
-        StoreError::invalid("only a run made with its thread can be created claimed")
-    }
 }
 
 impl AssistantStamp {
@@ -144,6 +139,19 @@ pub struct WebhookRequest {
     pub payload_truncated: bool,
     /// The run's metadata (its owner's stamp among it), kept on the delivery row.
     pub run_metadata: Metadata,
+    /// The caller attempts the delivery at once: the row is inserted with that first
+    /// attempt begun (delivering, attempt 1) and leased for this long from the settle,
+    /// so no claim precedes it; past the lease it is due again (the sender died).
+    /// `None` inserts it pending and due now.
+    pub inline_lease: Option<std::time::Duration>,
+}
+
+impl WebhookRequest {
+    /// When the inline lease of a row inserted at `now` ends, if it is leased.
+    pub fn lease_end(&self, now: Timestamp) -> Option<Timestamp> {
+        self.inline_lease
+            .map(|lease| now.plus_millis(i64::try_from(lease.as_millis()).unwrap_or(i64::MAX)))
+    }
 }
 
 /// How a run ended, as the engine reports it.
@@ -177,6 +185,16 @@ pub enum ThreadRunCreated {
     /// The thread existed already, so nothing was written: the thread as read in the
     /// same step, or `None` when it appeared too late for that read (made concurrently).
     ThreadExists(Option<Thread>),
+}
+
+/// A thread with its active runs, read in one step ([`RunsRepo::thread_and_active`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ThreadAndActive {
+    /// The thread.
+    pub thread: Thread,
+    /// Its pending and running runs in queue order (oldest first, ties by run id),
+    /// bounded by the max page size.
+    pub active: Vec<Run>,
 }
 
 /// What a settle reports of the run: its new state, not its options (reading those
@@ -269,12 +287,17 @@ pub fn final_status(settlement: &Settlement, cancel_requested: bool) -> StoreRes
 /// The runs repository.
 #[async_trait]
 pub trait RunsRepo: Send + Sync {
-    /// Inserts a pending run stamped now and, in the same step, marks its thread busy
-    /// and merges `thread_metadata` into the thread's metadata (the graph and assistant
-    /// of its latest run), so a create that fails changes nothing. Unknown thread:
-    /// `NotFound` ("Thread with ID <id> not found"); existing id: `Conflict`; a run
-    /// `claimed` by its creator: `Invalid`.
+    /// Inserts a pending run stamped now (or running, when `claimed` and its thread is
+    /// free: see [`NewRun::claimed`]) and, in the same step, marks its thread busy and
+    /// merges `thread_metadata` into the thread's metadata (the graph and assistant of
+    /// its latest run), so a create that fails changes nothing. Unknown thread:
+    /// `NotFound` ("Thread with ID <id> not found"); existing id: `Conflict`.
     async fn create(&self, new: NewRun, thread_metadata: Metadata) -> StoreResult<Run>;
+
+    /// The thread and its active runs as [`RunsRepo::active`] lists them for the
+    /// thread, in one step: what a run queued on the thread is checked against (its
+    /// caller's scope, its multitask strategy). `None` for an unknown thread.
+    async fn thread_and_active(&self, thread_id: Uuid) -> StoreResult<Option<ThreadAndActive>>;
 
     /// Creates a thread and its first run, pending (or running when `claimed`), in one
     /// step: a run queued on a thread made for it (stateless, or `if_not_exists:
@@ -328,8 +351,9 @@ pub trait RunsRepo: Send + Sync {
 
     /// Atomically writes the terminal status (cancelled if a cancel was requested),
     /// the error, `updated_at` and, when the run had started and carries a webhook,
-    /// the delivery row whose payload gets `"status"`. A terminal run is returned
-    /// unchanged. Unknown: `NotFound` ("Run not found").
+    /// the delivery row whose payload gets `"status"` ([`DeliveryRecord::at_settle`]:
+    /// leased for its first attempt when the webhook asks for it). A terminal run is
+    /// returned unchanged. Unknown: `NotFound` ("Run not found").
     async fn settle(&self, run_id: Uuid, settlement: Settlement) -> StoreResult<Settled>;
 
     /// Settles the run as [`RunsRepo::settle`] does and, in the same step, mirrors

@@ -1,8 +1,9 @@
 //! The outbox sender: the engine's [`Webhooks`]. A settled run's delivery row is
-//! attempted at once; a failed attempt is pending again with its next attempt due on
-//! the retry schedule ([`crate::schedule`]); every attempt starts by claiming its row
-//! with a lease, so two instances never send one attempt at the same time, and a row
-//! whose sender died is due again when its lease ends.
+//! attempted at once, under the lease its settle inserted it with; a failed attempt is
+//! pending again with its next attempt due on the retry schedule ([`crate::schedule`]);
+//! every later attempt starts by claiming its row with a lease, so two instances never
+//! send one attempt at the same time, and a row whose sender died is due again when
+//! its lease ends.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -124,6 +125,10 @@ impl Webhooks for Outbox {
         payload::cap(payload, self.shared.settings.max_payload_bytes)
     }
 
+    fn inline_lease(&self) -> Option<Duration> {
+        Some(self.shared.lease())
+    }
+
     fn count_deliveries(&self, counter: DeliveryCounter) {
         // One engine per outbox; a second would count into the first's metrics.
         let _ = self.shared.counter.set(counter);
@@ -140,6 +145,7 @@ impl Webhooks for Outbox {
                 };
                 match outgoing {
                     Outgoing::Recorded(delivery_id) => shared.attempt_now(delivery_id).await,
+                    Outgoing::Leased(record) => shared.attempt_leased(*record).await,
                     Outgoing::Unrecorded { url, payload } => shared.best_effort(url, payload).await,
                 }
             }
@@ -208,9 +214,28 @@ impl Shared {
     /// The lease an attempt holds its row with: past it, the row is due again. Twice
     /// the POST's timeout leaves room to record the outcome; a sender that died
     /// leaves its row to others once it ends.
+    fn lease(&self) -> Duration {
+        self.settings.timeout * 2 + Duration::from_secs(1)
+    }
+
     fn lease_until(&self, now: Timestamp) -> Timestamp {
-        let lease = self.settings.timeout * 2 + Duration::from_secs(1);
-        now.plus_millis(lease.as_millis() as i64)
+        now.plus_millis(self.lease().as_millis() as i64)
+    }
+
+    /// The first attempt of a row its settle leased to this sender: no claim. When
+    /// the lease ended while the attempt waited for a permit, the row is due again
+    /// and the outbox's search (here or on another instance) takes it instead, so
+    /// two senders never hold it at once.
+    async fn attempt_leased(&self, record: DeliveryRecord) {
+        let lease_end = record.delivery.next_attempt_at;
+        if lease_end.is_none_or(|end| end <= self.clock.now()) {
+            tracing::debug!(
+                delivery_id = %record.delivery.delivery_id,
+                "a webhook's lease ended before its first attempt; the outbox retries it"
+            );
+            return;
+        }
+        self.attempt(record).await;
     }
 
     async fn attempt_now(&self, delivery_id: Uuid) {

@@ -99,6 +99,12 @@ impl service_store::RunsRepo for ObservedRuns {
             created => Ok(created),
         }
     }
+    async fn thread_and_active(
+        &self,
+        thread_id: Uuid,
+    ) -> service_store::StoreResult<Option<service_store::ThreadAndActive>> {
+        self.of().runs().thread_and_active(thread_id).await
+    }
     async fn get(&self, run_id: Uuid) -> service_store::StoreResult<Option<Run>> {
         self.of().runs().get(run_id).await
     }

@@ -17,8 +17,8 @@ use service_store::{
     CronPatch, CronQuery, CronsRepo, DeliveriesRepo, DeliveryQuery, DeliveryRecord,
     IdempotencyRepo, ItemSearch, ItemsRepo, NamespaceQuery, NewAssistant, NewCron, NewRun,
     NewThread, PutItem, RunListQuery, RunsRepo, Settled, SettledAndMirrored, Settlement, StateHold,
-    Store, StoreParts, StoreResult, StoredResponse, ThreadFilter, ThreadMirror, ThreadPatch,
-    ThreadQuery, ThreadRunCreated, ThreadsRepo, VersionQuery,
+    Store, StoreParts, StoreResult, StoredResponse, ThreadAndActive, ThreadFilter, ThreadMirror,
+    ThreadPatch, ThreadQuery, ThreadRunCreated, ThreadsRepo, VersionQuery,
 };
 use service_types::{
     Assistant, AssistantVersion, Cron, Delivery, IfExists, Item, JsonText, Metadata, PruneStrategy,
@@ -59,6 +59,7 @@ macro_rules! traced {
 
 traced!(RunsRepo, "store.runs", {
     fn create(&self, new: NewRun, thread_metadata: Metadata) -> StoreResult<Run>;
+    fn thread_and_active(&self, thread_id: Uuid) -> StoreResult<Option<ThreadAndActive>>;
     fn create_with_thread(&self, thread: NewThread, run: NewRun) -> StoreResult<ThreadRunCreated>;
     fn get(&self, run_id: Uuid) -> StoreResult<Option<Run>>;
     fn list(&self, thread_id: Uuid, query: &RunListQuery) -> StoreResult<Vec<Run>>;
@@ -167,6 +168,7 @@ traced!(DeliveriesRepo, "store.deliveries", {
     ) -> StoreResult<DeliveryRecord>;
     fn replay(&self, run_id: Uuid, delivery_id: Uuid) -> StoreResult<Delivery>;
     fn purge_expired(&self, now: Timestamp) -> StoreResult<u64>;
+    fn count_awaiting_retry(&self) -> StoreResult<u64>;
 });
 
 /// The writes of a superstep's tasks, as the saver takes them.

@@ -1,6 +1,8 @@
 //! The settle statements' text: a settle (with or without the thread mirror and the
 //! next run's claim) and the webhook delivery row it may insert in the same statement.
 
+use service_types::DeliveryStatus;
+
 use super::*;
 
 /// Settles a run, mirrors it onto its thread and claims the next run, in one
@@ -58,17 +60,20 @@ fn settle_and_mirror_text(with_delivery: bool) -> String {
 }
 
 /// `, delivered AS (...)`: inserts the settled run's webhook delivery row when the run
-/// had started, with [`DeliveryParams`] from `$first` on; `now` and `status` are the
-/// placeholders of the settle's instant and of the status it settles as.
+/// had started, with [`DeliveryParams`] from `$first` on (pending, or already leased
+/// for its inline first attempt); `now` and `status` are the placeholders of the
+/// settle's instant and of the status it settles as.
 fn delivered_cte(first: usize, now: &str, status: &str) -> String {
     let p = |offset: usize| format!("${}", first + offset);
     let (id, truncated, url, payload) = (p(0), p(1), p(2), p(3));
     let (if_settled, if_cancelled, run_metadata) = (p(4), p(5), p(6));
+    let (status_as_inserted, attempt, next_attempt_at) = (p(7), p(8), p(9));
     format!(
         ",
          delivered AS (
              INSERT INTO webhook_deliveries ({DELIVERY_COLUMNS})
-             SELECT {id}, settled.run_id, settled.thread_id, 'pending', 0, NULL, {now},
+             SELECT {id}, settled.run_id, settled.thread_id, {status_as_inserted}::text,
+                 {attempt}::integer, NULL, {next_attempt_at}::timestamptz,
                  {truncated}, true, {now}, {now}, {url},
                  jsonb_set({payload}::jsonb, '{{status}}', to_jsonb(
                      CASE WHEN settled.status = {status} THEN {if_settled}::text
@@ -127,7 +132,9 @@ pub(super) fn settle_and_mirror_sql(with_delivery: bool) -> &'static str {
 
 /// The parameters of [`delivered_cte`]: the new row's id, the request's truncation
 /// flag, URL, payload (its `"status"` set in the statement to the first status, or to
-/// the second when a cancel won) and run metadata.
+/// the second when a cancel won), run metadata, and the row's state as a settle at
+/// `now` inserts it (its status, attempt and next attempt, which is the lease's end
+/// when it is leased).
 pub(super) struct DeliveryParams {
     delivery_id: Uuid,
     truncated: bool,
@@ -136,11 +143,23 @@ pub(super) struct DeliveryParams {
     status: &'static str,
     status_if_cancelled: &'static str,
     run_metadata: Value,
+    row_status: String,
+    attempt: i32,
+    next_attempt_at: chrono::DateTime<chrono::Utc>,
 }
 
 impl DeliveryParams {
-    pub(super) fn new(settlement: &Settlement, webhook: &WebhookRequest) -> StoreResult<Self> {
+    pub(super) fn new(
+        settlement: &Settlement,
+        webhook: &WebhookRequest,
+        now: Timestamp,
+    ) -> StoreResult<Self> {
         let interrupted = settlement.interrupted;
+        // As `DeliveryRecord::at_settle` makes it (conformance compares the two).
+        let (row_status, attempt, next_attempt_at) = match webhook.lease_end(now) {
+            Some(lease_end) => (DeliveryStatus::Delivering, 1, lease_end),
+            None => (DeliveryStatus::Pending, 0, now),
+        };
         Ok(Self {
             delivery_id: Uuid::now_v7(),
             truncated: webhook.payload_truncated,
@@ -149,10 +168,13 @@ impl DeliveryParams {
             status: webhook_status(final_status(settlement, false)?, interrupted),
             status_if_cancelled: webhook_status(final_status(settlement, true)?, interrupted),
             run_metadata: Value::Object(webhook.run_metadata.clone()),
+            row_status: enum_text(&row_status)?,
+            attempt,
+            next_attempt_at: at(next_attempt_at),
         })
     }
 
-    pub(super) fn params(&self) -> [&(dyn ToSql + Sync); 7] {
+    pub(super) fn params(&self) -> [&(dyn ToSql + Sync); 10] {
         [
             &self.delivery_id,
             &self.truncated,
@@ -161,6 +183,9 @@ impl DeliveryParams {
             &self.status,
             &self.status_if_cancelled,
             &self.run_metadata,
+            &self.row_status,
+            &self.attempt,
+            &self.next_attempt_at,
         ]
     }
 }
