@@ -3,8 +3,9 @@
 //! head of a prefix is an index range scan on the primary key (ns_path, key).
 //! Expiry is enforced in every read (`expires_at > now`) and by `sweep_expired`.
 //! With a semantic index an item's vectors live in `store_vectors` (written in the
-//! item's transaction, deleted with it by a foreign key); a query scores each
-//! candidate by its best vector in an exact scan, or with `hnsw` reads the nearest
+//! item's transaction, deleted with it by a foreign key); a query ranks the
+//! candidates by their best vector exactly (the best vectors first, every vector
+//! when those leave the page short: [`Scan`]), or with `hnsw` reads the nearest
 //! vectors through the index.
 
 use async_trait::async_trait;
