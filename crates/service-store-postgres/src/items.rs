@@ -100,8 +100,8 @@ pub(crate) fn search_sql(
     conditions.extend(namespace_prefix(&mut sql, &search.namespace_prefix));
     conditions.extend(store_filter(&mut sql, "value", &search.filter));
     let mut select = Sql::new("");
-    let order = match (&search.query, vectors) {
-        (Some(query), Some(vectors)) if vectors.spec.hnsw => {
+    let order = match (&search.query, vectors, scan) {
+        (Some(query), Some(vectors), _) if vectors.spec.hnsw => {
             // Approximate: the nearest vectors through the HNSW index, joined to the
             // candidate items; an item without vectors is never among them.
             let query_p = sql.bind(vector_text(query));
@@ -129,14 +129,10 @@ pub(crate) fn search_sql(
             ));
             SCORED
         }
-        (Some(query), Some(vectors)) if matches!(scan, Scan::Nearest(_)) => {
+        (Some(query), Some(vectors), Scan::Nearest(nearest)) => {
             // Exact, the best vectors only: pgvector's distance is most of a search's
             // time, and here each vector's is computed once and only the best `n`
             // (with ties) are kept, grouped and joined to their items by the key.
-            let nearest = match scan {
-                Scan::Nearest(nearest) => nearest,
-                Scan::Every => 0,
-            };
             let query_p = sql.bind(vector_text(query));
             let vectors_under = ns_path_range(&mut sql, &search.namespace_prefix, "v.ns_path")
                 .map(|range| format!(" WHERE {range}"))
@@ -163,7 +159,7 @@ pub(crate) fn search_sql(
             ));
             SCORED
         }
-        (Some(query), Some(vectors)) => {
+        (Some(query), Some(vectors), Scan::Every) => {
             // Exact: every candidate vector's distance computed once in one pass and
             // its best per item joined to the candidate items (a correlated subquery
             // per item costs an index probe each, about twice the time).
