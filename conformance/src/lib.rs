@@ -280,6 +280,7 @@ macro_rules! __conformance_tests {
                 semantic_update_replaces_the_items_vectors,
                 semantic_delete_removes_the_vectors,
                 semantic_unindexed_items_follow_every_scored_one,
+                semantic_pages_of_tied_scores_follow_the_whole_ranking,
                 semantic_a_store_without_an_index_refuses_vectors,
             ]
         }

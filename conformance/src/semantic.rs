@@ -437,3 +437,77 @@ pub async fn store_has_no_semantic_search(factory: Factory) {
     let h = Harness::with_index(&factory, test_index().spec()).await;
     assert!(!h.store.capabilities().semantic_search);
 }
+
+/// Every page of a ranking with many equal scores, items of two vectors, a filter,
+/// expired items and unindexed ones is the page of the whole ranked list: best
+/// score first, ties newest first, unscored last. (A driver reading only the best
+/// vectors first must keep every tie of the last one it reads.)
+pub async fn semantic_pages_of_tied_scores_follow_the_whole_ranking(factory: Factory) {
+    let (h, index) = harness(&factory).await;
+    let two = IndexFields::Paths(vec!["text".into(), "title".into()]);
+    // (key, expected score or None, still live and a pet): put oldest first.
+    let mut model: Vec<(String, Option<f64>, usize)> = Vec::new();
+    for i in 0..60_usize {
+        let (text, title, fields) = match i % 4 {
+            0 => ("cat", None, IndexFields::Configured),
+            1 => ("dog", Some("cat"), two.clone()),
+            2 => ("cat dog", None, IndexFields::Configured),
+            _ => ("dog bird", None, IndexFields::Configured),
+        };
+        let unindexed = i % 7 == 6;
+        let fields = if unindexed { IndexFields::Skip } else { fields };
+        let pet = i % 9 != 5;
+        let expires = i % 10 == 3;
+        let mut value = json!({"text": text, "kind": if pet { "pet" } else { "wild" }});
+        if let Some(title) = title {
+            value["title"] = json!(title);
+        }
+        h.advance_minutes(1.0);
+        let value = obj(value);
+        let vectors = index.vectors(&value, &fields).await.expect("embed");
+        let key = format!("k{i:02}");
+        let item = PutItem {
+            namespace: ns(&["t", "x"]),
+            key: key.clone(),
+            value,
+            ttl_minutes: expires.then_some(2.0),
+            vectors,
+        };
+        h.store.items().put(item).await.expect("put item");
+        if pet && !expires {
+            let texts: Vec<&str> = std::iter::once(text).chain(title).collect();
+            let score = (!unindexed).then(|| expected("cat", &texts));
+            model.push((key, score, i));
+        }
+    }
+    h.advance_minutes(5.0);
+    // Best score first, unscored last; equal scores newest (the later put) first.
+    model.sort_by(|a, b| match (a.1, b.1) {
+        (Some(x), Some(y)) => y.total_cmp(&x).then(b.2.cmp(&a.2)),
+        (Some(_), None) => std::cmp::Ordering::Less,
+        (None, Some(_)) => std::cmp::Ordering::Greater,
+        (None, None) => b.2.cmp(&a.2),
+    });
+    let ranked: Vec<&str> = model.iter().map(|(key, _, _)| key.as_str()).collect();
+    for limit in [1, 2, 3, 5, 8] {
+        for offset in [0, 1, 4, 9, 15, 24, 30, 38, 45] {
+            let found = search(
+                &h,
+                &index,
+                &["t"],
+                Some("cat"),
+                json!({"kind": "pet"}),
+                (limit, offset),
+            )
+            .await;
+            let want: Vec<&str> = ranked.iter().skip(offset).take(limit).copied().collect();
+            assert_eq!(keys(&found), want, "limit {limit}, offset {offset}");
+            for (found, (_, score, _)) in found.iter().zip(model.iter().skip(offset)) {
+                match score {
+                    Some(score) => assert_close(found.score, *score),
+                    None => assert_eq!(found.score, None),
+                }
+            }
+        }
+    }
+}

@@ -276,7 +276,16 @@ impl From<StoreError> for EngineError {
             Store::Transient => ErrorKind::Unavailable,
             Store::Stale => ErrorKind::Conflict,
             Store::Unexpected => ErrorKind::Internal,
+            Store::Adapter => ErrorKind::Unavailable,
         };
+        if error.kind == Store::Adapter {
+            // The deployment's own store failed: like the database, a 503, but
+            // with the adapter's account (its error class and message), which is
+            // the deployment's to read and not the database's internals.
+            let mut engine_error = EngineError::new(kind, error.message.clone());
+            engine_error.code = Some("store_adapter_failed");
+            return engine_error.with_source(error);
+        }
         if kind == ErrorKind::Internal {
             return EngineError::internal(error);
         }
@@ -331,6 +340,20 @@ mod tests {
             error
                 .chain()
                 .contains("canceling statement due to statement timeout")
+        );
+    }
+
+    #[test]
+    fn a_failing_store_adapter_reaches_clients_as_a_503_with_its_own_account() {
+        let store =
+            StoreError::adapter("store.adapter ./store.py:store failed: ConnectionError: down");
+        let error = EngineError::from(store);
+        assert_eq!(error.kind, ErrorKind::Unavailable);
+        assert_eq!(error.code, Some("store_adapter_failed"));
+        assert!(
+            error.message.contains("ConnectionError: down"),
+            "{}",
+            error.message
         );
     }
 }

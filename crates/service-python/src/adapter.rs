@@ -54,19 +54,28 @@ pub(crate) struct PythonStore {
 }
 
 impl PythonStore {
+    /// One call; whatever fails (no worker to take it, the store raising, an answer
+    /// of the wrong shape) is the adapter's failure, said with its class and message
+    /// (`StoreError::adapter`: a 503 `store_adapter_failed`, not an opaque 500).
     async fn call<T: DeserializeOwned>(&self, call: AdapterCall<'_>) -> StoreResult<T> {
+        let spec = &self.spec;
         let request = self
             .pool
             .request(json!({"op": "adapter", "call": call}), None)
-            .map_err(|error| StoreError::transient(error.to_string()))?;
-        let answer: Value = request
-            .result()
-            .await
-            .map_err(|error| StoreError::unexpected(format!("{}: {error}", self.spec)))?;
+            .map_err(|error| {
+                StoreError::adapter(format!("store.adapter {spec} cannot be reached: {error}"))
+            })?;
+        let answer: Value = request.result().await.map_err(|error| {
+            // The client reads the class and message; the log also gets the traceback.
+            let run_error = error.to_run_error();
+            if let Some(stack) = &run_error.stack {
+                tracing::warn!(adapter = %spec, %stack, "store.adapter raised");
+            }
+            StoreError::adapter(format!("store.adapter {spec} failed: {error}"))
+        })?;
         serde_json::from_value(answer).map_err(|error| {
-            StoreError::unexpected(format!(
-                "{} answered an unexpected shape: {error}",
-                self.spec
+            StoreError::adapter(format!(
+                "store.adapter {spec} answered an unexpected shape: {error}"
             ))
         })
     }

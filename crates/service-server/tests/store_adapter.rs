@@ -2,7 +2,8 @@
 //! InMemoryStore subclass): the Python workers load it at boot and it keeps the store
 //! items for clients (the Python SDK's store calls) and graphs alike, while the server
 //! applies its own filter, ordering, paging and namespace rules. A mis-shaped export,
-//! `store.index`, and `store.ttl` with an adapter that cannot sweep stop the boot.
+//! `store.index`, and `store.ttl` with an adapter that cannot sweep stop the boot; an
+//! adapter that raises is a 503 saying so.
 //! SERVICE_PYTHON as for the bridge's tests.
 
 mod support;
@@ -11,7 +12,7 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use serde_json::{Value, json};
-use support::{request, spawn};
+use support::{call, request, spawn};
 
 fn python() -> String {
     std::env::var("SERVICE_PYTHON").expect(
@@ -99,6 +100,36 @@ fn a_python_base_store_keeps_the_items_of_clients_and_graphs() {
         written["value"],
         json!({"text": "written by a run", "n": 10})
     );
+}
+
+#[test]
+fn an_adapter_that_raises_is_a_503_naming_the_adapter_and_its_error() {
+    // `start`: production, stacks hidden; the adapter's account is still given.
+    let server = spawn(
+        &["start", "--port", "0", "--config", &fixture("down.json")],
+        &[
+            ("SERVICE_PYTHON", &python()),
+            ("SERVICE_PYTHON_WORKERS", "1"),
+        ],
+    );
+    let put = json!({"namespace": ["notes"], "key": "a", "value": {"text": "x"}});
+    let search = json!({"namespace_prefix": ["notes"]});
+    for (method, path, body) in [
+        ("PUT", "/store/items", Some(put)),
+        ("GET", "/store/items?namespace=notes&key=a", None),
+        ("POST", "/store/items/search", Some(search)),
+        ("POST", "/store/namespaces", Some(json!({}))),
+    ] {
+        let reply = call(&server, method, path, &[], body);
+        assert_eq!(reply.status, 503, "{method} {path}: {reply:?}");
+        assert_eq!(reply.body["code"], "store_adapter_failed", "{reply:?}");
+        let message = reply.body["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("./store.py:down")
+                && message.contains("ConnectionError: the notes database is down"),
+            "{method} {path}: {message}"
+        );
+    }
 }
 
 fn refused(config: &str) -> String {

@@ -3,8 +3,9 @@
 //! head of a prefix is an index range scan on the primary key (ns_path, key).
 //! Expiry is enforced in every read (`expires_at > now`) and by `sweep_expired`.
 //! With a semantic index an item's vectors live in `store_vectors` (written in the
-//! item's transaction, deleted with it by a foreign key); a query scores each
-//! candidate by its best vector in an exact scan, or with `hnsw` reads the nearest
+//! item's transaction, deleted with it by a foreign key); a query ranks the
+//! candidates by their best vector exactly (the best vectors first, every vector
+//! when those leave the page short: [`Scan`]), or with `hnsw` reads the nearest
 //! vectors through the index.
 
 use async_trait::async_trait;
@@ -20,7 +21,7 @@ use tokio_postgres::Row;
 use crate::db::{Cached, Columns, Db, Sql, at, count, object, push_where, ts};
 use crate::error::store_error;
 use crate::filter::{namespace_prefix, namespace_suffix, ns_path_range, store_filter};
-use crate::vectors::{Vectors, hnsw_candidates, vector_text};
+use crate::vectors::{Vectors, nearest_vectors, vector_text};
 
 const COLUMNS: &str = "namespace, key, value, created_at, updated_at";
 /// [`COLUMNS`] of the join's item side.
@@ -66,15 +67,32 @@ fn ttl_micros(minutes: Option<f64>) -> Option<i64> {
     minutes.map(|minutes| (minutes * 60_000_000.0) as i64)
 }
 
+/// How an exact semantic search reads the vectors under the prefix.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Scan {
+    /// Every vector's score, each item's best joined to every candidate item, items
+    /// without a vector last: the whole ranked list, paged.
+    Every,
+    /// Only the vectors scoring at least as well as the best `n`th (all its ties
+    /// kept), their items' best ranked and paged. Every vector left out scores below
+    /// every vector read, so each item read has its true best score and ranks before
+    /// every item not read: a page this fills is the [`Scan::Every`] page. A page it
+    /// leaves short (too few of those items under the filter, or paging past them)
+    /// is not, and the search asks again with `Every`.
+    Nearest(usize),
+}
+
 /// The search statement (shared with the EXPLAIN check): live items under the
 /// prefix matching the filter, newest first (ties by namespace then key), paged;
-/// with a query (and `vectors`), best score first, unscored items last. With
-/// `refresh_ttl`, the returned rows' expiry moves in the same statement.
+/// with a query (and `vectors`), best score first, unscored items last, the exact
+/// ranking read as `scan` says. With `refresh_ttl`, the returned rows' expiry moves
+/// in the same statement.
 pub(crate) fn search_sql(
     search: &ItemSearch,
     limit: usize,
     now: Timestamp,
     vectors: Option<&Vectors>,
+    scan: Scan,
 ) -> Sql {
     let mut sql = Sql::new("");
     let now_p = sql.bind(at(now));
@@ -82,12 +100,12 @@ pub(crate) fn search_sql(
     conditions.extend(namespace_prefix(&mut sql, &search.namespace_prefix));
     conditions.extend(store_filter(&mut sql, "value", &search.filter));
     let mut select = Sql::new("");
-    let order = match (&search.query, vectors) {
-        (Some(query), Some(vectors)) if vectors.spec.hnsw => {
+    let order = match (&search.query, vectors, scan) {
+        (Some(query), Some(vectors), _) if vectors.spec.hnsw => {
             // Approximate: the nearest vectors through the HNSW index, joined to the
             // candidate items; an item without vectors is never among them.
             let query_p = sql.bind(vector_text(query));
-            let nearest_p = sql.bind(count(hnsw_candidates(search.offset + limit)));
+            let nearest_p = sql.bind(count(nearest_vectors(search.offset + limit)));
             let limit_p = sql.bind(count(limit));
             let offset_p = sql.bind(count(search.offset));
             std::mem::swap(&mut select, &mut sql);
@@ -111,7 +129,37 @@ pub(crate) fn search_sql(
             ));
             SCORED
         }
-        (Some(query), Some(vectors)) => {
+        (Some(query), Some(vectors), Scan::Nearest(nearest)) => {
+            // Exact, the best vectors only: pgvector's distance is most of a search's
+            // time, and here each vector's is computed once and only the best `n`
+            // (with ties) are kept, grouped and joined to their items by the key.
+            let query_p = sql.bind(vector_text(query));
+            let vectors_under = ns_path_range(&mut sql, &search.namespace_prefix, "v.ns_path")
+                .map(|range| format!(" WHERE {range}"))
+                .unwrap_or_default();
+            let nearest_p = sql.bind(count(nearest));
+            let limit_p = sql.bind(count(limit));
+            let offset_p = sql.bind(count(search.offset));
+            std::mem::swap(&mut select, &mut sql);
+            select.push(&format!(
+                "WITH nearest AS (SELECT v.ns_path AS v_ns, v.key AS v_key,
+                    1 - (v.embedding {} CAST({query_p}::text AS {})) AS similarity
+                    FROM store_vectors v{vectors_under}
+                    ORDER BY similarity DESC FETCH FIRST ({nearest_p}) ROWS WITH TIES),
+                 page AS (SELECT ns_path, {COLUMNS}, best.score FROM store_items
+                 JOIN (SELECT v_ns, v_key, max(similarity) AS score FROM nearest
+                    GROUP BY v_ns, v_key) best
+                 ON best.v_ns = store_items.ns_path AND best.v_key = store_items.key",
+                vectors.cosine(),
+                vectors.vector_type()
+            ));
+            push_where(&mut select, &conditions);
+            select.push(&format!(
+                " ORDER BY {SCORED} LIMIT {limit_p} OFFSET {offset_p})"
+            ));
+            SCORED
+        }
+        (Some(query), Some(vectors), Scan::Every) => {
             // Exact: every candidate vector's distance computed once in one pass and
             // its best per item joined to the candidate items (a correlated subquery
             // per item costs an index probe each, about twice the time).
@@ -283,13 +331,14 @@ impl ItemsRepo for Db {
             Some(query) => Some(self.index_for(query)?),
             None => None,
         };
-        let sql = search_sql(search, limit, self.now(), vectors);
+        let now = self.now();
         let mut client = self.client().await?;
-        let rows = match vectors.filter(|vectors| vectors.spec.hnsw) {
+        let rows = match vectors {
             // The HNSW settings hold for this search's transaction only.
-            Some(vectors) => {
+            Some(vectors) if vectors.spec.hnsw => {
+                let sql = search_sql(search, limit, now, Some(vectors), Scan::Every);
                 let tx = client.transaction().await.map_err(store_error)?;
-                let settings = vectors.hnsw_settings(hnsw_candidates(search.offset + limit));
+                let settings = vectors.hnsw_settings(nearest_vectors(search.offset + limit));
                 tx.batch_execute(&settings).await.map_err(store_error)?;
                 let rows = tx
                     .query(&sql.text, &sql.params())
@@ -298,10 +347,32 @@ impl ItemsRepo for Db {
                 tx.commit().await.map_err(store_error)?;
                 rows
             }
-            None => client
-                .query(&sql.text, &sql.params())
-                .await
-                .map_err(store_error)?,
+            // Exact: the best vectors first, every vector only when they leave the
+            // page short. The rows a short page refreshed lead that page too.
+            Some(vectors) => {
+                let nearest = Scan::Nearest(nearest_vectors(search.offset + limit));
+                let sql = search_sql(search, limit, now, Some(vectors), nearest);
+                let rows = client
+                    .query(&sql.text, &sql.params())
+                    .await
+                    .map_err(store_error)?;
+                if rows.len() < limit {
+                    let sql = search_sql(search, limit, now, Some(vectors), Scan::Every);
+                    client
+                        .query(&sql.text, &sql.params())
+                        .await
+                        .map_err(store_error)?
+                } else {
+                    rows
+                }
+            }
+            None => {
+                let sql = search_sql(search, limit, now, None, Scan::Every);
+                client
+                    .query(&sql.text, &sql.params())
+                    .await
+                    .map_err(store_error)?
+            }
         };
         rows.iter()
             .map(|row| {

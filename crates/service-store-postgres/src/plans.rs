@@ -92,7 +92,13 @@ pub async fn explain_all(
         limit: Some(10),
         ..ItemSearch::default()
     };
-    let (text, sql) = explain_sql(items::search_sql(&search, 10, now, None));
+    let (text, sql) = explain_sql(items::search_sql(
+        &search,
+        10,
+        now,
+        None,
+        items::Scan::Every,
+    ));
     plans.push((NAMES[4], explain(client, &text, &sql.params()).await?));
 
     plans.push((
@@ -114,7 +120,13 @@ pub async fn explain_all(
         limit: Some(10),
         ..ItemSearch::default()
     };
-    let (text, sql) = explain_sql(items::search_sql(&search, 10, now, None));
+    let (text, sql) = explain_sql(items::search_sql(
+        &search,
+        10,
+        now,
+        None,
+        items::Scan::Every,
+    ));
     plans.push((NAMES[7], explain(client, &text, &sql.params()).await?));
     Ok(plans)
 }

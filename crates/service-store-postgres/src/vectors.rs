@@ -59,9 +59,10 @@ impl Vectors {
     }
 }
 
-/// How many nearest vectors an approximate search reads for a page ending at
-/// `end`: items with several vectors take several, so twice the page and then some.
-pub(crate) fn hnsw_candidates(end: usize) -> usize {
+/// How many nearest vectors a search reads for a page ending at `end` (an exact one
+/// first, with the ties of the last; an approximate one through the HNSW index):
+/// items with several vectors take several, so twice the page and then some.
+pub(crate) fn nearest_vectors(end: usize) -> usize {
     end.saturating_mul(2).saturating_add(10)
 }
 

@@ -18,6 +18,10 @@ pub enum ErrorKind {
     Stale,
     /// A bug or a corrupt row.
     Unexpected,
+    /// The store adapter the deployment configured (`store.adapter`) failed: the
+    /// message is its own account (which adapter, its error's class and message),
+    /// for the client as for the log.
+    Adapter,
 }
 
 impl fmt::Display for ErrorKind {
@@ -30,6 +34,7 @@ impl fmt::Display for ErrorKind {
             Self::Transient => "transient",
             Self::Stale => "stale",
             Self::Unexpected => "unexpected",
+            Self::Adapter => "adapter failed",
         };
         f.write_str(name)
     }
@@ -104,6 +109,11 @@ impl StoreError {
     /// A bug or corrupt data.
     pub fn unexpected(message: impl Into<String>) -> Self {
         Self::new(ErrorKind::Unexpected, message)
+    }
+
+    /// The configured store adapter failed, as `message` tells.
+    pub fn adapter(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Adapter, message)
     }
 }
 

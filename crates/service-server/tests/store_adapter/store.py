@@ -22,3 +22,13 @@ store = CountingStore()
 
 # Not a store: the boot must refuse it.
 not_a_store = {"put": "nothing"}
+
+
+class DownStore(InMemoryStore):
+    """A store whose backend is down: every operation raises."""
+
+    async def abatch(self, ops):
+        raise ConnectionError("the notes database is down")
+
+
+down = DownStore()
