@@ -19,7 +19,9 @@ use tokio_postgres::Row;
 
 use crate::db::{Cached, Columns, Db, Sql, at, count, object, push_where, ts};
 use crate::error::store_error;
-use crate::filter::{namespace_prefix, namespace_suffix, ns_path_range, store_filter};
+use crate::filter::{
+    indexed_equality, namespace_prefix, namespace_suffix, ns_path_range, store_filter,
+};
 use crate::vectors::{Vectors, hnsw_candidates, vector_text};
 
 const COLUMNS: &str = "namespace, key, value, created_at, updated_at";
@@ -80,7 +82,17 @@ pub(crate) fn search_sql(
     let now_p = sql.bind(at(now));
     let mut conditions = vec![format!("(expires_at IS NULL OR expires_at > {now_p})")];
     conditions.extend(namespace_prefix(&mut sql, &search.namespace_prefix));
-    conditions.extend(store_filter(&mut sql, "value", &search.filter));
+    // A plain search with an equality the fields table holds walks that table.
+    let equality = match (&search.query, vectors) {
+        (Some(_), Some(_)) => None,
+        _ => indexed_equality(&search.filter),
+    };
+    conditions.extend(store_filter(
+        &mut sql,
+        "value",
+        &search.filter,
+        equality.as_ref().map(|(position, _, _)| *position),
+    ));
     let mut select = Sql::new("");
     let order = match (&search.query, vectors) {
         (Some(query), Some(vectors)) if vectors.spec.hnsw => {
@@ -140,16 +152,30 @@ pub(crate) fn search_sql(
             SCORED
         }
         _ => {
+            let equality = equality.map(|(_, field, value)| (sql.bind(field), sql.bind(value)));
             let limit_p = sql.bind(count(limit));
             let offset_p = sql.bind(count(search.offset));
             std::mem::swap(&mut select, &mut sql);
-            select.push(&format!(
-                "WITH page AS (SELECT ns_path, {COLUMNS}, NULL::float8 AS score FROM store_items"
-            ));
-            push_where(&mut select, &conditions);
-            select.push(&format!(
-                " ORDER BY {RECENT} LIMIT {limit_p} OFFSET {offset_p})"
-            ));
+            match equality {
+                Some((field_p, value_p)) => {
+                    let last_p = select.bind(count((search.offset + limit).max(1) - 1));
+                    by_field(&mut select, &conditions, &field_p, &value_p, &last_p);
+                    select.push(&format!(
+                        " ORDER BY i.updated_at DESC, i.namespace, i.key
+                         LIMIT {limit_p} OFFSET {offset_p})"
+                    ));
+                }
+                None => {
+                    select.push(&format!(
+                        "WITH page AS (SELECT ns_path, {COLUMNS}, NULL::float8 AS score
+                         FROM store_items"
+                    ));
+                    push_where(&mut select, &conditions);
+                    select.push(&format!(
+                        " ORDER BY {RECENT} LIMIT {limit_p} OFFSET {offset_p})"
+                    ));
+                }
+            }
             RECENT
         }
     };
@@ -164,6 +190,37 @@ pub(crate) fn search_sql(
         " SELECT {COLUMNS}, score FROM page ORDER BY {order}"
     ));
     select
+}
+
+/// The page of a search with an equality condition `store_item_fields` answers
+/// (migration 0012), up to its `ORDER BY`: the items with that field value, newest
+/// first from the fields' index, each item read by its key and tested against every
+/// condition. The index gives no order among items updated at the same instant, so the
+/// page is taken in two walks: `cut` finds the update time of the last item the page
+/// needs (the `last_p`-th match, from 0), and the page is every match at least as new,
+/// in the search's full order; each walk stops early instead of sorting every match.
+fn by_field(sql: &mut Sql, conditions: &[String], field_p: &str, value_p: &str, last_p: &str) {
+    let matches = |sql: &mut Sql| {
+        sql.push(&format!(
+            " FROM store_item_fields f, LATERAL (SELECT ns_path, {COLUMNS} FROM store_items
+               WHERE ns_path = f.ns_path AND key = f.key"
+        ));
+        for condition in conditions {
+            sql.push(" AND ").push(condition);
+        }
+        sql.push(&format!(
+            ") i WHERE f.field = {field_p} AND f.value = {value_p}::jsonb"
+        ));
+    };
+    sql.push("WITH cut AS (SELECT f.updated_at");
+    matches(sql);
+    sql.push(&format!(
+        " ORDER BY f.updated_at DESC LIMIT 1 OFFSET {last_p}),
+         page AS (SELECT i.ns_path, i.namespace, i.key, i.value, i.created_at, i.updated_at,
+             NULL::float8 AS score"
+    ));
+    matches(sql);
+    sql.push(" AND f.updated_at >= coalesce((SELECT updated_at FROM cut), '-infinity')");
 }
 
 impl Db {
