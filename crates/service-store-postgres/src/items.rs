@@ -158,11 +158,10 @@ pub(crate) fn search_sql(
             std::mem::swap(&mut select, &mut sql);
             match equality {
                 Some((field_p, value_p)) => {
-                    let last_p = select.bind(count((search.offset + limit).max(1) - 1));
-                    by_field(&mut select, &conditions, &field_p, &value_p, &last_p);
+                    let walk_p = select.bind(count(search.offset + limit));
+                    by_field(&mut select, &conditions, &field_p, &value_p, &walk_p);
                     select.push(&format!(
-                        " ORDER BY i.updated_at DESC, i.namespace, i.key
-                         LIMIT {limit_p} OFFSET {offset_p})"
+                        " ORDER BY {RECENT} LIMIT {limit_p} OFFSET {offset_p})"
                     ));
                 }
                 None => {
@@ -194,33 +193,24 @@ pub(crate) fn search_sql(
 
 /// The page of a search with an equality condition `store_item_fields` answers
 /// (migration 0012), up to its `ORDER BY`: the items with that field value, newest
-/// first from the fields' index, each item read by its key and tested against every
-/// condition. The index gives no order among items updated at the same instant, so the
-/// page is taken in two walks: `cut` finds the update time of the last item the page
-/// needs (the `last_p`-th match, from 0), and the page is every match at least as new,
-/// in the search's full order; each walk stops early instead of sorting every match.
-fn by_field(sql: &mut Sql, conditions: &[String], field_p: &str, value_p: &str, last_p: &str) {
-    let matches = |sql: &mut Sql| {
-        sql.push(&format!(
-            " FROM store_item_fields f, LATERAL (SELECT ns_path, {COLUMNS} FROM store_items
-               WHERE ns_path = f.ns_path AND key = f.key"
-        ));
-        for condition in conditions {
-            sql.push(" AND ").push(condition);
-        }
-        sql.push(&format!(
-            ") i WHERE f.field = {field_p} AND f.value = {value_p}::jsonb"
-        ));
-    };
-    sql.push("WITH cut AS (SELECT f.updated_at");
-    matches(sql);
+/// first from the fields' index, each read by its key and tested against the other
+/// conditions. The walk stops at the page's last item and whatever was updated at the
+/// same instant (`WITH TIES`: the index gives no order among those), and only those
+/// are sorted, instead of every item with the value.
+fn by_field(sql: &mut Sql, conditions: &[String], field_p: &str, value_p: &str, walk_p: &str) {
     sql.push(&format!(
-        " ORDER BY f.updated_at DESC LIMIT 1 OFFSET {last_p}),
-         page AS (SELECT i.ns_path, i.namespace, i.key, i.value, i.created_at, i.updated_at,
-             NULL::float8 AS score"
+        "WITH page AS (SELECT * FROM (SELECT i.ns_path, i.namespace, i.key, i.value,
+             i.created_at, i.updated_at, NULL::float8 AS score
+         FROM store_item_fields f, LATERAL (SELECT ns_path, {COLUMNS} FROM store_items
+             WHERE ns_path = f.ns_path AND key = f.key"
     ));
-    matches(sql);
-    sql.push(" AND f.updated_at >= coalesce((SELECT updated_at FROM cut), '-infinity')");
+    for condition in conditions {
+        sql.push(" AND ").push(condition);
+    }
+    sql.push(&format!(
+        ") i WHERE f.field = {field_p} AND f.value = {value_p}::jsonb
+         ORDER BY f.updated_at DESC FETCH FIRST {walk_p} ROWS WITH TIES) walked"
+    ));
 }
 
 impl Db {
