@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 use service_graph::{
-    CheckpointConfig, CheckpointListOptions, CheckpointTuple, Checkpointer, GraphError,
-    NewCheckpoint,
+    CheckpointConfig, CheckpointListOptions, CheckpointTuple, Checkpointer, GraphError, NamedStep,
+    NewCheckpoint, new_checkpoint_id,
 };
 use service_types::{JsonText, Metadata, PruneStrategy};
 
@@ -362,6 +362,82 @@ pub async fn put_with_next_stores_input_writes_then_next(saver: &dyn Checkpointe
     assert_eq!(tuples[1].pending_writes.len(), 1);
 }
 
+/// Supersteps written behind a run: each step follows the one before it (the first
+/// the named checkpoint) under the id the runtime minted, and its writes land on its
+/// parent, a rewrite of a task and channel keeping the last value. A first step with
+/// writes on an unknown parent stores nothing.
+pub async fn put_steps_stores_each_step_after_the_one_before(saver: &dyn Checkpointer) {
+    let parent = chain(saver, "t", &["r"]).await.remove(0);
+    let ids = [new_checkpoint_id(), new_checkpoint_id()];
+    let step = |id: &str, n: i64, task_writes: Vec<(String, Vec<(String, Value)>)>| NamedStep {
+        task_writes,
+        checkpoint_id: id.to_owned(),
+        checkpoint: body(json!({"step": n})),
+        metadata: meta(json!({"step": n})),
+    };
+    let output = |task: &str, values: &[i64]| {
+        (
+            task.to_owned(),
+            values
+                .iter()
+                .map(|value| ("out".to_owned(), json!(value)))
+                .collect(),
+        )
+    };
+    saver
+        .put_steps(
+            &parent,
+            vec![
+                step(&ids[0], 1, vec![output("a", &[1, 2]), output("b", &[3])]),
+                step(&ids[1], 2, vec![output("a", &[4])]),
+            ],
+        )
+        .await
+        .unwrap();
+    let tuples = all(saver, "t").await;
+    let links: Vec<_> = tuples
+        .iter()
+        .map(|t| (t.id().to_owned(), t.parent_config.clone()))
+        .collect();
+    let at = |id: &str| Some(CheckpointConfig::new("t", Some(id.to_owned())));
+    assert_eq!(
+        links,
+        vec![
+            (ids[1].clone(), at(&ids[0])),
+            (ids[0].clone(), Some(parent.clone())),
+            (parent.checkpoint_id.clone().unwrap(), None),
+        ]
+    );
+    assert_eq!(tuples[0].checkpoint, json!({"step": 2}));
+    assert_eq!(tuples[0].metadata, meta(json!({"step": 2})));
+    let writes = |tuple: &CheckpointTuple| -> Vec<(String, Value)> {
+        tuple
+            .pending_writes
+            .iter()
+            .map(|w| (w.task_id.clone(), w.value.clone()))
+            .collect()
+    };
+    assert!(writes(&tuples[0]).is_empty());
+    assert_eq!(writes(&tuples[1]), vec![("a".into(), json!(4))]);
+    assert_eq!(
+        writes(&tuples[2]),
+        vec![("a".into(), json!(2)), ("b".into(), json!(3))]
+    );
+
+    let unknown = CheckpointConfig::new("t", Some("nope".into()));
+    let refused = saver
+        .put_steps(
+            &unknown,
+            vec![step(&new_checkpoint_id(), 9, vec![output("a", &[1])])],
+        )
+        .await;
+    assert!(
+        matches!(refused, Err(GraphError::NotFound(_))),
+        "{refused:?}"
+    );
+    assert_eq!(all(saver, "t").await.len(), 3, "nothing stored");
+}
+
 /// Merged metadata replaces the same keys and keeps the others, on the named checkpoint
 /// only; it is what history filters and rollback then see. Unknown: `NotFound`.
 pub async fn merged_metadata_replaces_keys_of_one_checkpoint(saver: &dyn Checkpointer) {
@@ -484,6 +560,7 @@ macro_rules! checkpointer_tests {
             merged_metadata_replaces_keys_of_one_checkpoint,
             put_after_writes_records_the_writes_then_the_checkpoint,
             put_with_next_stores_input_writes_then_next,
+            put_steps_stores_each_step_after_the_one_before,
             named_checkpoints_keep_the_runtime_id,
         ]);
     };

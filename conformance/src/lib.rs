@@ -149,6 +149,7 @@ macro_rules! __conformance_tests {
                 ordering_assistant_search_ties_by_assistant_id,
                 ordering_cron_search_ties_by_cron_id,
                 ordering_item_search_newest_first_ties_by_namespace_then_key,
+                ordering_item_search_by_equality_pages_ties_by_namespace_then_key,
             ];
             thread_ttl: [
                 thread_ttl_expires_minutes_after_create,

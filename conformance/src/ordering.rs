@@ -1,6 +1,7 @@
 //! Ordering and ties: equal sort keys break by id, so pages are stable.
 
 use serde_json::json;
+use service_store::filter::StoreFilter;
 use service_store::{
     ActiveRunsQuery, AssistantQuery, AssistantSortBy, CronQuery, CronSortBy, ItemSearch,
     NewAssistant, NewCron, RunListQuery, ThreadQuery, ThreadSortBy,
@@ -252,4 +253,58 @@ pub async fn ordering_item_search_newest_first_ties_by_namespace_then_key(factor
         found,
         expected.map(|(n, k)| (n.to_owned(), k.to_owned())).to_vec()
     );
+}
+
+/// Item search with an equality filter: the same order, page by page across items
+/// updated at one instant; a number matches its equal written otherwise, a string
+/// with characters JSON escapes matches itself, a long string too, and an item whose
+/// value changed matches its new value only.
+pub async fn ordering_item_search_by_equality_pages_ties_by_namespace_then_key(factory: Factory) {
+    let h = Harness::new(&factory).await;
+    for (namespace, key) in [("b", "a"), ("a", "c"), ("a", "a"), ("c", "b"), ("a", "b")] {
+        h.put(&[namespace], key, json!({"g": 1, "other": namespace}))
+            .await;
+    }
+    h.put(&["a"], "x", json!({"g": 2})).await;
+    h.put(&["a"], "moved", json!({"g": 1})).await;
+    h.advance_minutes(1.0);
+    h.put(&["z"], "z", json!({"g": 1.0})).await;
+    h.put(&["a"], "moved", json!({"g": 2})).await;
+    let page = |filter: serde_json::Value, offset: usize| {
+        let search = ItemSearch {
+            filter: StoreFilter::parse(&filter).expect("valid filter"),
+            limit: Some(2),
+            offset,
+            ..ItemSearch::default()
+        };
+        let h = &h;
+        async move {
+            h.store
+                .items()
+                .search(&search)
+                .await
+                .expect("search")
+                .into_iter()
+                .map(|hit| format!("{}/{}", hit.item.namespace.join("."), hit.item.key))
+                .collect::<Vec<_>>()
+        }
+    };
+    let mut found = Vec::new();
+    for offset in [0, 2, 4, 6] {
+        found.extend(page(json!({"g": 1}), offset).await);
+    }
+    assert_eq!(found, ["z/z", "a/a", "a/b", "a/c", "b/a", "c/b"]);
+    assert_eq!(page(json!({"g": 2}), 0).await, ["a/moved", "a/x"]);
+    assert_eq!(
+        page(json!({"g": 1, "other": "a"}), 0).await,
+        ["a/a", "a/b"],
+        "the other conditions still hold"
+    );
+
+    let escaped = "quote \" backslash \\ newline \n tab \t bell \u{7}";
+    let long = "x".repeat(300);
+    h.put(&["s"], "escaped", json!({"s": escaped})).await;
+    h.put(&["s"], "long", json!({"s": long})).await;
+    assert_eq!(page(json!({"s": escaped}), 0).await, ["s/escaped"]);
+    assert_eq!(page(json!({"s": long}), 0).await, ["s/long"]);
 }

@@ -65,6 +65,10 @@ pub(crate) struct RunArgs {
     /// S4: supersteps per `steps` run.
     #[arg(long, default_value_t = 200)]
     steps: u64,
+    /// S4: the runs' `durability` (`sync`, `async`, `exit`); the server's default when
+    /// absent. `sync` waits for each superstep's checkpoint before the next.
+    #[arg(long)]
+    durability: Option<String>,
     /// S5: items in the searched namespace.
     #[arg(long, default_value_t = 10_000)]
     store_items: u64,

@@ -352,15 +352,16 @@ impl Bench {
 
     async fn s4(&mut self) -> Result<(), String> {
         let n = self.args.steps;
-        let body = Bytes::from(
-            json!({
-                "assistant_id": "steps",
-                "input": {"n": n},
-                "stream_mode": ["values", "updates", "custom"],
-                "config": {"recursion_limit": n * 2 + 10},
-            })
-            .to_string(),
-        );
+        let mut body = json!({
+            "assistant_id": "steps",
+            "input": {"n": n},
+            "stream_mode": ["values", "updates", "custom"],
+            "config": {"recursion_limit": n * 2 + 10},
+        });
+        if let Some(durability) = &self.args.durability {
+            body["durability"] = json!(durability);
+        }
+        let body = Bytes::from(body.to_string());
         // Validate one run: metadata + (n + 1) values + n updates + n custom, no error.
         // A transport failure (the server aborts a lagging stream) is retried.
         let mut attempt = 0;

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use async_trait::async_trait;
 use serde_json::Value;
 use service_graph::{
-    CheckpointConfig, CheckpointListOptions, CheckpointTuple, Checkpointer, GraphError,
+    CheckpointConfig, CheckpointListOptions, CheckpointTuple, Checkpointer, GraphError, NamedStep,
     NewCheckpoint,
 };
 use service_types::{JsonText, Metadata, PruneStrategy};
@@ -209,6 +209,18 @@ impl Checkpointer for FencedSaver {
             .await
     }
 
+    async fn put_steps(
+        &self,
+        config: &CheckpointConfig,
+        steps: Vec<NamedStep>,
+    ) -> Result<(), GraphError> {
+        let _writing = steps
+            .iter()
+            .map(|step| self.fences.begin(&step.metadata))
+            .collect::<Result<Vec<_>, _>>()?;
+        self.inner.put_steps(config, steps).await
+    }
+
     async fn merge_metadata(
         &self,
         config: &CheckpointConfig,
@@ -400,6 +412,17 @@ mod tests {
         assert!(matches!(late, Err(GraphError::Cancelled)), "{late:?}");
         let merged = saver.merge_metadata(&stored, of_run("r1")).await;
         assert!(matches!(merged, Err(GraphError::Cancelled)), "{merged:?}");
+        // Supersteps its runtime was still writing behind it.
+        let step = NamedStep {
+            task_writes: vec![("task".to_owned(), write())],
+            checkpoint_id: service_graph::new_checkpoint_id(),
+            checkpoint: JsonText::new(&Value::Null),
+            metadata: of_run("r1"),
+        };
+        let behind = saver.put_steps(&stored, vec![step]).await;
+        assert!(matches!(behind, Err(GraphError::Cancelled)), "{behind:?}");
+        let latest = saver.get_tuple(&thread).await.expect("read").expect("kept");
+        assert_eq!(latest.config, stored, "no step of the fenced run landed");
         let tuple = saver.get_tuple(&stored).await.expect("read").expect("kept");
         assert!(
             tuple.pending_writes.is_empty(),

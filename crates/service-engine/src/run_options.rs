@@ -140,7 +140,14 @@ impl RunOptions {
             checkpoint_ns: checkpoint.map(|c| c.checkpoint_ns.clone()),
             temporary: ids.stateless,
             on_completion: body.on_completion.unwrap_or_default(),
-            durability: body.durability,
+            // `checkpoint_during` is the deprecated alias (false: only at exit).
+            durability: body.durability.or(body.checkpoint_during.map(|during| {
+                if during {
+                    Durability::Async
+                } else {
+                    Durability::Exit
+                }
+            })),
             traceparent: service_graph::trace_context::current(),
         }
     }
@@ -212,6 +219,7 @@ impl RunOptions {
             config,
             context: self.context.clone(),
             metadata,
+            durability: self.durability.unwrap_or_default(),
         }
     }
 }
@@ -266,6 +274,33 @@ mod tests {
                 stateless: false,
             },
         )
+    }
+
+    #[test]
+    fn durability_defaults_to_async_and_checkpoint_during_is_its_alias() {
+        let durability = |body: Value| written(body).stream_options().durability;
+        assert_eq!(
+            durability(json!({"assistant_id": "echo"})),
+            Durability::Async
+        );
+        assert_eq!(
+            durability(json!({"assistant_id": "echo", "durability": "sync"})),
+            Durability::Sync
+        );
+        assert_eq!(
+            durability(json!({"assistant_id": "echo", "checkpoint_during": false})),
+            Durability::Exit
+        );
+        assert_eq!(
+            durability(json!({"assistant_id": "echo", "checkpoint_during": true})),
+            Durability::Async
+        );
+        assert_eq!(
+            durability(
+                json!({"assistant_id": "echo", "durability": "sync", "checkpoint_during": false})
+            ),
+            Durability::Sync
+        );
     }
 
     #[test]

@@ -2,7 +2,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
-use service_types::{Metadata, NodeSelection, StreamMode};
+use service_types::{Durability, Metadata, NodeSelection, StreamMode};
 use tokio_util::sync::CancellationToken;
 
 use crate::{LongTermStore, RunnableConfig, StateSnapshot};
@@ -51,6 +51,9 @@ pub struct StreamOptions {
     /// Extra keys merged into the metadata of every checkpoint the run writes
     /// (`run_id`, `graph_id`, `assistant_id`, ...).
     pub metadata: Metadata,
+    /// When the run's checkpoints are written: before the next superstep (`sync`) or
+    /// while it runs (`async`, the default), all of them before the run ends.
+    pub durability: Durability,
 }
 
 impl StreamOptions {

@@ -23,7 +23,7 @@ pub mod trace_context;
 
 pub use agent::{AgentGraph, HistoryOptions, StateOptions, StateUpdate};
 pub use checkpoint::{
-    CheckpointListOptions, CheckpointTuple, Checkpointer, InMemorySaver, NewCheckpoint,
+    CheckpointListOptions, CheckpointTuple, Checkpointer, InMemorySaver, NamedStep, NewCheckpoint,
     PendingWrite, new_checkpoint_id,
 };
 pub use chunk::{Chunk, ChunkStream};

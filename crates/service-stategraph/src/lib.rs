@@ -26,6 +26,7 @@ mod start;
 mod stored;
 mod subgraph;
 mod update;
+mod write_behind;
 
 pub use channel::{Reducer, ReducerFn};
 pub use compiled::CompiledGraph;

@@ -13,7 +13,8 @@ use futures::future::{BoxFuture, join_all};
 use serde_json::{Map, Value};
 use service_graph::checkpoint::CheckpointTuple;
 use service_graph::{
-    CheckpointConfig, Checkpointer, FinalState, GraphError, LongTermStore, RunInput, StreamOptions,
+    CheckpointConfig, Checkpointer, FinalState, GraphError, LongTermStore, NamedStep, RunInput,
+    StreamOptions, new_checkpoint_id,
 };
 use service_types::{JsonText, RunError, Timestamp};
 use tokio_util::sync::CancellationToken;
@@ -27,6 +28,7 @@ use crate::stored::{
     Body, Loaded, Output, RaisedInterrupt, WRITE_ERROR, WRITE_INTERRUPT, WRITE_OUTPUT,
     WRITE_RESUME, metadata,
 };
+use crate::write_behind::{Checkpoints, write_behind};
 use crate::{DEFAULT_RECURSION_LIMIT, NodeContext, START};
 
 /// Everything one run needs.
@@ -215,8 +217,26 @@ impl Run {
             })
     }
 
-    /// Supersteps until no node is pending or the run pauses.
+    /// Supersteps until no node is pending or the run pauses, their checkpoints
+    /// written behind them as the run's durability asks ([`write_behind`]); returns
+    /// once all of them are stored.
     async fn run_loop(&self, start: Start) -> Result<Ended, GraphError> {
+        let (checkpoints, writer) = write_behind(Arc::clone(&self.saver), self.options.durability);
+        let run = async move {
+            let ended = self.supersteps(start, &checkpoints).await;
+            let stored = checkpoints.flush().await;
+            // A failure of the run itself says more than a write it left behind.
+            ended.and_then(|ended| stored.map(|()| ended))
+        };
+        let (ended, ()) = futures::join!(run, writer);
+        ended
+    }
+
+    async fn supersteps(
+        &self,
+        start: Start,
+        checkpoints: &Checkpoints,
+    ) -> Result<Ended, GraphError> {
         let limit = self
             .options
             .config
@@ -251,9 +271,12 @@ impl Run {
             }
             let step = current.step + 1;
             let outcomes = self
-                .superstep(&current, step, &resume, reuse_outputs)
+                .superstep(&current, step, &resume, reuse_outputs, checkpoints)
                 .await?;
-            match self.finish_superstep(&mut current, step, outcomes).await? {
+            match self
+                .finish_superstep(&mut current, step, outcomes, checkpoints)
+                .await?
+            {
                 Some(written) => {
                     current = written;
                     is_latest = true;
@@ -290,6 +313,7 @@ impl Run {
         step: i64,
         resume: &[BTreeMap<usize, Value>],
         reuse_outputs: bool,
+        checkpoints: &Checkpoints,
     ) -> Result<Vec<(String, String, Outcome, bool)>, GraphError> {
         let ids = current.task_ids();
         let mut runs: Vec<BoxFuture<'static, Outcome>> = Vec::new();
@@ -302,6 +326,8 @@ impl Run {
             }
             let resume = resume.get(position).cloned().unwrap_or_default();
             if !resume.is_empty() && resume != prior.resume {
+                // The writes refer to `current`, which may still be queued.
+                checkpoints.flush().await?;
                 let value = serde_json::to_value(&resume).unwrap_or(Value::Null);
                 self.saver
                     .put_writes(
@@ -429,6 +455,7 @@ impl Run {
         current: &mut Loaded,
         step: i64,
         outcomes: Vec<(String, String, Outcome, bool)>,
+        checkpoints: &Checkpoints,
     ) -> Result<Option<Loaded>, GraphError> {
         let mut task_writes = Vec::new();
         for (node, id, outcome, ran) in &outcomes {
@@ -481,7 +508,7 @@ impl Run {
             .iter()
             .any(|(_, _, outcome, _)| !matches!(outcome, Outcome::Done(_)));
         if stops {
-            self.record_writes(current, std::mem::take(&mut task_writes))
+            self.record_writes(current, std::mem::take(&mut task_writes), checkpoints)
                 .await?;
         }
         if let Some((node, _, Outcome::Failed(error), _)) = outcomes
@@ -514,7 +541,8 @@ impl Run {
         let body = match self.apply_outputs(values, &outcomes) {
             Ok(body) => body,
             Err(error) => {
-                self.record_writes(current, task_writes).await?;
+                self.record_writes(current, task_writes, checkpoints)
+                    .await?;
                 return Err(error);
             }
         };
@@ -533,9 +561,20 @@ impl Run {
         let wrote_state = outcomes.iter().any(|(_, _, outcome, _)| {
             matches!(outcome, Outcome::Done(output) if writes_state(&output.update))
         });
-        let written = self
-            .put_after_writes(Some(current), task_writes, body, meta)
-            .await?;
+        let parent = &current.tuple.config;
+        let checkpoint_id = new_checkpoint_id();
+        let config = CheckpointConfig {
+            checkpoint_id: Some(checkpoint_id.clone()),
+            ..parent.clone()
+        };
+        let step = NamedStep {
+            task_writes,
+            checkpoint_id,
+            checkpoint: JsonText::new(&body),
+            metadata: meta.clone(),
+        };
+        checkpoints.put(parent, step).await?;
+        let written = self.stored(config, Some(parent.clone()), body, meta);
         if wrote_state {
             self.emit.values(&written.body.channel_values);
         }
@@ -548,7 +587,10 @@ impl Run {
         &self,
         current: &Loaded,
         task_writes: Vec<(String, Vec<(String, Value)>)>,
+        checkpoints: &Checkpoints,
     ) -> Result<(), GraphError> {
+        // The writes refer to `current`, which may still be queued.
+        checkpoints.flush().await?;
         for (task_id, writes) in task_writes {
             self.saver
                 .put_writes(&current.tuple.config, &task_id, writes)

@@ -13,7 +13,7 @@ use chrono::Utc;
 use deadpool_postgres::{Object, Pool};
 use serde_json::Value;
 use service_graph::{
-    CheckpointConfig, CheckpointListOptions, CheckpointTuple, Checkpointer, GraphError,
+    CheckpointConfig, CheckpointListOptions, CheckpointTuple, Checkpointer, GraphError, NamedStep,
     NewCheckpoint, PendingWrite, new_checkpoint_id,
 };
 use service_store::StoreError;
@@ -49,6 +49,10 @@ fn column_error(error: StoreError) -> GraphError {
         message: error.message,
         source: error.source,
     }
+}
+
+fn not_found(config: &CheckpointConfig) -> GraphError {
+    GraphError::NotFound(format!("Checkpoint {config:?} not found"))
 }
 
 fn corrupt_write() -> GraphError {
@@ -97,31 +101,24 @@ impl PostgresSaver {
         }
     }
 
-    /// Stores `chain` after the checkpoint `config` names, each checkpoint the parent
-    /// of the next, with `writes` recorded against the parent of the last one: one
-    /// statement, so one round trip, and atomic (the writes' foreign key fails the
-    /// whole statement when their checkpoint is unknown; foreign keys are checked at
-    /// the statement's end, when the new checkpoint rows exist). Committed
+    /// Stores `chain` under `ids` after the checkpoint `config` names, each checkpoint
+    /// the parent of the next, with `writes` recorded against the checkpoints they
+    /// name: one statement, so one round trip, and atomic (the writes' foreign key
+    /// fails the whole statement when their checkpoint is unknown; foreign keys are
+    /// checked at the statement's end, when the new checkpoint rows exist). Committed
     /// asynchronously: a run's settle, or the thread mirror after a state update,
     /// makes it durable (`ASYNC_COMMIT`). Returns the new checkpoints' coordinates.
     async fn insert_checkpoints(
         &self,
         config: &CheckpointConfig,
+        ids: Vec<String>,
         chain: Vec<NewCheckpoint>,
-        writes_of: impl FnOnce(&str) -> WriteColumns,
+        writes: WriteColumns,
     ) -> Result<Vec<CheckpointConfig>, GraphError> {
-        let ids: Vec<String> = chain.iter().map(|_| new_checkpoint_id()).collect();
         let mut parents = vec![config.checkpoint_id.clone()];
         parents.extend(ids.iter().cloned().map(Some));
         parents.truncate(ids.len());
-        let writes_on = parents.last().cloned().flatten();
-        let writes = writes_of(writes_on.as_deref().unwrap_or_default());
-        if !writes.tasks.is_empty() && writes_on.is_none() {
-            return Err(GraphError::NotFound(format!(
-                "Checkpoint {config:?} not found"
-            )));
-        }
-        let (tasks, channels, values) = writes.into_parts();
+        let (on, tasks, channels, values) = writes.into_parts();
         let (bodies, metadata): (Vec<JsonText>, Vec<Value>) = chain
             .into_iter()
             .map(|new| (new.checkpoint, Value::Object(new.metadata)))
@@ -134,9 +131,11 @@ impl PostgresSaver {
                     "WITH writes AS (
                          INSERT INTO checkpoint_writes (thread_id, checkpoint_ns,
                              checkpoint_id, task_id, channel, value)
-                         SELECT $1, $2, $3, write.task_id, write.channel, write.value
-                         FROM unnest($8::text[], $9::text[], $10::jsonb[]) WITH ORDINALITY
-                             AS write(task_id, channel, value, position)
+                         SELECT $1, $2, write.checkpoint_id, write.task_id, write.channel,
+                             write.value
+                         FROM unnest($3::text[], $8::text[], $9::text[], $10::jsonb[])
+                             WITH ORDINALITY
+                             AS write(checkpoint_id, task_id, channel, value, position)
                          ORDER BY write.position
                          ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, channel)
                          DO UPDATE SET value = EXCLUDED.value,
@@ -150,7 +149,7 @@ impl PostgresSaver {
                 &[
                     &config.thread_id,
                     &config.checkpoint_ns,
-                    &writes_on,
+                    &on,
                     &ids,
                     &parents,
                     &Utc::now(),
@@ -171,27 +170,29 @@ impl PostgresSaver {
                     checkpoint_id: Some(id),
                 })
                 .collect()),
-            Err(error) if error.code() == Some(&SqlState::FOREIGN_KEY_VIOLATION) => Err(
-                GraphError::NotFound(format!("Checkpoint {config:?} not found")),
-            ),
+            Err(error) if error.code() == Some(&SqlState::FOREIGN_KEY_VIOLATION) => {
+                Err(not_found(config))
+            }
             Err(error) => Err(db_error(error)),
         }
     }
 
-    /// Stores one checkpoint after `config`, with `writes` against `config`'s.
+    /// Stores one checkpoint after `config`, with `task_writes` against `config`'s.
     async fn insert_checkpoint(
         &self,
         config: &CheckpointConfig,
-        writes: WriteColumns,
+        task_writes: Vec<(String, Vec<(String, Value)>)>,
         checkpoint: JsonText,
         metadata: Metadata,
     ) -> Result<CheckpointConfig, GraphError> {
+        let writes = WriteColumns::on(config.checkpoint_id.as_deref(), task_writes)
+            .ok_or_else(|| not_found(config))?;
         let new = NewCheckpoint {
             checkpoint,
             metadata,
         };
         let mut stored = self
-            .insert_checkpoints(config, vec![new], |_| writes)
+            .insert_checkpoints(config, vec![new_checkpoint_id()], vec![new], writes)
             .await?;
         stored
             .pop()
@@ -339,7 +340,7 @@ impl Checkpointer for PostgresSaver {
         checkpoint: JsonText,
         metadata: Metadata,
     ) -> Result<CheckpointConfig, GraphError> {
-        self.insert_checkpoint(config, WriteColumns::default(), checkpoint, metadata)
+        self.insert_checkpoint(config, Vec::new(), checkpoint, metadata)
             .await
     }
 
@@ -387,7 +388,7 @@ impl Checkpointer for PostgresSaver {
         task_id: &str,
         writes: Vec<(String, Value)>,
     ) -> Result<(), GraphError> {
-        let missing = || GraphError::NotFound(format!("Checkpoint {config:?} not found"));
+        let missing = || not_found(config);
         let id = config.checkpoint_id.as_ref().ok_or_else(missing)?;
         let client = self.client().await?;
         if writes.is_empty() {
@@ -401,8 +402,9 @@ impl Checkpointer for PostgresSaver {
                 .map_err(db_error)?;
             return exists.map(drop).ok_or_else(missing);
         }
-        let (_, channels, values) =
-            WriteColumns::last_per_channel([(task_id.to_owned(), writes)]).into_parts();
+        let (_, _, channels, values) = WriteColumns::on(Some(id), [(task_id.to_owned(), writes)])
+            .ok_or_else(missing)?
+            .into_parts();
         // Committed asynchronously, as `put` is.
         let written = client
             .execute_cached(
@@ -441,8 +443,7 @@ impl Checkpointer for PostgresSaver {
         checkpoint: JsonText,
         metadata: Metadata,
     ) -> Result<CheckpointConfig, GraphError> {
-        let writes = WriteColumns::last_per_channel(task_writes);
-        self.insert_checkpoint(config, writes, checkpoint, metadata)
+        self.insert_checkpoint(config, task_writes, checkpoint, metadata)
             .await
     }
 
@@ -453,10 +454,11 @@ impl Checkpointer for PostgresSaver {
         task_writes_on: &(dyn for<'id> Fn(&'id str) -> Vec<(String, Vec<(String, Value)>)> + Sync),
         next: NewCheckpoint,
     ) -> Result<(CheckpointConfig, CheckpointConfig), GraphError> {
+        let ids = vec![new_checkpoint_id(), new_checkpoint_id()];
+        let writes = WriteColumns::on(Some(&ids[0]), task_writes_on(&ids[0]))
+            .ok_or_else(|| not_found(config))?;
         let mut stored = self
-            .insert_checkpoints(config, vec![input, next], |input_id| {
-                WriteColumns::last_per_channel(task_writes_on(input_id))
-            })
+            .insert_checkpoints(config, ids, vec![input, next], writes)
             .await?
             .into_iter();
         match (stored.next(), stored.next()) {
@@ -465,12 +467,37 @@ impl Checkpointer for PostgresSaver {
         }
     }
 
+    async fn put_steps(
+        &self,
+        config: &CheckpointConfig,
+        steps: Vec<NamedStep>,
+    ) -> Result<(), GraphError> {
+        let mut writes = WriteColumns::default();
+        let mut ids = Vec::with_capacity(steps.len());
+        let mut chain = Vec::with_capacity(steps.len());
+        let mut parent = config.checkpoint_id.clone();
+        for step in steps {
+            writes
+                .add(parent.as_deref(), step.task_writes)
+                .ok_or_else(|| not_found(config))?;
+            parent = Some(step.checkpoint_id.clone());
+            ids.push(step.checkpoint_id);
+            chain.push(NewCheckpoint {
+                checkpoint: step.checkpoint,
+                metadata: step.metadata,
+            });
+        }
+        self.insert_checkpoints(config, ids, chain, writes)
+            .await
+            .map(drop)
+    }
+
     async fn merge_metadata(
         &self,
         config: &CheckpointConfig,
         metadata: Metadata,
     ) -> Result<(), GraphError> {
-        let missing = || GraphError::NotFound(format!("Checkpoint {config:?} not found"));
+        let missing = || not_found(config);
         let id = config.checkpoint_id.as_ref().ok_or_else(missing)?;
         let client = self.client().await?;
         let merged = client
@@ -565,38 +592,58 @@ impl Checkpointer for PostgresSaver {
 
 /// Task writes as the columns of one insert. A rewrite of the same task and channel
 /// replaces the value and moves it to the end of the write order, as the in-memory saver
-/// does; one statement cannot update a row twice, so a task and channel repeated within
-/// one call keeps its last value, at its last position.
+/// does; one statement cannot update a row twice, so a checkpoint, task and channel
+/// repeated within one statement keeps its last value, at its last position.
 #[derive(Default)]
 struct WriteColumns {
+    checkpoints: Vec<String>,
     tasks: Vec<String>,
     channels: Vec<String>,
     values: Vec<Value>,
 }
 
 impl WriteColumns {
-    fn last_per_channel(
+    /// `task_writes` against the checkpoint `on`; `None` when there are writes and no
+    /// checkpoint for them (the thread has none yet).
+    fn on(
+        on: Option<&str>,
         task_writes: impl IntoIterator<Item = (String, Vec<(String, Value)>)>,
-    ) -> Self {
+    ) -> Option<Self> {
         let mut columns = Self::default();
-        for (task_id, writes) in task_writes {
-            for (channel, value) in writes {
-                let earlier = (0..columns.tasks.len())
-                    .find(|&at| columns.tasks[at] == task_id && columns.channels[at] == channel);
-                if let Some(at) = earlier {
-                    columns.tasks.remove(at);
-                    columns.channels.remove(at);
-                    columns.values.remove(at);
-                }
-                columns.tasks.push(task_id.clone());
-                columns.channels.push(channel);
-                columns.values.push(value);
-            }
-        }
-        columns
+        columns.add(on, task_writes)?;
+        Some(columns)
     }
 
-    fn into_parts(self) -> (Vec<String>, Vec<String>, Vec<Value>) {
-        (self.tasks, self.channels, self.values)
+    /// Adds `task_writes` against the checkpoint `on`, as [`WriteColumns::on`] takes them.
+    fn add(
+        &mut self,
+        on: Option<&str>,
+        task_writes: impl IntoIterator<Item = (String, Vec<(String, Value)>)>,
+    ) -> Option<()> {
+        for (task_id, writes) in task_writes {
+            for (channel, value) in writes {
+                let on = on?;
+                let earlier = (0..self.tasks.len()).find(|&at| {
+                    self.checkpoints[at] == on
+                        && self.tasks[at] == task_id
+                        && self.channels[at] == channel
+                });
+                if let Some(at) = earlier {
+                    self.checkpoints.remove(at);
+                    self.tasks.remove(at);
+                    self.channels.remove(at);
+                    self.values.remove(at);
+                }
+                self.checkpoints.push(on.to_owned());
+                self.tasks.push(task_id.clone());
+                self.channels.push(channel);
+                self.values.push(value);
+            }
+        }
+        Some(())
+    }
+
+    fn into_parts(self) -> (Vec<String>, Vec<String>, Vec<String>, Vec<Value>) {
+        (self.checkpoints, self.tasks, self.channels, self.values)
     }
 }

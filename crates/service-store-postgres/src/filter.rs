@@ -43,6 +43,49 @@ pub(crate) fn containment_condition(
     Some(Some(format!("({})", tests.join(" OR "))))
 }
 
+/// Longest field name and value text (bytes) `store_item_fields` keeps (migration 0012).
+const FIELD_BYTES: usize = 200;
+
+/// The first equality condition of `filter` whose items `store_item_fields` holds
+/// (migration 0012), by its position, with its key and value: a key of at most
+/// [`FIELD_BYTES`] bytes and a scalar whose JSON text in PostgreSQL is at most as long
+/// (a number written without an exponent, so its text is its digits). Every item whose
+/// field equals it then has its row there.
+pub(crate) fn indexed_equality(filter: &StoreFilter) -> Option<(usize, String, Value)> {
+    filter
+        .conditions()
+        .iter()
+        .enumerate()
+        .find_map(|(position, condition)| {
+            let Operand::Scalar(operand) = &condition.operand else {
+                return None;
+            };
+            let kept = match operand {
+                Value::Null | Value::Bool(_) => true,
+                Value::Number(number) => {
+                    let text = number.to_string();
+                    text.len() <= 40 && !text.contains(['e', 'E'])
+                }
+                Value::String(text) => json_text_bytes(text) <= FIELD_BYTES,
+                Value::Array(_) | Value::Object(_) => false,
+            };
+            (condition.op == FilterOp::Eq && kept && condition.key.len() <= FIELD_BYTES)
+                .then(|| (position, condition.key.clone(), operand.clone()))
+        })
+}
+
+/// The length of a string's JSON text as PostgreSQL writes it (`escape_json`).
+fn json_text_bytes(text: &str) -> usize {
+    2 + text
+        .bytes()
+        .map(|byte| match byte {
+            b'"' | b'\\' | 0x08 | 0x0c | b'\n' | b'\r' | b'\t' => 2,
+            0..0x20 => 6,
+            _ => 1,
+        })
+        .sum::<usize>()
+}
+
 /// One SQL condition per filter condition, all on `column` (a JSONB object).
 ///
 /// - `$eq` / bare scalar: the key is present and equal (`jsonb =` compares numbers
@@ -54,15 +97,28 @@ pub(crate) fn containment_condition(
 /// - `$in` / `$nin`: `= ANY(jsonb[])`, `$nin` negated with absent counting as a match.
 /// - ordering operators: only when both sides are numbers (`jsonb_typeof`), so
 ///   strings, booleans, nulls, containers and absent keys never match.
-pub(crate) fn store_filter(sql: &mut Sql, column: &str, filter: &StoreFilter) -> Vec<String> {
+///
+/// `walked`: the position of the condition a search answers by walking
+/// `store_item_fields` ([`indexed_equality`]), which the rows it reads meet already; it
+/// is left out, and so are the `@>` tests: the planner is offered no GIN path, nor a
+/// condition it would count twice, either of which made it sort every item with the
+/// value instead of stopping at the page.
+pub(crate) fn store_filter(
+    sql: &mut Sql,
+    column: &str,
+    filter: &StoreFilter,
+    walked: Option<usize>,
+) -> Vec<String> {
     filter
         .conditions()
         .iter()
-        .map(|condition| one_condition(sql, column, condition))
+        .enumerate()
+        .filter(|(position, _)| Some(*position) != walked)
+        .map(|(_, condition)| one_condition(sql, column, condition, walked.is_none()))
         .collect()
 }
 
-fn one_condition(sql: &mut Sql, column: &str, condition: &Condition) -> String {
+fn one_condition(sql: &mut Sql, column: &str, condition: &Condition, containment: bool) -> String {
     if condition.op.is_ordering() && !matches!(condition.operand, Operand::Scalar(Value::Number(_)))
     {
         // Ordering operators compare numbers only: a non-number operand never matches.
@@ -75,6 +131,10 @@ fn one_condition(sql: &mut Sql, column: &str, condition: &Condition) -> String {
             // The containment test is what a GIN index on the column answers; it
             // also holds for a key whose value is an array, which the equality
             // beside it excludes.
+            if !containment {
+                let value = sql.bind(operand.clone());
+                return format!("{field} = {value}::jsonb");
+            }
             let mut pair = Metadata::new();
             pair.insert(condition.key.clone(), operand.clone());
             let contains = sql.bind(Value::Object(pair));

@@ -20,7 +20,9 @@ use tokio_postgres::Row;
 
 use crate::db::{Cached, Columns, Db, Sql, at, count, object, push_where, ts};
 use crate::error::store_error;
-use crate::filter::{namespace_prefix, namespace_suffix, ns_path_range, store_filter};
+use crate::filter::{
+    indexed_equality, namespace_prefix, namespace_suffix, ns_path_range, store_filter,
+};
 use crate::vectors::{Vectors, nearest_vectors, vector_text};
 
 const COLUMNS: &str = "namespace, key, value, created_at, updated_at";
@@ -98,7 +100,17 @@ pub(crate) fn search_sql(
     let now_p = sql.bind(at(now));
     let mut conditions = vec![format!("(expires_at IS NULL OR expires_at > {now_p})")];
     conditions.extend(namespace_prefix(&mut sql, &search.namespace_prefix));
-    conditions.extend(store_filter(&mut sql, "value", &search.filter));
+    // A plain search with an equality the fields table holds walks that table.
+    let equality = match (&search.query, vectors) {
+        (Some(_), Some(_)) => None,
+        _ => indexed_equality(&search.filter),
+    };
+    conditions.extend(store_filter(
+        &mut sql,
+        "value",
+        &search.filter,
+        equality.as_ref().map(|(position, _, _)| *position),
+    ));
     let mut select = Sql::new("");
     let order = match (&search.query, vectors, scan) {
         (Some(query), Some(vectors), _) if vectors.spec.hnsw => {
@@ -188,16 +200,29 @@ pub(crate) fn search_sql(
             SCORED
         }
         _ => {
+            let equality = equality.map(|(_, field, value)| (sql.bind(field), sql.bind(value)));
             let limit_p = sql.bind(count(limit));
             let offset_p = sql.bind(count(search.offset));
             std::mem::swap(&mut select, &mut sql);
-            select.push(&format!(
-                "WITH page AS (SELECT ns_path, {COLUMNS}, NULL::float8 AS score FROM store_items"
-            ));
-            push_where(&mut select, &conditions);
-            select.push(&format!(
-                " ORDER BY {RECENT} LIMIT {limit_p} OFFSET {offset_p})"
-            ));
+            match equality {
+                Some((field_p, value_p)) => {
+                    let walk_p = select.bind(count(search.offset + limit));
+                    by_field(&mut select, &conditions, &field_p, &value_p, &walk_p);
+                    select.push(&format!(
+                        " ORDER BY {RECENT} LIMIT {limit_p} OFFSET {offset_p})"
+                    ));
+                }
+                None => {
+                    select.push(&format!(
+                        "WITH page AS (SELECT ns_path, {COLUMNS}, NULL::float8 AS score
+                         FROM store_items"
+                    ));
+                    push_where(&mut select, &conditions);
+                    select.push(&format!(
+                        " ORDER BY {RECENT} LIMIT {limit_p} OFFSET {offset_p})"
+                    ));
+                }
+            }
             RECENT
         }
     };
@@ -212,6 +237,28 @@ pub(crate) fn search_sql(
         " SELECT {COLUMNS}, score FROM page ORDER BY {order}"
     ));
     select
+}
+
+/// The page of a search with an equality condition `store_item_fields` answers
+/// (migration 0012), up to its `ORDER BY`: the items with that field value, newest
+/// first from the fields' index, each read by its key and tested against the other
+/// conditions. The walk stops at the page's last item and whatever was updated at the
+/// same instant (`WITH TIES`: the index gives no order among those), and only those
+/// are sorted, instead of every item with the value.
+fn by_field(sql: &mut Sql, conditions: &[String], field_p: &str, value_p: &str, walk_p: &str) {
+    sql.push(&format!(
+        "WITH page AS (SELECT * FROM (SELECT i.ns_path, i.namespace, i.key, i.value,
+             i.created_at, i.updated_at, NULL::float8 AS score
+         FROM store_item_fields f, LATERAL (SELECT ns_path, {COLUMNS} FROM store_items
+             WHERE ns_path = f.ns_path AND key = f.key"
+    ));
+    for condition in conditions {
+        sql.push(" AND ").push(condition);
+    }
+    sql.push(&format!(
+        ") i WHERE f.field = {field_p} AND f.value = {value_p}::jsonb
+         ORDER BY f.updated_at DESC FETCH FIRST {walk_p} ROWS WITH TIES) walked"
+    ));
 }
 
 impl Db {

@@ -130,6 +130,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0011_run_cancel_reason.sql",
         sql: include_str!("../../../migrations/0011_run_cancel_reason.sql"),
     },
+    Migration {
+        version: 12,
+        name: "0012_store_item_fields.sql",
+        sql: include_str!("../../../migrations/0012_store_item_fields.sql"),
+    },
 ];
 
 /// The ledger table.

@@ -75,6 +75,21 @@ pub struct NewCheckpoint {
     pub metadata: Metadata,
 }
 
+/// The end of one superstep as a runtime that names its checkpoints stores it: its
+/// tasks' writes on its parent and the checkpoint that follows, under an id the runtime
+/// minted ([`new_checkpoint_id`], so ids sort in write order).
+#[derive(Clone, Debug, PartialEq)]
+pub struct NamedStep {
+    /// Each task's writes, recorded against the step's parent.
+    pub task_writes: Vec<(String, Vec<(String, Value)>)>,
+    /// The new checkpoint's id.
+    pub checkpoint_id: String,
+    /// The new checkpoint's body.
+    pub checkpoint: JsonText,
+    /// Its metadata.
+    pub metadata: Metadata,
+}
+
 /// Where per-thread checkpoints live (SPEC: getTuple, list, put, putWrites,
 /// deleteThread, plus copy, prune and rollback for the service).
 #[async_trait]
@@ -153,6 +168,30 @@ pub trait Checkpointer: Send + Sync {
             self.put_writes(config, &task_id, writes).await?;
         }
         self.put(config, checkpoint, metadata).await
+    }
+
+    /// Supersteps' ends in order, as [`Checkpointer::put_after_writes`] stores one: the
+    /// first step's parent is the checkpoint `config` names, each later step's the step
+    /// before it; each step's writes land on its parent. A runtime that writes its
+    /// checkpoints behind its run (durability `async`) hands over the steps that queued
+    /// up while the previous call was under way, so a saver that can store them all in
+    /// one step does. Nothing is stored when the first parent is unknown and the first
+    /// step has writes (`NotFound`).
+    async fn put_steps(
+        &self,
+        config: &CheckpointConfig,
+        steps: Vec<NamedStep>,
+    ) -> Result<(), GraphError> {
+        let mut parent = config.clone();
+        for step in steps {
+            for (task_id, writes) in step.task_writes {
+                self.put_writes(&parent, &task_id, writes).await?;
+            }
+            parent = self
+                .put_named(&parent, &step.checkpoint_id, step.checkpoint, step.metadata)
+                .await?;
+        }
+        Ok(())
     }
 
     /// A run's start: stores `input` after the checkpoint `config` names, as

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde_json::Value;
 use service_graph::{
-    CheckpointConfig, CheckpointListOptions, CheckpointTuple, Checkpointer, GraphError,
+    CheckpointConfig, CheckpointListOptions, CheckpointTuple, Checkpointer, GraphError, NamedStep,
     NewCheckpoint,
 };
 use service_store::{
@@ -214,6 +214,8 @@ traced!(Checkpointer, "checkpoint", {
         task_writes_on: &(dyn for<'id> Fn(&'id str) -> TaskWrites + Sync),
         next: NewCheckpoint,
     ) -> Result<(CheckpointConfig, CheckpointConfig), GraphError>;
+    fn put_steps(&self, config: &CheckpointConfig, steps: Vec<NamedStep>)
+    -> Result<(), GraphError>;
     fn merge_metadata(
         &self,
         config: &CheckpointConfig,

@@ -1,0 +1,244 @@
+//! When a run's checkpoints are written (the run option `durability`): behind the run
+//! by default (`async`), several queued supersteps in one saver call, all stored before
+//! the run ends; before each next superstep with `sync`; a write that fails fails the
+//! run.
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use common::*;
+use futures::StreamExt;
+use serde_json::{Value, json};
+use service_graph::{
+    AgentGraph, CheckpointConfig, CheckpointListOptions, CheckpointTuple, Checkpointer, GraphError,
+    InMemorySaver, NamedStep, RunContext,
+};
+use service_stategraph::{CompiledGraph, END, NodeError, Reducer, START, StateGraph};
+use service_types::{Durability, JsonText, Metadata, PruneStrategy, StreamMode};
+use tokio::sync::Semaphore;
+
+/// The in-memory saver, recording how many steps each `put_steps` call carried; a call
+/// waits for a permit of `gate` (none until the test adds them) or fails with `fail`.
+struct Recording {
+    inner: InMemorySaver,
+    calls: Mutex<Vec<usize>>,
+    gate: Semaphore,
+    fail: Option<&'static str>,
+}
+
+impl Recording {
+    fn open() -> Arc<Self> {
+        Self::new(Semaphore::MAX_PERMITS, None)
+    }
+
+    fn new(permits: usize, fail: Option<&'static str>) -> Arc<Self> {
+        Arc::new(Self {
+            inner: InMemorySaver::new(),
+            calls: Mutex::new(Vec::new()),
+            gate: Semaphore::new(permits),
+            fail,
+        })
+    }
+
+    fn calls(&self) -> Vec<usize> {
+        self.calls.lock().unwrap().clone()
+    }
+}
+
+#[async_trait]
+impl Checkpointer for Recording {
+    async fn get_tuple(
+        &self,
+        config: &CheckpointConfig,
+    ) -> Result<Option<CheckpointTuple>, GraphError> {
+        self.inner.get_tuple(config).await
+    }
+    async fn list(
+        &self,
+        config: &CheckpointConfig,
+        options: CheckpointListOptions,
+    ) -> Result<Vec<CheckpointTuple>, GraphError> {
+        self.inner.list(config, options).await
+    }
+    async fn put(
+        &self,
+        config: &CheckpointConfig,
+        checkpoint: JsonText,
+        metadata: Metadata,
+    ) -> Result<CheckpointConfig, GraphError> {
+        self.inner.put(config, checkpoint, metadata).await
+    }
+    async fn put_named(
+        &self,
+        config: &CheckpointConfig,
+        checkpoint_id: &str,
+        checkpoint: JsonText,
+        metadata: Metadata,
+    ) -> Result<CheckpointConfig, GraphError> {
+        self.inner
+            .put_named(config, checkpoint_id, checkpoint, metadata)
+            .await
+    }
+    async fn put_writes(
+        &self,
+        config: &CheckpointConfig,
+        task_id: &str,
+        writes: Vec<(String, Value)>,
+    ) -> Result<(), GraphError> {
+        self.inner.put_writes(config, task_id, writes).await
+    }
+    async fn put_steps(
+        &self,
+        config: &CheckpointConfig,
+        steps: Vec<NamedStep>,
+    ) -> Result<(), GraphError> {
+        let _permit = self.gate.acquire().await.unwrap();
+        self.calls.lock().unwrap().push(steps.len());
+        if let Some(message) = self.fail {
+            return Err(GraphError::checkpointer(message));
+        }
+        self.inner.put_steps(config, steps).await
+    }
+    async fn merge_metadata(
+        &self,
+        config: &CheckpointConfig,
+        metadata: Metadata,
+    ) -> Result<(), GraphError> {
+        self.inner.merge_metadata(config, metadata).await
+    }
+    async fn delete_thread(&self, thread_id: &str) -> Result<(), GraphError> {
+        self.inner.delete_thread(thread_id).await
+    }
+    async fn copy_thread(&self, from: &str, to: &str) -> Result<(), GraphError> {
+        self.inner.copy_thread(from, to).await
+    }
+    async fn prune(&self, thread_id: &str, strategy: PruneStrategy) -> Result<(), GraphError> {
+        self.inner.prune(thread_id, strategy).await
+    }
+    async fn delete_run(&self, thread_id: &str, run_id: &str) -> Result<(), GraphError> {
+        self.inner.delete_run(thread_id, run_id).await
+    }
+}
+
+/// START -> count -> count ... until `count` reaches the input's `n`.
+fn counter(saver: Arc<Recording>) -> CompiledGraph {
+    StateGraph::new("counter")
+        .channel("count", Reducer::LastValue, json!({"type": "integer"}))
+        .channel("n", Reducer::LastValue, json!({"type": "integer"}))
+        .node("count", |state, _ctx| async move {
+            Ok::<_, NodeError>(json!({"count": state["count"].as_i64().unwrap_or(0) + 1}))
+        })
+        .edge(START, "count")
+        .conditional_edges(
+            "count",
+            |state| {
+                if state["count"].as_i64() < state["n"].as_i64() {
+                    "count"
+                } else {
+                    END
+                }
+            },
+            &["count", END],
+        )
+        .compile(saver)
+        .unwrap()
+}
+
+fn with_durability(durability: Durability) -> service_graph::StreamOptions {
+    service_graph::StreamOptions {
+        durability,
+        ..options("t", &[StreamMode::Values])
+    }
+}
+
+/// The thread's checkpoints after the run: 1 input + 1 `__start__` + one per count, each
+/// the parent of the next.
+async fn assert_every_step_stored(graph: &CompiledGraph, n: usize) {
+    let history = history(graph, "t").await;
+    assert_eq!(history.len(), n + 2);
+    for pair in history.windows(2) {
+        assert_eq!(pair[0].parent_config, pair[1].config);
+    }
+    assert_eq!(history[0].values, json!({"count": n, "n": n}));
+}
+
+#[tokio::test]
+async fn by_default_supersteps_run_ahead_of_their_checkpoints_which_all_land_before_the_end() {
+    let saver = Recording::new(0, None);
+    let graph = counter(Arc::clone(&saver));
+    let mut stream = graph
+        .stream(
+            values(json!({"n": 10})),
+            options("t", &[StreamMode::Values]),
+            RunContext::default(),
+        )
+        .await
+        .unwrap();
+    // Every superstep runs while no checkpoint of the loop can be stored: a run that
+    // waited for its checkpoints would stop at the first (the guard turns that into a
+    // failure instead of a hang).
+    let last = json!({"count": 10, "n": 10});
+    tokio::time::timeout(Duration::from_secs(30), async {
+        while let Some(frame) = stream.next().await {
+            if frame.unwrap().data().into_owned() == last {
+                break;
+            }
+        }
+    })
+    .await
+    .expect("every superstep ran while its checkpoints waited");
+    assert!(saver.calls().len() <= 1, "{:?}", saver.calls());
+    saver.gate.add_permits(Semaphore::MAX_PERMITS);
+    while let Some(frame) = stream.next().await {
+        frame.unwrap();
+    }
+    let calls = saver.calls();
+    assert_eq!(calls.iter().sum::<usize>(), 10, "{calls:?}");
+    assert!(calls.len() <= 2, "queued steps go together: {calls:?}");
+    assert_every_step_stored(&graph, 10).await;
+}
+
+#[tokio::test]
+async fn sync_durability_stores_each_checkpoint_before_the_next_superstep() {
+    let saver = Recording::open();
+    let graph = counter(Arc::clone(&saver));
+    let outcome = run_with(
+        &graph,
+        values(json!({"n": 5})),
+        with_durability(Durability::Sync),
+    )
+    .await;
+    assert!(outcome.error.is_none(), "{:?}", outcome.error);
+    assert_eq!(saver.calls(), vec![1; 5]);
+    assert_every_step_stored(&graph, 5).await;
+}
+
+#[tokio::test]
+async fn exit_durability_keeps_every_checkpoint() {
+    let saver = Recording::open();
+    let graph = counter(Arc::clone(&saver));
+    let outcome = run_with(
+        &graph,
+        values(json!({"n": 5})),
+        with_durability(Durability::Exit),
+    )
+    .await;
+    assert!(outcome.error.is_none(), "{:?}", outcome.error);
+    assert_every_step_stored(&graph, 5).await;
+}
+
+#[tokio::test]
+async fn a_checkpoint_that_cannot_be_stored_fails_the_run() {
+    let saver = Recording::new(Semaphore::MAX_PERMITS, Some("disk full"));
+    let graph = counter(Arc::clone(&saver));
+    let outcome = run(&graph, "t", values(json!({"n": 5}))).await;
+    match outcome.error {
+        Some(GraphError::Checkpointer { message, .. }) => assert_eq!(message, "disk full"),
+        other => panic!("the run fails with the saver's error, not {other:?}"),
+    }
+    // Only the run's start (stored before the loop) is on the thread.
+    assert_eq!(history(&graph, "t").await.len(), 2);
+}
