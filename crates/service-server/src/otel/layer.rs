@@ -1,8 +1,8 @@
 //! The layer turning the service's `tracing` spans into OpenTelemetry spans, made lean
 //! for the run path (docs/performance.md §17): a trace's sampling is decided once, at
-//! its root, and nothing is recorded for the other spans of a trace not sampled (a
-//! look up their parents for the root's decision), so a sampled-out request costs
-//! little more than the spans' registry entries. A sampled span keeps only what is
+//! its root, and the other spans of a trace not sampled are not made (unless the log
+//! shows `trace`-level spans: then they are, with nothing recorded), so a sampled-out
+//! request costs about its root span. A sampled span keeps only what is
 //! exported (name, kind, times, attributes, events, status) and goes to the batch
 //! processor as it closes.
 
@@ -149,12 +149,16 @@ struct Recording {
     status: Status,
 }
 
-/// The layer, behind [`Wanted`].
-pub(super) struct OtelLayer(pub(super) Arc<Exporter>);
+/// The layer, behind [`Wanted`]; `spans_logged` when the log's filter may show
+/// `trace`-level spans.
+pub(super) struct OtelLayer {
+    pub(super) exporter: Arc<Exporter>,
+    pub(super) spans_logged: bool,
+}
 
 /// The layer's filter: the service's spans, and its warnings and errors (a span's
-/// events). Decided per callsite, once: a span of a trace not sampled is seen, and
-/// left without anything recorded.
+/// events). A span of a trace not sampled is still seen (the registry makes it for
+/// the log's sake anyway), and left without anything recorded.
 pub(super) struct Wanted;
 
 impl Wanted {
@@ -169,9 +173,11 @@ impl<S> Filter<S> for Wanted {
     }
 
     fn callsite_enabled(&self, meta: &'static Metadata<'static>) -> Interest {
-        match Self::wants(meta) {
-            true => Interest::always(),
-            false => Interest::never(),
+        match (Self::wants(meta), meta.is_span()) {
+            (false, _) => Interest::never(),
+            // The layer may turn a span away, by the trace it would be in.
+            (true, true) => Interest::sometimes(),
+            (true, false) => Interest::always(),
         }
     }
 }
@@ -180,6 +186,17 @@ impl<S> Layer<S> for OtelLayer
 where
     S: Subscriber + for<'a> LookupSpan<'a>,
 {
+    /// A span inside a trace not sampled is not made at all (no registry entry, for
+    /// any layer), unless the log may show it.
+    fn enabled(&self, meta: &Metadata<'_>, ctx: Context<'_, S>) -> bool {
+        if self.spans_logged || !meta.is_span() {
+            return true;
+        }
+        ctx.lookup_current()
+            .and_then(|current| self.exporter.context_at(&current))
+            .is_none_or(|context| context.is_sampled())
+    }
+
     fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
         let Some(span) = ctx.span(id) else {
             return;
@@ -189,7 +206,7 @@ where
             None if attrs.is_contextual() => ctx.lookup_current(),
             None => None,
         };
-        let exporter = &self.0;
+        let exporter = &self.exporter;
         let (context, parent, decided) = match parent.and_then(|p| exporter.context_at(&p)) {
             // In a trace not sampled: nothing to record (its context is its root's).
             Some(parent) if !parent.is_sampled() => return,
@@ -285,10 +302,10 @@ where
         let Some(mut state) = span.extensions_mut().remove::<State>() else {
             return;
         };
-        if self.0.decide(&mut state).is_sampled()
+        if self.exporter.decide(&mut state).is_sampled()
             && let State::Recording(recording) = state
         {
-            self.0.export(*recording);
+            self.exporter.export(*recording);
         }
     }
 }

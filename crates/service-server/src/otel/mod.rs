@@ -20,6 +20,7 @@ use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::trace::{BatchSpanProcessor, Config, SpanProcessor};
 use service_graph::trace_context::{self, Propagator};
 use tracing::{Instrument, Span};
+use tracing_subscriber::filter::{EnvFilter, LevelFilter};
 use tracing_subscriber::{Layer, Registry};
 
 pub(crate) use store::{traced_checkpointer, traced_store};
@@ -101,11 +102,19 @@ impl Tracing {
     }
 
     /// The layer turning the service's spans into OpenTelemetry spans (and its
-    /// warnings and errors into their events), for the logging set-up's subscriber.
-    pub(crate) fn layer(&self) -> ExtraLayer {
-        layer::OtelLayer(Arc::clone(&self.exporter))
-            .with_filter(layer::Wanted)
-            .boxed()
+    /// warnings and errors into their events), for the logging set-up's subscriber
+    /// whose output `log_filter` (RUST_LOG's directives) filters.
+    pub(crate) fn layer(&self, log_filter: &str) -> ExtraLayer {
+        let spans_logged = EnvFilter::try_new(log_filter)
+            .ok()
+            .and_then(|filter| filter.max_level_hint())
+            .is_none_or(|level| level >= LevelFilter::TRACE);
+        layer::OtelLayer {
+            exporter: Arc::clone(&self.exporter),
+            spans_logged,
+        }
+        .with_filter(layer::Wanted)
+        .boxed()
     }
 
     /// Exports what is still buffered; the server calls it as it stops.
