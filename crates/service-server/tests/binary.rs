@@ -286,7 +286,10 @@ fn sigterm_exits_within_its_budget_despite_open_streams_and_slow_clients() {
     let run_path = format!("/threads/{thread}/runs/{run_id}");
     let started = Instant::now();
     while string_field(&request(&address, "GET", &run_path, ""), "status") != "running" {
-        assert!(started.elapsed() < Duration::from_secs(20), "the run never started");
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the run never started"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     let mut half_sent = TcpStream::connect(&address).unwrap();
