@@ -451,3 +451,93 @@ fn a_webhook_retry_continues_the_trace_and_an_unsampled_trace_exports_nothing() 
         received.spans
     );
 }
+
+/// A run started by a command on a protocol WebSocket is in the trace of the socket's
+/// upgrade request, under the command's own `protocol run.start` span.
+#[test]
+fn a_protocol_websockets_runs_are_in_its_upgrade_requests_trace() {
+    use futures::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+
+    let received = Shared::default();
+    let url = receiver(Arc::clone(&received));
+    let env = [
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", url.as_str()),
+        ("OTEL_BSP_SCHEDULE_DELAY", "100"),
+    ];
+    let server = spawn(&["dev", "--port", "0", "--no-console"], &env);
+    let trace_id = "5bf92f3577b34da6a3ce929d0e0e4737";
+    let thread = uuid::Uuid::new_v4();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let address = server.address.clone();
+        let mut upgrade = format!("ws://{address}/threads/{thread}/stream/events")
+            .into_client_request()
+            .unwrap();
+        let traceparent = format!("00-{trace_id}-00f067aa0ba902b7-01");
+        upgrade
+            .headers_mut()
+            .insert("traceparent", traceparent.parse().unwrap());
+        let stream = tokio::net::TcpStream::connect(&address).await.unwrap();
+        let (mut socket, _) = tokio_tungstenite::client_async(upgrade, stream)
+            .await
+            .unwrap();
+        let start = json!({
+            "id": 1,
+            "method": "run.start",
+            "params": {
+                "assistant_id": "echo",
+                "input": {"messages": [{"type": "human", "content": "hi"}]},
+            },
+        });
+        socket.send(Message::text(start.to_string())).await.unwrap();
+        loop {
+            match socket.next().await {
+                Some(Ok(Message::Text(text))) => {
+                    let answer: serde_json::Value = serde_json::from_str(text.as_str()).unwrap();
+                    if answer["id"] == 1 {
+                        assert_eq!(answer["type"], "success", "{answer}");
+                        break;
+                    }
+                }
+                Some(Ok(_)) => {}
+                other => panic!("the socket ended: {other:?}"),
+            }
+        }
+    });
+    received_when(&received, |received| {
+        let traced = |name: &str| {
+            received
+                .spans
+                .iter()
+                .any(|span| span.trace_id == trace_id && span.name == name)
+        };
+        traced("run") && traced("protocol run.start") && traced("run.settle")
+    });
+    let received = received.lock().unwrap();
+    let spans: HashMap<&str, &Exported> = received
+        .spans
+        .iter()
+        .filter(|span| span.trace_id == trace_id)
+        .map(|span| (span.span_id.as_str(), span))
+        .collect();
+    let named = |name: &str| -> &Exported {
+        spans
+            .values()
+            .find(|span| span.name == name)
+            .unwrap_or_else(|| panic!("no span {name} in {spans:#?}"))
+    };
+    let command = named("protocol run.start");
+    let upgrade = spans
+        .get(command.parent_span_id.as_str())
+        .unwrap_or_else(|| panic!("the command's parent is exported: {spans:#?}"));
+    assert_eq!(upgrade.name, "GET /threads/{thread_id}/stream/events");
+    // The run, executed later by a worker, descends from the command.
+    let mut at = named("run");
+    while at.span_id != command.span_id {
+        at = spans
+            .get(at.parent_span_id.as_str())
+            .unwrap_or_else(|| panic!("the run descends from the command: {spans:#?}"));
+    }
+}
