@@ -4,7 +4,8 @@
 //! run created in it and executed later by a worker, the store and checkpointer calls,
 //! the graph's nodes (Python, and LangGraph.js), and the webhook delivery, whose POST
 //! carries the trace on, also when retried from the outbox; a trace the caller did
-//! not sample exports nothing, yet its webhook carries its context on.
+//! not sample exports nothing, yet its webhook carries its context on; a protocol
+//! WebSocket's commands and their runs are in its upgrade request's trace.
 //! The reference graphs (`examples/python-graphs`) run on the interpreter
 //! SERVICE_PYTHON (scripts/test makes a virtual environment with LangGraph), in memory
 //! and on PostgreSQL (TEST_DATABASE_URL), where the run's context is read back from
