@@ -288,8 +288,10 @@ impl Pool {
             })?;
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (frames, receiver) = mpsc::unbounded_channel();
-        // Only exported spans are worth following into the worker.
-        let traceparent = service_graph::trace_context::current();
+        // Only exported spans are worth following into the worker: none of a trace
+        // not sampled (its flags `00`) is.
+        let traceparent = service_graph::trace_context::current()
+            .filter(|traceparent| traceparent.ends_with("-01"));
         let trace = traceparent.as_ref().map(|_| Trace {
             span: tracing::Span::current(),
             nodes: HashMap::new(),

@@ -12,7 +12,7 @@ use std::time::Duration;
 pub struct ConfigError(pub String);
 
 /// The SERVICE_ knobs this server reads.
-const SUPPORTED: [&str; 32] = [
+const SUPPORTED: [&str; 33] = [
     "SERVICE_RUN_CONCURRENCY",
     "SERVICE_RUN_TIMEOUT_MS",
     "SERVICE_SHUTDOWN_GRACE_MS",
@@ -31,6 +31,7 @@ const SUPPORTED: [&str; 32] = [
     "SERVICE_MAX_HEADERS",
     "SERVICE_MAX_HEADER_BYTES",
     "SERVICE_HEADER_READ_TIMEOUT_MS",
+    "SERVICE_BODY_READ_TIMEOUT_MS",
     "SERVICE_SEND_TIMEOUT_MS",
     "SERVICE_REQUEST_LOG",
     "SERVICE_WEBHOOK_SECRET",
@@ -100,6 +101,8 @@ pub(crate) struct EnvKnobs {
     pub max_header_bytes: Option<usize>,
     /// SERVICE_HEADER_READ_TIMEOUT_MS; `Some(None)` is off.
     pub header_read_timeout: Option<Option<Duration>>,
+    /// SERVICE_BODY_READ_TIMEOUT_MS; `Some(None)` is off.
+    pub body_read_timeout: Option<Option<Duration>>,
     /// SERVICE_SEND_TIMEOUT_MS; `Some(None)` is off.
     pub send_timeout: Option<Option<Duration>>,
     /// SERVICE_PYTHON: the interpreter of the Python graphs' workers.
@@ -281,6 +284,7 @@ impl EnvKnobs {
                 "SERVICE_HEADER_READ_TIMEOUT_MS",
                 &mut knobs.header_read_timeout,
             ),
+            ("SERVICE_BODY_READ_TIMEOUT_MS", &mut knobs.body_read_timeout),
             ("SERVICE_SEND_TIMEOUT_MS", &mut knobs.send_timeout),
         ] {
             if let Some(text) = get(name) {
@@ -338,6 +342,10 @@ impl EnvKnobs {
 /// A request head must arrive within this by default: long for any real client,
 /// short enough that a slow-loris client holds each connection only briefly.
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
+/// A request body must arrive within this of its head by default: a 25 MiB body
+/// (the default size cap) at half a megabyte a second, while a client trickling a
+/// body holds its connection for a minute at most.
+const BODY_READ_TIMEOUT: Duration = Duration::from_secs(60);
 /// A response write may make no progress this long by default: far beyond a slow
 /// network, yet a client that stopped reading lets its connection go in a minute.
 const SEND_TIMEOUT: Duration = Duration::from_secs(60);
@@ -372,6 +380,7 @@ impl EnvKnobs {
             header_read_timeout: self
                 .header_read_timeout
                 .unwrap_or(Some(HEADER_READ_TIMEOUT)),
+            body_read_timeout: self.body_read_timeout.unwrap_or(Some(BODY_READ_TIMEOUT)),
             send_timeout: self.send_timeout.unwrap_or(Some(SEND_TIMEOUT)),
             max_uri_bytes: limits.max_uri_bytes,
             max_headers: limits.max_headers,

@@ -1,10 +1,11 @@
 //! The HTTP/1 connections: hyper's server driven directly (not `axum::serve`) for
 //! the caps a client could otherwise hold the server with: a request head must
 //! arrive within `header_read_timeout` (slow-loris; also how long an idle kept-alive
-//! connection stays open), a head is never buffered past a hard size, and a response
-//! write that makes no progress for `send_timeout` (a client that stopped reading)
-//! closes the connection. Each request carries its peer address for the per-address
-//! stream cap.
+//! connection stays open), its body within `body_read_timeout` of the head (a client
+//! trickling a body is answered 408), a head is never buffered past a hard size, and
+//! a response write that makes no progress for `send_timeout` (a client that stopped
+//! reading) closes the connection. Each request carries its peer address for the
+//! per-address stream cap.
 
 use std::future::Future;
 use std::io;
@@ -13,13 +14,15 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::body::Body;
 use axum::extract::ConnectInfo;
 use axum::http::StatusCode;
-use hyper::body::Incoming;
+use axum::response::IntoResponse;
+use bytes::Bytes;
+use hyper::body::{Body as HttpBody, Frame, Incoming, SizeHint};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
@@ -29,11 +32,14 @@ use tokio_util::task::TaskTracker;
 use tower::ServiceExt;
 
 /// How connections are held to account (SERVICE_HEADER_READ_TIMEOUT_MS,
-/// SERVICE_SEND_TIMEOUT_MS, and the head caps the router checks).
+/// SERVICE_BODY_READ_TIMEOUT_MS, SERVICE_SEND_TIMEOUT_MS, and the head caps the
+/// router checks).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Connections {
     /// The time a request head may take to arrive; `None` is no limit.
     pub header_read_timeout: Option<Duration>,
+    /// The time a request body may take to arrive after its head; `None` is no limit.
+    pub body_read_timeout: Option<Duration>,
     /// The time a response write may make no progress; `None` is no limit.
     pub send_timeout: Option<Duration>,
     /// The router's caps (414/431 with a JSON message); the connection refuses a
@@ -89,6 +95,7 @@ pub(crate) async fn serve(
         open.spawn(connection(
             http.clone(),
             Guarded::new(tcp, connections.send_timeout),
+            connections.body_read_timeout,
             peer,
             app.clone(),
             stopping.clone(),
@@ -102,14 +109,35 @@ pub(crate) async fn serve(
 async fn connection(
     http: hyper::server::conn::http1::Builder,
     io: Guarded,
+    body_read_timeout: Option<Duration>,
     peer: SocketAddr,
     app: Router,
     stopping: CancellationToken,
 ) {
     let state = Arc::clone(&io.state);
+    let requests = Arc::clone(&state);
     let service = hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
         request.extensions_mut().insert(ConnectInfo(peer));
-        app.clone().oneshot(request.map(Body::new))
+        let deadline = body_read_timeout.map(|timeout| Instant::now() + timeout);
+        let state = Arc::clone(&requests);
+        let request = request.map(|body| {
+            Body::new(TimedBody {
+                body,
+                deadline,
+                timer: None,
+                state: Arc::clone(&state),
+            })
+        });
+        let answer = app.clone().oneshot(request);
+        async move {
+            let Ok(response) = answer.await;
+            // HTTP/1 serves one request at a time: the flag is this request's.
+            let response = match state.body_timed_out.swap(false, Ordering::Relaxed) {
+                true => body_timeout(),
+                false => response,
+            };
+            Ok::<_, std::convert::Infallible>(response)
+        }
     });
     let serving = http
         .serve_connection(TokioIo::new(io), service)
@@ -156,6 +184,78 @@ struct Shared {
     head_started: AtomicBool,
     /// Send the 408 when the socket is dropped.
     farewell: AtomicBool,
+    /// The request's body did not arrive within the body timeout.
+    body_timed_out: AtomicBool,
+}
+
+/// A request body that fails once its deadline passes with the body incomplete. The
+/// timer is armed only when a read has to wait: a body that came with its head
+/// (nearly every one) costs no timer.
+struct TimedBody {
+    body: Incoming,
+    deadline: Option<Instant>,
+    timer: Option<Pin<Box<Sleep>>>,
+    state: Arc<Shared>,
+}
+
+/// The error a body that took too long ends with (the handler's answer is replaced
+/// by the 408).
+#[derive(Debug, thiserror::Error)]
+#[error("the request body did not arrive within SERVICE_BODY_READ_TIMEOUT_MS")]
+struct BodyTimedOut;
+
+impl HttpBody for TimedBody {
+    type Data = Bytes;
+    type Error = axum::BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        let this = self.get_mut();
+        match Pin::new(&mut this.body).poll_frame(cx) {
+            Poll::Ready(frame) => Poll::Ready(frame.map(|frame| frame.map_err(Into::into))),
+            Poll::Pending => {
+                let Some(deadline) = this.deadline else {
+                    return Poll::Pending;
+                };
+                let timer = this
+                    .timer
+                    .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline.into())));
+                match timer.as_mut().poll(cx) {
+                    Poll::Ready(()) => {
+                        this.state.body_timed_out.store(true, Ordering::Relaxed);
+                        Poll::Ready(Some(Err(BodyTimedOut.into())))
+                    }
+                    Poll::Pending => Poll::Pending,
+                }
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
+
+/// The 408 for a body that did not arrive in time; the connection closes (the rest
+/// of the body is not read).
+fn body_timeout() -> axum::response::Response {
+    let status = StatusCode::REQUEST_TIMEOUT;
+    let body = service_axum::error_body(
+        status,
+        "The request body did not arrive within SERVICE_BODY_READ_TIMEOUT_MS",
+    );
+    let mut response = (status, axum::Json(body)).into_response();
+    response.headers_mut().insert(
+        axum::http::header::CONNECTION,
+        axum::http::HeaderValue::from_static("close"),
+    );
+    response
 }
 
 /// The socket with the send timeout, and the 408 written as it closes.

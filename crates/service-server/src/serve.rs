@@ -41,7 +41,10 @@ pub(crate) async fn serve(
         &config.log_filter,
         config.log_format,
         &logger,
-        traces.iter().map(crate::otel::Tracing::layer).collect(),
+        traces
+            .iter()
+            .map(|traces| traces.layer(&config.log_filter))
+            .collect(),
     );
     for warning in config
         .warnings

@@ -1,7 +1,7 @@
 //! The caps on what one connection may send or hold, through the binary and raw
 //! sockets: an oversized target or head is a 414/431 with a JSON message (and a head
-//! past the hard cap a bare 431, never buffered whole), a head that trickles in is
-//! cut off with a 408, an idle connection is closed, and one address holds at most
+//! past the hard cap a bare 431, never buffered whole), a head or a body that
+//! trickles in is cut off with a 408, an idle connection is closed, and one address holds at most
 //! its share of open streams and waits. The server answers normally after each.
 
 mod support;
@@ -131,6 +131,52 @@ fn a_head_that_trickles_in_is_cut_off_with_a_408_and_an_idle_connection_is_close
         !String::from_utf8_lossy(&rest).contains("408"),
         "no answer to a request never sent"
     );
+    ok(&server);
+}
+
+#[test]
+fn a_body_that_trickles_in_is_cut_off_with_a_408() {
+    let server = dev(&[("SERVICE_BODY_READ_TIMEOUT_MS", "1000")]);
+    // A whole head, then a body one byte at a time, never finished.
+    let mut slow = TcpStream::connect(&server.address).unwrap();
+    slow.write_all(
+        b"POST /threads HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\ncontent-length: 100000\r\n\r\n{\"metadata\": {\"pad\": \"",
+    )
+    .unwrap();
+    slow.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let mut answer = Vec::new();
+    let mut buffer = [0u8; 4096];
+    // Bounded: a minute of trickling.
+    for _ in 0..300 {
+        // The server may have closed its side already.
+        let _ = slow.write_all(b"a");
+        match slow.read(&mut buffer) {
+            Ok(0) => break,
+            Ok(read) => answer.extend_from_slice(&buffer[..read]),
+            Err(error)
+                if matches!(
+                    error.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
+            Err(_) => break,
+        }
+    }
+    let answer = String::from_utf8_lossy(&answer);
+    let (head, body) = answer.split_once("\r\n\r\n").expect("an answer");
+    assert!(head.starts_with("HTTP/1.1 408"), "{answer}");
+    let body: serde_json::Value = serde_json::from_str(body).unwrap();
+    assert_eq!(body["status"], 408);
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("SERVICE_BODY_READ_TIMEOUT_MS"),
+        "{body}"
+    );
+    // A body sent whole is read as ever.
+    let reply = call(&server, "POST", "/threads", &[], Some(json!({})));
+    assert_eq!(reply.status, 200, "{reply:?}");
     ok(&server);
 }
 

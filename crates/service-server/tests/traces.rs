@@ -2,7 +2,10 @@
 //! at an OTLP receiver in this test (POST /v1/traces, protobuf), one request carrying a
 //! `traceparent` yields one trace: the request's span (a child of the caller's), the
 //! run created in it and executed later by a worker, the store and checkpointer calls,
-//! the graph's nodes (Python, and LangGraph.js), and the webhook delivery, whose POST carries the trace on.
+//! the graph's nodes (Python, and LangGraph.js), and the webhook delivery, whose POST
+//! carries the trace on, also when retried from the outbox; a trace the caller did
+//! not sample exports nothing, yet its webhook carries its context on; a protocol
+//! WebSocket's commands and their runs are in its upgrade request's trace.
 //! The reference graphs (`examples/python-graphs`) run on the interpreter
 //! SERVICE_PYTHON (scripts/test makes a virtual environment with LangGraph), in memory
 //! and on PostgreSQL (TEST_DATABASE_URL), where the run's context is read back from
@@ -17,7 +20,7 @@ use std::time::{Duration, Instant};
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::HeaderMap;
+use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::any_value::Value as AnyValue;
@@ -36,11 +39,13 @@ struct Exported {
     service_name: String,
 }
 
-/// What the receiver was sent: spans, and the headers of each webhook POST.
+/// What the receiver was sent: spans, and the headers of each webhook POST (to
+/// `/hook`, and to `/flaky`, which refuses the first).
 #[derive(Default)]
 struct Received {
     spans: Vec<Exported>,
     webhooks: Vec<HeaderMap>,
+    flaky: Vec<HeaderMap>,
 }
 
 type Shared = Arc<Mutex<Received>>;
@@ -100,6 +105,15 @@ async fn webhook(State(received): State<Shared>, headers: HeaderMap) -> &'static
     ""
 }
 
+async fn flaky(State(received): State<Shared>, headers: HeaderMap) -> StatusCode {
+    let mut received = received.lock().unwrap();
+    received.flaky.push(headers);
+    match received.flaky.len() {
+        1 => StatusCode::SERVICE_UNAVAILABLE,
+        _ => StatusCode::OK,
+    }
+}
+
 /// The receiver, on a runtime of its own; its base URL.
 fn receiver(received: Shared) -> String {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -114,6 +128,7 @@ fn receiver(received: Shared) -> String {
             let app = Router::new()
                 .route("/v1/traces", post(traces))
                 .route("/hook", post(webhook))
+                .route("/flaky", post(flaky))
                 .with_state(received);
             let listener = tokio::net::TcpListener::from_std(listener).unwrap();
             axum::serve(listener, app).await.unwrap();
@@ -126,11 +141,15 @@ fn receiver(received: Shared) -> String {
 fn received_when(received: &Shared, done: impl Fn(&Received) -> bool) {
     let deadline = Instant::now() + Duration::from_secs(60);
     while !done(&received.lock().unwrap()) {
+        let now = received.lock().unwrap();
         assert!(
             Instant::now() < deadline,
-            "not received in time; spans: {:#?}",
-            received.lock().unwrap().spans
+            "not received in time; spans: {:#?}, flaky {}, hooks {}",
+            now.spans,
+            now.flaky.len(),
+            now.webhooks.len()
         );
+        drop(now);
         std::thread::sleep(Duration::from_millis(50));
     }
 }
@@ -318,4 +337,208 @@ fn one_trace(config: &str, database_url: Option<&str>) {
         .to_str()
         .unwrap();
     assert_eq!(sent, format!("00-{trace_id}-{}-01", delivery.span_id));
+}
+
+/// The built-in `echo` graph (no Python): a webhook retried from the outbox continues
+/// the trace its run was created in, and a trace the caller did not sample exports no
+/// span while its webhook still carries its context (sampled flag off).
+#[test]
+fn a_webhook_retry_continues_the_trace_and_an_unsampled_trace_exports_nothing() {
+    let received = Shared::default();
+    let url = receiver(Arc::clone(&received));
+    let config = support::ConfigFile::write(
+        "traces-retry",
+        &json!({"service": {"webhooks": {"retries": {"initial_delay_ms": 50}}}}),
+    );
+    let env = [
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", url.as_str()),
+        ("OTEL_BSP_SCHEDULE_DELAY", "100"),
+    ];
+    let server = spawn(
+        &[
+            "dev",
+            "--port",
+            "0",
+            "--no-console",
+            "--config",
+            &config.path(),
+        ],
+        &env,
+    );
+    let wait = |path: &str, traceparent: &str, hook: &str| {
+        let answer = call(
+            &server,
+            "POST",
+            path,
+            &[("traceparent", traceparent)],
+            Some(json!({
+                "assistant_id": "echo",
+                "input": {"messages": [{"type": "human", "content": "hi"}]},
+                "webhook": format!("{url}/{hook}"),
+            })),
+        );
+        assert_eq!(answer.status, 200, "{:?}", answer.body);
+    };
+
+    let unsampled = "0af7651916cd43dd8448eb211c80319c";
+    wait(
+        "/runs/wait",
+        &format!("00-{unsampled}-b7ad6b7169203331-00"),
+        "hook",
+    );
+    // On a thread, so the run (and the context stored with it) outlives its wait.
+    let thread = request(&server, "POST", "/threads", Some(json!({})));
+    let thread_id = thread["thread_id"].as_str().unwrap();
+    let sampled = "4bf92f3577b34da6a3ce929d0e0e4736";
+    wait(
+        &format!("/threads/{thread_id}/runs/wait"),
+        &format!("00-{sampled}-00f067aa0ba902b7-01"),
+        "flaky",
+    );
+
+    let deliveries = |received: &Received| -> Vec<Exported> {
+        received
+            .spans
+            .iter()
+            .filter(|span| span.trace_id == sampled && span.name == "webhook.deliver")
+            .cloned()
+            .collect()
+    };
+    received_when(&received, |received| {
+        received.flaky.len() >= 2
+            && deliveries(received).len() >= 2
+            && !received.webhooks.is_empty()
+    });
+    let received = received.lock().unwrap();
+    let by_id: HashMap<&str, &Exported> = received
+        .spans
+        .iter()
+        .map(|span| (span.span_id.as_str(), span))
+        .collect();
+    let retry = received.flaky[1]
+        .get("traceparent")
+        .expect("the retry carries a traceparent")
+        .to_str()
+        .unwrap();
+    let span = deliveries(&received)
+        .into_iter()
+        .find(|span| retry == format!("00-{sampled}-{}-01", span.span_id))
+        .unwrap_or_else(|| panic!("no span named by {retry}: {:#?}", received.spans));
+    // Within the request's span, which the run was created in.
+    let mut at = &span;
+    while let Some(parent) = by_id.get(at.parent_span_id.as_str()) {
+        at = parent;
+    }
+    assert_eq!(
+        at.name, "POST /threads/{thread_id}/runs/wait",
+        "{:#?}",
+        received.spans
+    );
+    assert_eq!(at.parent_span_id, "00f067aa0ba902b7");
+
+    let sent = received.webhooks[0]
+        .get("traceparent")
+        .expect("an unsampled trace's webhook carries its context")
+        .to_str()
+        .unwrap();
+    assert!(
+        sent.starts_with(&format!("00-{unsampled}-")) && sent.ends_with("-00"),
+        "{sent}"
+    );
+    // The sampled trace's spans arrived, and none of the other's.
+    assert!(
+        received.spans.iter().all(|span| span.trace_id != unsampled),
+        "{:#?}",
+        received.spans
+    );
+}
+
+/// A run started by a command on a protocol WebSocket is in the trace of the socket's
+/// upgrade request, under the command's own `protocol run.start` span.
+#[test]
+fn a_protocol_websockets_runs_are_in_its_upgrade_requests_trace() {
+    use futures::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+
+    let received = Shared::default();
+    let url = receiver(Arc::clone(&received));
+    let env = [
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", url.as_str()),
+        ("OTEL_BSP_SCHEDULE_DELAY", "100"),
+    ];
+    let server = spawn(&["dev", "--port", "0", "--no-console"], &env);
+    let trace_id = "5bf92f3577b34da6a3ce929d0e0e4737";
+    let thread = uuid::Uuid::new_v4();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let address = server.address.clone();
+        let mut upgrade = format!("ws://{address}/threads/{thread}/stream/events")
+            .into_client_request()
+            .unwrap();
+        let traceparent = format!("00-{trace_id}-00f067aa0ba902b7-01");
+        upgrade
+            .headers_mut()
+            .insert("traceparent", traceparent.parse().unwrap());
+        let stream = tokio::net::TcpStream::connect(&address).await.unwrap();
+        let (mut socket, _) = tokio_tungstenite::client_async(upgrade, stream)
+            .await
+            .unwrap();
+        let start = json!({
+            "id": 1,
+            "method": "run.start",
+            "params": {
+                "assistant_id": "echo",
+                "input": {"messages": [{"type": "human", "content": "hi"}]},
+            },
+        });
+        socket.send(Message::text(start.to_string())).await.unwrap();
+        loop {
+            match socket.next().await {
+                Some(Ok(Message::Text(text))) => {
+                    let answer: serde_json::Value = serde_json::from_str(text.as_str()).unwrap();
+                    if answer["id"] == 1 {
+                        assert_eq!(answer["type"], "success", "{answer}");
+                        break;
+                    }
+                }
+                Some(Ok(_)) => {}
+                other => panic!("the socket ended: {other:?}"),
+            }
+        }
+    });
+    received_when(&received, |received| {
+        let traced = |name: &str| {
+            received
+                .spans
+                .iter()
+                .any(|span| span.trace_id == trace_id && span.name == name)
+        };
+        traced("run") && traced("protocol run.start") && traced("run.settle")
+    });
+    let received = received.lock().unwrap();
+    let spans: HashMap<&str, &Exported> = received
+        .spans
+        .iter()
+        .filter(|span| span.trace_id == trace_id)
+        .map(|span| (span.span_id.as_str(), span))
+        .collect();
+    let named = |name: &str| -> &Exported {
+        spans
+            .values()
+            .find(|span| span.name == name)
+            .unwrap_or_else(|| panic!("no span {name} in {spans:#?}"))
+    };
+    let command = named("protocol run.start");
+    let upgrade = spans
+        .get(command.parent_span_id.as_str())
+        .unwrap_or_else(|| panic!("the command's parent is exported: {spans:#?}"));
+    assert_eq!(upgrade.name, "GET /threads/{thread_id}/stream/events");
+    // The run, executed later by a worker, descends from the command.
+    let mut at = named("run");
+    while at.span_id != command.span_id {
+        at = spans
+            .get(at.parent_span_id.as_str())
+            .unwrap_or_else(|| panic!("the run descends from the command: {spans:#?}"));
+    }
 }

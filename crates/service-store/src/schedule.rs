@@ -13,6 +13,8 @@ use crate::{StoreError, StoreResult};
 pub struct Schedule {
     cron: croner::Cron,
     zone: Tz,
+    /// Whether its day and month fields match any date at all.
+    fires: bool,
 }
 
 impl Schedule {
@@ -48,12 +50,18 @@ impl Schedule {
                 "Invalid cron schedule: '{expression}'. Reason: {error}"
             ))
         })?;
-        Ok(Self { cron, zone })
+        let fires = matches_some_date(&cron);
+        Ok(Self { cron, zone, fires })
     }
 
     /// The first occurrence strictly after `after`, or `None` when the schedule never
     /// fires again or the next firing would be past `end_time`.
     pub fn next_after(&self, after: Timestamp, end_time: Option<Timestamp>) -> Option<Timestamp> {
+        // croner looks for a firing day by day up to the year 5000 before it gives up:
+        // most of a second of CPU for every such computation.
+        if !self.fires {
+            return None;
+        }
         let local = self
             .zone
             .from_utc_datetime(&after.as_datetime().naive_utc());
@@ -64,6 +72,24 @@ impl Schedule {
             _ => Some(next),
         }
     }
+}
+
+/// Whether a date matches the schedule's day-of-month, month and day-of-week fields
+/// (`0 0 30 2 *` matches none; minutes and hours always match some time of a day).
+/// Every combination of leap year and weekday comes round within 28 years, so the
+/// dates of 2000–2027 decide it, a few thousand checks at most.
+fn matches_some_date(cron: &croner::Cron) -> bool {
+    let pattern = &cron.pattern;
+    (1..=12u32)
+        .filter(|&month| pattern.month_match(month).unwrap_or(false))
+        .any(|month| {
+            (2000..2028).any(|year| {
+                (1..=31u32).any(|day| {
+                    chrono::NaiveDate::from_ymd_opt(year, month, day).is_some()
+                        && pattern.day_match(year, month, day).unwrap_or(false)
+                })
+            })
+        })
 }
 
 /// The next firing of `expression` in `timezone` strictly after `after`, bounded by
@@ -109,6 +135,19 @@ mod tests {
             );
         }
         assert!(Schedule::parse("0,30 9,17 * * 1-5", None).is_ok());
+    }
+
+    #[test]
+    fn a_schedule_no_date_matches_never_fires_and_a_rare_one_does() {
+        let after = at("2026-03-01T00:00:00Z");
+        for never in ["0 0 30 2 *", "0 0 31 4,6,9,11 *", "15 10 31 2 *"] {
+            assert_eq!(next_occurrence(never, None, after, None).unwrap(), None);
+        }
+        let leap_day = next_occurrence("0 0 29 2 *", None, after, None).unwrap();
+        assert_eq!(leap_day, Some(at("2028-02-29T00:00:00Z")));
+        // Day of month or day of week: any Friday of February fires.
+        let friday = next_occurrence("0 0 30 2 5", None, after, None).unwrap();
+        assert_eq!(friday, Some(at("2027-02-05T00:00:00Z")));
     }
 
     #[test]

@@ -136,15 +136,23 @@ impl Webhooks for Outbox {
 
     fn send(&self, outgoing: Outgoing) {
         let shared = Arc::clone(&self.shared);
-        // A child of the settling run's span: the POST's `traceparent` names it.
+        // A child of the settling run's span: the POST's `traceparent` names it. A trace
+        // not sampled makes no span: the attempt runs in the settling span, whose
+        // context (marked not sampled) the POST carries on.
         let span = tracing::trace_span!("webhook.deliver", otel.kind = "client");
+        let span = match span.is_disabled() {
+            true => tracing::Span::current(),
+            false => span,
+        };
         self.shared.attempts.spawn(
             async move {
                 let Ok(_permit) = Arc::clone(&shared.permits).acquire_owned().await else {
                     return;
                 };
                 match outgoing {
-                    Outgoing::Recorded(delivery_id) => shared.attempt_now(delivery_id).await,
+                    Outgoing::Recorded(delivery_id) => {
+                        shared.attempt_now(delivery_id, Inline::Yes).await
+                    }
                     Outgoing::Leased(record) => shared.attempt_leased(*record).await,
                     Outgoing::Unrecorded { url, payload } => shared.best_effort(url, payload).await,
                 }
@@ -238,7 +246,7 @@ impl Shared {
         self.attempt(record).await;
     }
 
-    async fn attempt_now(&self, delivery_id: Uuid) {
+    async fn attempt_now(&self, delivery_id: Uuid, inline: Inline) {
         let Some(deliveries) = self.store.deliveries() else {
             return;
         };
@@ -247,7 +255,10 @@ impl Shared {
             .claim(delivery_id, now, self.lease_until(now))
             .await
         {
-            Ok(Some(record)) => self.attempt(record).await,
+            Ok(Some(record)) => match inline {
+                Inline::Yes => self.attempt(record).await,
+                Inline::No => self.attempt_from_outbox(record).await,
+            },
             // Taken by another instance's search, or no longer due.
             Ok(None) => {}
             Err(error) => {
@@ -282,7 +293,7 @@ impl Shared {
             let shared = Arc::clone(self);
             self.attempts.spawn(async move {
                 let _permit = permit;
-                shared.attempt_now(delivery_id).await;
+                shared.attempt_now(delivery_id, Inline::No).await;
             });
         }
         full
@@ -317,7 +328,7 @@ impl Shared {
             let shared = Arc::clone(self);
             self.attempts.spawn(async move {
                 let _permit = permit;
-                shared.attempt(record).await;
+                shared.attempt_from_outbox(record).await;
             });
         }
         full
@@ -335,6 +346,20 @@ impl Shared {
             ),
             Err(error) => tracing::warn!(%error, "purging dead webhook deliveries failed"),
         }
+    }
+
+    /// An attempt the outbox makes (a retry, or a row whose sender died), in a
+    /// `webhook.deliver` span of its own continuing the trace the run was created in
+    /// (its `traceparent` is stored with the run), so its POST carries that trace on.
+    async fn attempt_from_outbox(&self, record: DeliveryRecord) {
+        let span = tracing::trace_span!("webhook.deliver", otel.kind = "client");
+        if !span.is_disabled()
+            && let Ok(Some(run)) = self.store.runs().get(record.delivery.run_id).await
+            && let Some(parent) = run.kwargs.get("traceparent").and_then(Value::as_str)
+        {
+            service_engine::trace_context::set_parent(&span, parent);
+        }
+        self.attempt(record).instrument(span).await;
     }
 
     /// Sends a claimed row once and records how it ended.
@@ -500,6 +525,13 @@ impl Shared {
     }
 }
 
+/// Whether an attempt is the first, made as its run settles.
+#[derive(Clone, Copy)]
+enum Inline {
+    Yes,
+    No,
+}
+
 fn json_headers() -> HeaderMap {
     let mut headers = HeaderMap::new();
     headers.insert(
@@ -509,8 +541,8 @@ fn json_headers() -> HeaderMap {
     headers
 }
 
-/// `headers` with the current span's `traceparent` (the first attempt's, made in the
-/// settling run's trace), so the receiver can continue the trace.
+/// `headers` with the current span's `traceparent` (the attempt's `webhook.deliver`
+/// span, in the run's trace), so the receiver can continue the trace.
 fn traced(mut headers: HeaderMap) -> HeaderMap {
     if let Some(traceparent) = service_engine::trace_context::current()
         && let Ok(value) = HeaderValue::from_str(&traceparent)

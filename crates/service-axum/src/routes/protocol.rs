@@ -21,6 +21,7 @@ use service_types::{
     AgentTreeParams, EventStreamRequest, InputRespondParams, ProtocolCommand, ProtocolErrorCode,
     ProtocolEvent, ProtocolResponse, RunStartParams, UnsubscribeParams,
 };
+use tracing::Instrument;
 use uuid::Uuid;
 
 use crate::ClientLimits;
@@ -286,6 +287,7 @@ async fn websocket(
     let upgrade = upgrade
         .max_message_size(body_limit)
         .max_frame_size(body_limit);
+    let trace = service_engine::trace_context::current();
     Ok(upgrade.on_upgrade(move |mut socket| async move {
         // The principal's stream slot is held for as long as the socket is open.
         let _slot = slot;
@@ -310,6 +312,7 @@ async fn websocket(
             subscriptions: Vec::new(),
             seen: Seen::new(limits.ws_replay_events, limits.ws_replay_bytes),
             metrics,
+            trace,
         };
         session.run(socket, events).await;
     }))
@@ -349,6 +352,8 @@ struct Session {
     seen: Seen,
     /// Counts the socket while open and the frames it sends (with `/metrics`).
     metrics: Option<OpenSocket>,
+    /// The upgrade request's trace context, when traces are exported.
+    trace: Option<String>,
 }
 
 /// The latest events of a socket, within a count and a byte bound (oldest dropped
@@ -524,7 +529,18 @@ impl Session {
             "subscription.reconnect" => (self.subscribe(&command, true), false),
             "subscription.unsubscribe" => (vec![json_text(&self.unsubscribe(&command))], false),
             _ => {
-                let answer = dispatch(&self.engine, &self.caller, self.thread_id, &command).await;
+                // The upgrade request's span has ended: each command is a span of its
+                // own in the request's trace, so the runs it starts are too.
+                let span = tracing::trace_span!(
+                    "protocol.command",
+                    otel.name = %format_args!("protocol {}", command.method),
+                );
+                if let Some(parent) = &self.trace {
+                    service_engine::trace_context::set_parent(&span, parent);
+                }
+                let answer = dispatch(&self.engine, &self.caller, self.thread_id, &command)
+                    .instrument(span)
+                    .await;
                 (vec![json_text(&answer)], !answer.is_error())
             }
         }

@@ -7,22 +7,20 @@
 //! not wrapped at all.
 
 mod export;
+mod layer;
 mod store;
+
+use std::sync::Arc;
 
 use axum::extract::{MatchedPath, Request};
 use axum::middleware::Next;
 use axum::response::Response;
-use opentelemetry::propagation::TextMapPropagator;
-use opentelemetry::trace::{TraceContextExt, TracerProvider};
-use opentelemetry_http::HeaderExtractor;
 use opentelemetry_otlp::{Protocol, WithExportConfig, WithHttpConfig};
 use opentelemetry_sdk::Resource;
-use opentelemetry_sdk::propagation::TraceContextPropagator;
-use opentelemetry_sdk::trace::SdkTracerProvider;
+use opentelemetry_sdk::trace::{BatchSpanProcessor, Config, SpanProcessor};
 use service_graph::trace_context::{self, Propagator};
 use tracing::{Instrument, Span};
-use tracing_opentelemetry::OpenTelemetrySpanExt;
-use tracing_subscriber::filter::filter_fn;
+use tracing_subscriber::filter::{EnvFilter, LevelFilter};
 use tracing_subscriber::{Layer, Registry};
 
 pub(crate) use store::{traced_checkpointer, traced_store};
@@ -32,7 +30,7 @@ use crate::env::ConfigError;
 /// The exporter, while traces are exported.
 #[derive(Debug)]
 pub(crate) struct Tracing {
-    provider: SdkTracerProvider,
+    exporter: Arc<layer::Exporter>,
 }
 
 /// A layer the logging set-up adds to its subscriber.
@@ -93,34 +91,37 @@ impl Tracing {
         if !named {
             resource = resource.with_service_name("service-server");
         }
-        let provider = SdkTracerProvider::builder()
-            .with_batch_exporter(exporter)
-            .with_resource(resource.build())
-            .build();
-        trace_context::install(Box::new(W3c));
-        Ok(Some(Self { provider }))
+        // The batch processor reads the OTEL_BSP_* variables, the default configuration
+        // the OTEL_TRACES_SAMPLER ones.
+        let mut processor = BatchSpanProcessor::builder(exporter).build();
+        processor.set_resource(&resource.build());
+        let sampler = Config::default().sampler;
+        let exporter = Arc::new(layer::Exporter::new(processor, sampler));
+        trace_context::install(Box::new(W3c(Arc::clone(&exporter))));
+        Ok(Some(Self { exporter }))
     }
 
     /// The layer turning the service's spans into OpenTelemetry spans (and its
-    /// warnings and errors into their events), for the logging set-up's subscriber.
-    pub(crate) fn layer(&self) -> ExtraLayer {
-        let tracer = self.provider.tracer("service-server");
-        tracing_opentelemetry::layer()
-            .with_tracer(tracer)
-            .with_tracked_inactivity(false)
-            .with_threads(false)
-            .with_filter(filter_fn(|meta| {
-                meta.target().starts_with("service_")
-                    && (meta.is_span() || *meta.level() <= tracing::Level::WARN)
-            }))
-            .boxed()
+    /// warnings and errors into their events), for the logging set-up's subscriber
+    /// whose output `log_filter` (RUST_LOG's directives) filters.
+    pub(crate) fn layer(&self, log_filter: &str) -> ExtraLayer {
+        let spans_logged = EnvFilter::try_new(log_filter)
+            .ok()
+            .and_then(|filter| filter.max_level_hint())
+            .is_none_or(|level| level >= LevelFilter::TRACE);
+        layer::OtelLayer {
+            exporter: Arc::clone(&self.exporter),
+            spans_logged,
+        }
+        .with_filter(layer::Wanted)
+        .boxed()
     }
 
     /// Exports what is still buffered; the server calls it as it stops.
     pub(crate) async fn shutdown(self) {
-        let provider = self.provider;
+        let exporter = self.exporter;
         // Blocks until the batch thread's last export, which runs on this runtime.
-        let stopped = tokio::task::spawn_blocking(move || provider.shutdown()).await;
+        let stopped = tokio::task::spawn_blocking(move || exporter.processor.shutdown()).await;
         if let Ok(Err(error)) = stopped {
             tracing::warn!(%error, "exporting the last traces failed");
         }
@@ -128,31 +129,16 @@ impl Tracing {
 }
 
 /// The W3C trace context, as `traceparent` strings.
-struct W3c;
+struct W3c(Arc<layer::Exporter>);
 
 impl Propagator for W3c {
     fn current(&self) -> Option<String> {
-        let context = Span::current().context();
-        let span = context.span();
-        let span = span.span_context();
-        span.is_valid().then(|| {
-            format!(
-                "00-{}-{}-{:02x}",
-                span.trace_id(),
-                span.span_id(),
-                span.trace_flags().to_u8()
-            )
-        })
+        layer::current(&self.0).map(|context| layer::traceparent(&context))
     }
 
     fn set_parent(&self, span: &Span, traceparent: &str) {
-        let mut headers = http::HeaderMap::new();
-        if let Ok(value) = http::HeaderValue::from_str(traceparent) {
-            headers.insert("traceparent", value);
-        }
-        let parent = TraceContextPropagator::new().extract(&HeaderExtractor(&headers));
-        if parent.span().span_context().is_valid() {
-            let _ = span.set_parent(parent);
+        if let Some(caller) = layer::parse_traceparent(traceparent) {
+            layer::continue_remote(span, caller);
         }
     }
 }
@@ -172,18 +158,18 @@ pub(crate) async fn trace_request(request: Request, next: Next) -> Response {
         http.response.status_code = tracing::field::Empty,
         otel.status_code = tracing::field::Empty,
     );
-    let parent = TraceContextPropagator::new().extract(&HeaderExtractor(request.headers()));
-    if parent.span().span_context().is_valid() {
-        let _ = span.set_parent(parent);
+    if let Some(traceparent) = request.headers().get("traceparent")
+        && let Ok(traceparent) = traceparent.to_str()
+    {
+        trace_context::set_parent(&span, traceparent);
     }
     let response = next.run(request).instrument(span.clone()).await;
     if let Some(route) = response.extensions().get::<MatchedPath>() {
         span.record("http.route", route.as_str());
-        // The span has started (its children needed its context): renamed through
-        // OpenTelemetry, as `otel.name` is read only at the start.
-        span.context()
-            .span()
-            .update_name(format!("{method} {}", route.as_str()));
+        span.record(
+            "otel.name",
+            tracing::field::display(format_args!("{method} {}", route.as_str())),
+        );
     }
     let status = response.status();
     span.record("http.response.status_code", status.as_u16());

@@ -114,6 +114,7 @@ fn the_client_caps_come_from_their_knobs_with_defaults() {
         ("SERVICE_MAX_HEADERS", "11"),
         ("SERVICE_MAX_HEADER_BYTES", "12"),
         ("SERVICE_HEADER_READ_TIMEOUT_MS", "0"),
+        ("SERVICE_BODY_READ_TIMEOUT_MS", "14"),
         ("SERVICE_SEND_TIMEOUT_MS", "13"),
     ];
     let set = resolve(Mode::Start, &ServeArgs::default(), &vars).unwrap();
@@ -131,9 +132,11 @@ fn the_client_caps_come_from_their_knobs_with_defaults() {
     assert_eq!(set.http.limits, expected);
     let timeouts = (
         set.connections.header_read_timeout,
+        set.connections.body_read_timeout,
         set.connections.send_timeout,
     );
-    assert_eq!(timeouts, (None, Some(Duration::from_millis(13))));
+    let millis = |n| Some(Duration::from_millis(n));
+    assert_eq!(timeouts, (None, millis(14), millis(13)));
     let zero = [("SERVICE_MAX_STREAMS_PER_PRINCIPAL", "0")];
     let error = resolve(Mode::Dev, &ServeArgs::default(), &zero).unwrap_err();
     assert!(

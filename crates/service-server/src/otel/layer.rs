@@ -1,0 +1,516 @@
+//! The layer turning the service's `tracing` spans into OpenTelemetry spans, made lean
+//! for the run path (docs/performance.md §17): a trace's sampling is decided once, at
+//! its root, and the other spans of a trace not sampled are not made (unless the log
+//! shows `trace`-level spans: then they are, with nothing recorded), so a sampled-out
+//! request costs about its root span. A sampled span keeps only what is
+//! exported (name, kind, times, attributes, events, status) and goes to the batch
+//! processor as it closes.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use opentelemetry::trace::{
+    Event as OtelEvent, SpanContext, SpanId, SpanKind, Status, TraceContextExt, TraceFlags,
+    TraceId, TraceState,
+};
+use opentelemetry::{Context as OtelContext, InstrumentationScope, Key, KeyValue};
+use opentelemetry_sdk::trace::{
+    BatchSpanProcessor, IdGenerator, RandomIdGenerator, SamplingDecision, ShouldSample, SpanData,
+    SpanEvents, SpanLinks, SpanProcessor,
+};
+use tracing::field::{Field, Visit};
+use tracing::span::{Attributes, Id, Record};
+use tracing::subscriber::Interest;
+use tracing::{Event, Level, Metadata, Subscriber};
+use tracing_subscriber::Registry;
+use tracing_subscriber::layer::{Context, Filter, Layer};
+use tracing_subscriber::registry::{LookupSpan, SpanRef};
+
+/// What spans are recorded with and handed to: shared by the layer, its filter and
+/// the propagator.
+#[derive(Debug)]
+pub(super) struct Exporter {
+    pub(super) processor: BatchSpanProcessor,
+    sampler: Box<dyn ShouldSample>,
+    ids: RandomIdGenerator,
+    scope: InstrumentationScope,
+}
+
+impl Exporter {
+    pub(super) fn new(processor: BatchSpanProcessor, sampler: Box<dyn ShouldSample>) -> Self {
+        Self {
+            processor,
+            sampler,
+            ids: RandomIdGenerator::default(),
+            scope: InstrumentationScope::builder("service-server").build(),
+        }
+    }
+
+    /// The context of `span`'s trace at it: its nearest recorded ancestor's (itself
+    /// included), a root's sampling decided now if it was not yet.
+    fn context_at<S>(&self, span: &SpanRef<'_, S>) -> Option<SpanContext>
+    where
+        S: for<'a> LookupSpan<'a>,
+    {
+        span.scope().find_map(|span| {
+            let mut extensions = span.extensions_mut();
+            extensions
+                .get_mut::<State>()
+                .map(|state| self.decide(state))
+        })
+    }
+
+    /// Decides an undecided root's sampling (with the sampler the `OTEL_TRACES_SAMPLER`
+    /// variables describe, its caller's context as the parent); the span's context.
+    fn decide(&self, state: &mut State) -> SpanContext {
+        let recording = match state {
+            State::Dropped(context) => return context.clone(),
+            State::Recording(recording) if recording.decided => return recording.context.clone(),
+            State::Recording(recording) => recording,
+        };
+        let parent = recording
+            .caller
+            .clone()
+            .map(|caller| OtelContext::new().with_remote_span_context(caller));
+        let result = self.sampler.should_sample(
+            parent.as_ref(),
+            recording.context.trace_id(),
+            &recording.name,
+            &recording.kind,
+            &recording.attributes,
+            &[],
+        );
+        let sampled = result.decision == SamplingDecision::RecordAndSample;
+        let flags = if sampled {
+            TraceFlags::SAMPLED
+        } else {
+            TraceFlags::default()
+        };
+        let context = SpanContext::new(
+            recording.context.trace_id(),
+            recording.context.span_id(),
+            flags,
+            false,
+            result.trace_state,
+        );
+        if sampled {
+            recording.context = context.clone();
+            recording.decided = true;
+        } else {
+            *state = State::Dropped(context.clone());
+        }
+        context
+    }
+
+    /// Hands a closed, sampled span to the batch processor.
+    fn export(&self, recording: Recording) {
+        let mut events = SpanEvents::default();
+        events.events = recording.events;
+        self.processor.on_end(SpanData {
+            span_context: recording.context,
+            parent_span_id: recording.parent,
+            parent_span_is_remote: recording.caller.is_some(),
+            span_kind: recording.kind,
+            name: recording.name,
+            start_time: recording.start,
+            end_time: SystemTime::now(),
+            attributes: recording.attributes,
+            dropped_attributes_count: 0,
+            events,
+            links: SpanLinks::default(),
+            status: recording.status,
+            instrumentation_scope: self.scope.clone(),
+        });
+    }
+}
+
+/// What a span the layer saw carries, in its registry extensions.
+enum State {
+    /// Sampled, or a root whose sampling is not decided yet.
+    Recording(Box<Recording>),
+    /// A root not sampled (its context is still handed on, so that work it causes
+    /// elsewhere is not sampled either).
+    Dropped(SpanContext),
+}
+
+struct Recording {
+    /// Its trace and own ids; sampled once decided.
+    context: SpanContext,
+    parent: SpanId,
+    /// The remote span a root continues (a request's `traceparent`, a run's stored one).
+    caller: Option<SpanContext>,
+    decided: bool,
+    name: Cow<'static, str>,
+    kind: SpanKind,
+    start: SystemTime,
+    attributes: Vec<KeyValue>,
+    events: Vec<OtelEvent>,
+    status: Status,
+}
+
+/// The layer, behind [`Wanted`]; `spans_logged` when the log's filter may show
+/// `trace`-level spans.
+pub(super) struct OtelLayer {
+    pub(super) exporter: Arc<Exporter>,
+    pub(super) spans_logged: bool,
+}
+
+/// The layer's filter: the service's spans, and its warnings and errors (a span's
+/// events). A span of a trace not sampled is still seen (the registry makes it for
+/// the log's sake anyway), and left without anything recorded.
+pub(super) struct Wanted;
+
+impl Wanted {
+    fn wants(meta: &Metadata<'_>) -> bool {
+        meta.target().starts_with("service_") && (meta.is_span() || *meta.level() <= Level::WARN)
+    }
+}
+
+impl<S> Filter<S> for Wanted {
+    fn enabled(&self, meta: &Metadata<'_>, _: &Context<'_, S>) -> bool {
+        Self::wants(meta)
+    }
+
+    fn callsite_enabled(&self, meta: &'static Metadata<'static>) -> Interest {
+        match (Self::wants(meta), meta.is_span()) {
+            (false, _) => Interest::never(),
+            // The layer may turn a span away, by the trace it would be in.
+            (true, true) => Interest::sometimes(),
+            (true, false) => Interest::always(),
+        }
+    }
+}
+
+impl<S> Layer<S> for OtelLayer
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+{
+    /// A span inside a trace not sampled is not made at all (no registry entry, for
+    /// any layer), unless the log may show it.
+    fn enabled(&self, meta: &Metadata<'_>, ctx: Context<'_, S>) -> bool {
+        if self.spans_logged || !meta.is_span() {
+            return true;
+        }
+        ctx.lookup_current()
+            .and_then(|current| self.exporter.context_at(&current))
+            .is_none_or(|context| context.is_sampled())
+    }
+
+    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
+        let Some(span) = ctx.span(id) else {
+            return;
+        };
+        let parent = match attrs.parent() {
+            Some(parent) => ctx.span(parent),
+            None if attrs.is_contextual() => ctx.lookup_current(),
+            None => None,
+        };
+        let exporter = &self.exporter;
+        let (context, parent, decided) = match parent.and_then(|p| exporter.context_at(&p)) {
+            // In a trace not sampled: nothing to record (its context is its root's).
+            Some(parent) if !parent.is_sampled() => return,
+            Some(parent) => (
+                SpanContext::new(
+                    parent.trace_id(),
+                    exporter.ids.new_span_id(),
+                    TraceFlags::SAMPLED,
+                    false,
+                    parent.trace_state().clone(),
+                ),
+                parent.span_id(),
+                true,
+            ),
+            None => (
+                SpanContext::new(
+                    exporter.ids.new_trace_id(),
+                    exporter.ids.new_span_id(),
+                    TraceFlags::default(),
+                    false,
+                    TraceState::NONE,
+                ),
+                SpanId::INVALID,
+                false,
+            ),
+        };
+        let mut recording = Recording {
+            context,
+            parent,
+            caller: None,
+            decided,
+            name: Cow::Borrowed(attrs.metadata().name()),
+            kind: SpanKind::Internal,
+            start: SystemTime::now(),
+            attributes: Vec::with_capacity(attrs.fields().len()),
+            events: Vec::new(),
+            status: Status::Unset,
+        };
+        attrs.record(&mut Fields(&mut recording));
+        span.extensions_mut()
+            .insert(State::Recording(Box::new(recording)));
+    }
+
+    fn on_record(&self, id: &Id, values: &Record<'_>, ctx: Context<'_, S>) {
+        let Some(span) = ctx.span(id) else {
+            return;
+        };
+        if let Some(State::Recording(recording)) = span.extensions_mut().get_mut::<State>() {
+            values.record(&mut Fields(recording));
+        }
+    }
+
+    fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
+        let span = match event.parent() {
+            Some(parent) => ctx.span(parent),
+            None if event.is_contextual() => ctx.lookup_current(),
+            None => None,
+        };
+        let Some(span) = span else {
+            return;
+        };
+        for span in span.scope() {
+            let mut extensions = span.extensions_mut();
+            match extensions.get_mut::<State>() {
+                None => continue,
+                Some(State::Dropped(_)) => return,
+                Some(State::Recording(recording)) => {
+                    let mut fields = EventFields::default();
+                    event.record(&mut fields);
+                    let level = event.metadata().level();
+                    if *level == Level::ERROR {
+                        recording.status = Status::error(fields.message.clone());
+                    }
+                    fields
+                        .attributes
+                        .push(KeyValue::new("level", level.as_str()));
+                    recording.events.push(OtelEvent::new(
+                        fields.message,
+                        SystemTime::now(),
+                        fields.attributes,
+                        0,
+                    ));
+                    return;
+                }
+            }
+        }
+    }
+
+    fn on_close(&self, id: Id, ctx: Context<'_, S>) {
+        let Some(span) = ctx.span(&id) else {
+            return;
+        };
+        let Some(mut state) = span.extensions_mut().remove::<State>() else {
+            return;
+        };
+        if self.exporter.decide(&mut state).is_sampled()
+            && let State::Recording(recording) = state
+        {
+            self.exporter.export(*recording);
+        }
+    }
+}
+
+/// A span's fields as attributes; the `otel.*` ones set its name, kind and status.
+struct Fields<'a>(&'a mut Recording);
+
+impl Fields<'_> {
+    fn set(&mut self, field: &Field, value: opentelemetry::Value) {
+        let recording = &mut *self.0;
+        match field.name() {
+            "otel.name" => recording.name = Cow::Owned(value.as_str().into_owned()),
+            "otel.kind" => {
+                recording.kind = match value.as_str().as_ref() {
+                    "server" => SpanKind::Server,
+                    "client" => SpanKind::Client,
+                    "producer" => SpanKind::Producer,
+                    "consumer" => SpanKind::Consumer,
+                    _ => SpanKind::Internal,
+                }
+            }
+            "otel.status_code" => {
+                recording.status = match value.as_str().as_ref() {
+                    "ERROR" => Status::error(match &recording.status {
+                        Status::Error { description } => description.clone(),
+                        _ => Cow::Borrowed(""),
+                    }),
+                    "OK" => Status::Ok,
+                    _ => Status::Unset,
+                }
+            }
+            "otel.status_message" => recording.status = Status::error(value.as_str().into_owned()),
+            name => {
+                let key = Key::from_static_str(name);
+                match recording.attributes.iter_mut().find(|kv| kv.key == key) {
+                    Some(existing) => existing.value = value,
+                    None => recording.attributes.push(KeyValue::new(key, value)),
+                }
+            }
+        }
+    }
+}
+
+impl Visit for Fields<'_> {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.set(field, value.to_owned().into());
+    }
+
+    fn record_i64(&mut self, field: &Field, value: i64) {
+        self.set(field, value.into());
+    }
+
+    fn record_u64(&mut self, field: &Field, value: u64) {
+        self.set(field, i64::try_from(value).unwrap_or(i64::MAX).into());
+    }
+
+    fn record_bool(&mut self, field: &Field, value: bool) {
+        self.set(field, value.into());
+    }
+
+    fn record_f64(&mut self, field: &Field, value: f64) {
+        self.set(field, value.into());
+    }
+
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        self.set(field, format!("{value:?}").into());
+    }
+}
+
+/// An event's message and other fields.
+#[derive(Default)]
+struct EventFields {
+    message: String,
+    attributes: Vec<KeyValue>,
+}
+
+impl Visit for EventFields {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        match field.name() {
+            "message" => self.message = value.to_owned(),
+            name => self
+                .attributes
+                .push(KeyValue::new(Key::from_static_str(name), value.to_owned())),
+        }
+    }
+
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        match field.name() {
+            "message" => self.message = format!("{value:?}"),
+            name => self.attributes.push(KeyValue::new(
+                Key::from_static_str(name),
+                format!("{value:?}"),
+            )),
+        }
+    }
+}
+
+/// The context of the current span's trace, when the layer sees it.
+pub(super) fn current(exporter: &Exporter) -> Option<SpanContext> {
+    tracing::Span::current()
+        .with_subscriber(|(id, dispatch)| {
+            let registry = dispatch.downcast_ref::<Registry>()?;
+            exporter.context_at(&registry.span(id)?)
+        })
+        .flatten()
+}
+
+/// Makes `span`, a root not yet decided, continue the remote span `caller` (ignored
+/// for any other span).
+pub(super) fn continue_remote(span: &tracing::Span, caller: SpanContext) {
+    span.with_subscriber(|(id, dispatch)| {
+        let registry = dispatch.downcast_ref::<Registry>()?;
+        let span = registry.span(id)?;
+        let mut extensions = span.extensions_mut();
+        if let Some(State::Recording(recording)) = extensions.get_mut::<State>()
+            && !recording.decided
+        {
+            recording.context = SpanContext::new(
+                caller.trace_id(),
+                recording.context.span_id(),
+                TraceFlags::default(),
+                false,
+                caller.trace_state().clone(),
+            );
+            recording.parent = caller.span_id();
+            recording.caller = Some(caller);
+        }
+        Some(())
+    });
+}
+
+/// A W3C `traceparent` (`00-<trace id>-<span id>-<flags>`) as a remote span context;
+/// `None` when malformed or naming the invalid ids.
+pub(super) fn parse_traceparent(text: &str) -> Option<SpanContext> {
+    let mut parts = text.trim().split('-');
+    let version = parts.next()?;
+    let (trace, span, flags) = (parts.next()?, parts.next()?, parts.next()?);
+    // Version 00 has exactly four parts; later versions may append more.
+    if version.len() != 2
+        || version == "ff"
+        || (version == "00" && parts.next().is_some())
+        || trace.len() != 32
+        || span.len() != 16
+        || flags.len() != 2
+    {
+        return None;
+    }
+    let hex = |text: &str| text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+    if !(hex(version) && hex(trace) && hex(span) && hex(flags)) {
+        return None;
+    }
+    let trace_id = TraceId::from_hex(trace).ok()?;
+    let span_id = SpanId::from_hex(span).ok()?;
+    let flags = u8::from_str_radix(flags, 16).ok()?;
+    let context = SpanContext::new(
+        trace_id,
+        span_id,
+        TraceFlags::new(flags) & TraceFlags::SAMPLED,
+        true,
+        TraceState::NONE,
+    );
+    context.is_valid().then_some(context)
+}
+
+/// `context` as a W3C `traceparent`.
+pub(super) fn traceparent(context: &SpanContext) -> String {
+    format!(
+        "00-{}-{}-{:02x}",
+        context.trace_id(),
+        context.span_id(),
+        context.trace_flags().to_u8()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_traceparent_is_read_as_the_w3c_format_says() {
+        let context =
+            parse_traceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01").unwrap();
+        assert!(context.is_sampled() && context.is_remote());
+        assert_eq!(
+            traceparent(&context),
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+        );
+        let unsampled =
+            parse_traceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00").unwrap();
+        assert!(!unsampled.is_sampled());
+        // A later version's extra part is allowed; unknown flag bits are not kept.
+        let later =
+            parse_traceparent("01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-03-x").unwrap();
+        assert_eq!(later.trace_flags(), TraceFlags::SAMPLED);
+        for malformed in [
+            "",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-x",
+            "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
+            "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e473-600f067aa0ba902b7-01",
+        ] {
+            assert!(parse_traceparent(malformed).is_none(), "{malformed}");
+        }
+    }
+}
