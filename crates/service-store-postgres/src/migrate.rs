@@ -391,7 +391,7 @@ mod tests {
         assert_eq!(
             flags,
             vec![
-                false, false, false, false, true, true, true, false, false, false, false
+                false, false, false, false, true, true, true, false, false, false, false, false
             ]
         );
     }
