@@ -367,26 +367,68 @@ fn a_js_adapter_that_throws_is_a_503_naming_the_adapter_and_its_error() {
 }
 
 #[test]
-fn a_js_export_that_is_not_a_base_store_stops_the_boot_naming_it() {
-    let project = JsProject::new("broken");
-    let output = Command::new(env!("CARGO_BIN_EXE_service-server"))
-        .args([
+fn a_js_graphs_store_calls_reach_the_js_adapter_in_the_same_worker() {
+    let project = JsProject::new("graph");
+    let server = spawn(
+        &[
             "dev",
             "--port",
             "0",
             "--config",
-            &project.config("broken.json"),
-        ])
-        .env("SERVICE_NODE_WORKERS", "1")
-        .env("NO_COLOR", "1")
-        .output()
-        .unwrap();
-    assert!(!output.status.success(), "broken.json booted");
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        stderr.contains("store.adapter")
-            && stderr.contains("./store.ts:notAStore")
-            && stderr.contains("not a LangGraph BaseStore"),
-        "{stderr}"
+            &project.config("graph.json"),
+        ],
+        &[("SERVICE_NODE_WORKERS", "1")],
     );
+    for (user, key, n) in [("u1", "a", 1), ("u1", "b", 2), ("u2", "c", 3)] {
+        let body = json!({"namespace": ["notes", user], "key": key, "value": {"text": format!("note {key}"), "n": n}});
+        store_call(&server, "PUT", "/store/items", body);
+    }
+    let run = request(
+        &server,
+        "POST",
+        "/runs/wait",
+        Some(json!({"assistant_id": "memory", "input": {}})),
+    );
+    let graph = &run["report"];
+    assert_eq!(
+        graph["found"],
+        json!(["from-graph", "c", "b"]),
+        "the graph's search: {run}"
+    );
+    assert_eq!(graph["got"], json!({"text": "note a", "n": 1}));
+    assert_eq!(
+        graph["held"],
+        json!(["a", "b", "c", "from-graph"]),
+        "the adapter holds what clients and the graph put"
+    );
+    for op in ["put", "get", "search"] {
+        assert!(
+            graph["seen"][op].as_u64() > Some(0),
+            "{op} reached the adapter: {graph}"
+        );
+    }
+}
+
+#[test]
+fn a_js_export_that_is_not_a_base_store_or_a_store_ttl_stops_the_boot() {
+    let project = JsProject::new("refused");
+    for (config, says) in [
+        ("broken.json", "./store.ts:notAStore"),
+        ("broken.json", "not a LangGraph BaseStore"),
+        ("ttl.json", "sweeps expired items"),
+    ] {
+        let output = Command::new(env!("CARGO_BIN_EXE_service-server"))
+            .args(["dev", "--port", "0", "--config", &project.config(config)])
+            .env("SERVICE_NODE_WORKERS", "1")
+            .env("NO_COLOR", "1")
+            .output()
+            .unwrap();
+        assert!(!output.status.success(), "{config} booted");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            stderr.contains("store.adapter") || stderr.contains("store adapter"),
+            "{stderr}"
+        );
+        assert!(stderr.contains(says), "{config}: {stderr}");
+    }
 }

@@ -17,6 +17,8 @@ class MapStore extends BaseStore {
   private items = new Map<string, Item>();
   // Strictly increasing times, so "newest first" is one order.
   private last = 0;
+  /** How many operations of each kind reached the store. */
+  seen: Record<string, number> = {};
 
   constructor(seeded: Item[]) {
     super();
@@ -27,14 +29,25 @@ class MapStore extends BaseStore {
     return operations.map((op) => this.one(op)) as OperationResults<Op>;
   }
 
+  /** The keys held under `prefix`, sorted. */
+  keys(prefix: string[]): string[] {
+    return [...this.items.values()].filter((item) => startsWith(item.namespace, prefix)).map((item) => item.key).sort();
+  }
+
+  private count(kind: string) {
+    this.seen[kind] = (this.seen[kind] ?? 0) + 1;
+  }
+
   private one(op: Operation) {
     if ("namespacePrefix" in op) {
+      this.count("search");
       const offset = op.offset ?? 0;
       return [...this.items.values()]
         .filter((item) => startsWith(item.namespace, op.namespacePrefix))
         .slice(offset, offset + (op.limit ?? 10));
     }
     if ("value" in op) {
+      this.count("put");
       const id = JSON.stringify([op.namespace, op.key]);
       if (op.value === null) {
         this.items.delete(id);
@@ -46,7 +59,11 @@ class MapStore extends BaseStore {
       this.items.set(id, { namespace: op.namespace, key: op.key, value: op.value, createdAt, updatedAt: now });
       return undefined;
     }
-    if ("key" in op) return this.items.get(JSON.stringify([op.namespace, op.key])) ?? null;
+    if ("key" in op) {
+      this.count("get");
+      return this.items.get(JSON.stringify([op.namespace, op.key])) ?? null;
+    }
+    this.count("listNamespaces");
     const prefix = op.matchConditions?.find((condition) => condition.matchType === "prefix")?.path ?? [];
     const namespaces = new Map<string, string[]>();
     for (const { namespace } of this.items.values()) {
