@@ -382,8 +382,8 @@ const ADAPTER_PAGE = 1000;
 async function loadStoreAdapter(spec, base) {
   const target = await loadExport(spec, base);
   if (typeof target?.batch !== "function") {
-    const kind = target === null || typeof target !== "object" ? String(typeof target) : target.constructor?.name ?? "object";
-    throw new TypeError(`${JSON.stringify(spec)} is a ${kind}, not a LangGraph BaseStore instance: it has no batch method`);
+    const kind = typeof target === "object" && target !== null ? target.constructor?.name ?? "Object" : typeof target;
+    throw new TypeError(`${JSON.stringify(spec)} is ${kind}, not a LangGraph BaseStore instance: it has no batch method`);
   }
   return target;
 }
