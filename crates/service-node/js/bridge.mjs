@@ -357,8 +357,8 @@ function parseTarget(target) {
 
 const isTypeScript = (target) => TYPESCRIPT.some((ext) => parseTarget(target)[0].endsWith(ext));
 
-/** `./path/file.ts:export` (relative to `base`) as a Graph. */
-async function load(graphId, spec, base) {
+/** The export `./path/file.ts:export` (relative to `base`) names. */
+async function loadExport(spec, base) {
   const [file, exported] = parseTarget(spec);
   if (!exported) throw new Error(`${JSON.stringify(spec)} must be './file.ts:export'`);
   const module = await import(pathToFileURL(path.resolve(base, file)).href);
@@ -369,7 +369,66 @@ async function load(graphId, spec, base) {
   if (target === undefined) {
     throw new Error(`${file} has no export ${JSON.stringify(exported)} (exports: ${Object.keys(module).join(", ") || "none"})`);
   }
-  return new Graph(graphId, target);
+  return target;
+}
+
+// ---------------------------------------------------------------------- store.adapter
+
+let STORE_ADAPTER;
+// Items and namespaces are read from the adapter in pages of this size.
+const ADAPTER_PAGE = 1000;
+
+/** store.adapter: a LangGraph.js BaseStore instance (anything with a batch method). */
+async function loadStoreAdapter(spec, base) {
+  const target = await loadExport(spec, base);
+  if (typeof target?.batch !== "function") {
+    const kind = typeof target === "object" && target !== null ? target.constructor?.name ?? "Object" : typeof target;
+    throw new TypeError(`${JSON.stringify(spec)} is ${kind}, not a LangGraph BaseStore instance: it has no batch method`);
+  }
+  return target;
+}
+
+function adaptedItem(found) {
+  // Dates (or what a store keeps instead) as ISO times with their offset.
+  const stamp = (at) => new Date(at).toISOString();
+  const { namespace, key, value, createdAt, updatedAt } = found;
+  return { namespace: [...namespace], key, value, created_at: stamp(createdAt), updated_at: stamp(updatedAt) };
+}
+
+/** One operation on the store.adapter (`AdapterCall` in crates/service-python/src/adapter.rs,
+ * as bridge.py answers it) through its `batch`: plain storage; the server applies its
+ * filter, order, paging and namespace rules. LangGraph.js stores have no ttl. */
+async function adapter({ call: op }) {
+  const one = async (operation) => (await STORE_ADAPTER.batch([operation]))[0];
+  const pages = async (operation, shape) => {
+    const found = [];
+    for (;;) {
+      const page = (await one({ ...operation, limit: ADAPTER_PAGE, offset: found.length })) ?? [];
+      found.push(...page.map(shape));
+      if (page.length < ADAPTER_PAGE) return found;
+    }
+  };
+  const { namespace, key } = op;
+  switch (op.kind) {
+    case "get": {
+      const found = await one({ namespace, key });
+      return found ? adaptedItem(found) : null;
+    }
+    case "put":
+      await one({ namespace, key, value: op.value });
+      return null;
+    case "delete":
+      await one({ namespace, key, value: null });
+      return null;
+    case "items":
+      return pages({ namespacePrefix: op.prefix }, adaptedItem);
+    case "namespaces": {
+      const matchConditions = op.prefix.length ? [{ matchType: "prefix", path: op.prefix }] : [];
+      return pages({ matchConditions }, (labels) => [...labels]);
+    }
+    default:
+      throw new Error(`unknown store adapter call ${JSON.stringify(op.kind)}`);
+  }
 }
 
 // ---------------------------------------------------------------------- the requests
@@ -653,6 +712,7 @@ const OPS = {
   graph: drawing,
   subgraphs,
   schemas: graphSchemas,
+  adapter,
 };
 
 const running = new Map();
@@ -705,17 +765,29 @@ async function main() {
     return;
   }
   let loader;
-  if (Object.values(spec.graphs).some(isTypeScript)) {
+  if ([...Object.values(spec.graphs), spec.store_adapter ?? ""].some(isTypeScript)) {
     try {
       (await import("tsx/esm/api")).register();
     } catch (error) {
-      loader = new Error(`TypeScript graphs need tsx in the project (npm install -D tsx): ${error.message}`, { cause: error });
+      loader = new Error(`TypeScript files need tsx in the project (npm install -D tsx): ${error.message}`, { cause: error });
     }
+  }
+  if (spec.store_adapter) {
+    try {
+      if (loader && isTypeScript(spec.store_adapter)) throw loader;
+      STORE_ADAPTER = await loadStoreAdapter(spec.store_adapter, base);
+    } catch (error) {
+      // Reported to the server, which refuses to boot.
+      hello.store_adapter_error = runError(error);
+      send({ hello });
+      return;
+    }
+    hello.store_adapter = { supports_ttl: false, sweeps: false };
   }
   for (const [graphId, target] of Object.entries(spec.graphs)) {
     try {
       if (loader && isTypeScript(target)) throw loader;
-      GRAPHS.set(graphId, await load(graphId, target, base));
+      GRAPHS.set(graphId, new Graph(graphId, await loadExport(target, base)));
       hello.graphs[graphId] = { ok: true };
     } catch (error) {
       hello.graphs[graphId] = { ok: false, error: runError(error) };

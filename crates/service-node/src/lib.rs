@@ -6,7 +6,9 @@
 //! the server's checkpointer and store are service-python's: this crate supplies the
 //! Node [`Runtime`] and checks the versions. Each worker runs in the config file's
 //! directory, so `@langchain/langgraph` (and `tsx` for TypeScript graphs) come from
-//! the user's own `node_modules`. docs/js-graphs.md describes it for users.
+//! the user's own `node_modules`. A `store.adapter` naming a LangGraph.js `BaseStore`
+//! is served the same way ([`Bridge::store_adapter`]). docs/js-graphs.md describes it
+//! for users.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -40,6 +42,9 @@ pub struct NodeOptions {
     pub workers: usize,
     /// langgraph.json's `node_version`: the major version the graphs need.
     pub node_version: Option<String>,
+    /// The `store.adapter` (`./store.ts:store`, a LangGraph.js `BaseStore` instance)
+    /// the workers load at boot.
+    pub store_adapter: Option<String>,
 }
 
 impl NodeOptions {
@@ -52,14 +57,16 @@ impl NodeOptions {
             env: Vec::new(),
             workers: std::thread::available_parallelism().map_or(1, usize::from),
             node_version: None,
+            store_adapter: None,
         }
     }
 }
 
-/// Starts the Node workers and waits until each has loaded the graphs. A graph that
-/// fails to load does not stop the others (see [`Bridge::failures`]); a missing Node,
-/// one older than 20 or than `node_version`, or a project without
-/// `@langchain/langgraph` 1.x does.
+/// Starts the Node workers and waits until each has loaded the graphs and the store
+/// adapter. A graph that fails to load does not stop the others (see
+/// [`Bridge::failures`]); a missing Node, one older than 20 or than `node_version`, a
+/// project without `@langchain/langgraph` 1.x, or a store adapter that fails to load
+/// does.
 pub async fn start(options: NodeOptions) -> Result<Bridge, BridgeError> {
     let runtime = Runtime {
         language: "Node",
@@ -79,6 +86,7 @@ pub async fn start(options: NodeOptions) -> Result<Bridge, BridgeError> {
     let spec = serde_json::json!({
         "graphs": options.graphs,
         "base": options.base.to_string_lossy(),
+        "store_adapter": options.store_adapter,
     });
     let bridge = Bridge::start_runtime(
         runtime,
@@ -87,6 +95,7 @@ pub async fn start(options: NodeOptions) -> Result<Bridge, BridgeError> {
         &spec,
         options.graphs.into_keys().collect(),
         options.workers,
+        options.store_adapter,
     )
     .await?;
     check_node(bridge.versions().0, options.node_version.as_deref())?;

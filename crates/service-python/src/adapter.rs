@@ -1,6 +1,7 @@
-//! `store.adapter` served by Python: a LangGraph `BaseStore` the workers load at boot
-//! keeps the store items; each operation is one request to a worker, which calls the
-//! store's `abatch`. The service's own semantics are applied over its answers
+//! `store.adapter` served by the workers: a LangGraph `BaseStore` (Python's, or
+//! LangGraph.js's through service-node) the workers load at boot keeps the store items;
+//! each operation is one request to a worker, which calls the store's `abatch`
+//! (`batch` in JS). The service's own semantics are applied over its answers
 //! ([`service_store::AdaptedItems`]).
 
 use std::sync::Arc;
@@ -14,7 +15,8 @@ use service_types::{Item, Metadata};
 
 use crate::worker::Pool;
 
-/// One operation of the adapted store, as bridge.py's `adapter` request reads it.
+/// One operation of the adapted store, as the bridges' `adapter` request reads it
+/// (bridge.py, service-node's bridge.mjs).
 #[derive(Debug, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 enum AdapterCall<'a> {
@@ -44,16 +46,16 @@ enum AdapterCall<'a> {
     Sweep,
 }
 
-/// A [`StoreAdapter`] answered by the Python workers' `BaseStore`.
+/// A [`StoreAdapter`] answered by the workers' `BaseStore`, whichever their language.
 #[derive(Clone, Debug)]
-pub(crate) struct PythonStore {
+pub(crate) struct WorkerStore {
     pub(crate) pool: Arc<Pool>,
     pub(crate) spec: String,
     pub(crate) supports_ttl: bool,
     pub(crate) sweeps: bool,
 }
 
-impl PythonStore {
+impl WorkerStore {
     /// One call; whatever fails (no worker to take it, the store raising, an answer
     /// of the wrong shape) is the adapter's failure, said with its class and message
     /// (`StoreError::adapter`: a 503 `store_adapter_failed`, not an opaque 500).
@@ -82,7 +84,7 @@ impl PythonStore {
 }
 
 #[async_trait]
-impl StoreAdapter for PythonStore {
+impl StoreAdapter for WorkerStore {
     async fn put(
         &self,
         namespace: &[String],

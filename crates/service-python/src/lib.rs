@@ -107,7 +107,7 @@ pub struct Bridge {
     failures: BTreeMap<String, RunError>,
     runtime: String,
     langgraph: String,
-    store_adapter: Option<adapter::PythonStore>,
+    store_adapter: Option<adapter::WorkerStore>,
 }
 
 impl Bridge {
@@ -145,6 +145,8 @@ impl Bridge {
 
     /// Starts `workers` workers of another language side, each given `spec` (the
     /// `SERVICE_BRIDGE_SPEC` JSON its bridge reads) and run in `cwd` with `env`.
+    /// `store_adapter` is the spec's `store.adapter`, when it names one: the workers
+    /// answer the same `adapter` requests as Python's.
     pub async fn start_runtime(
         runtime: Runtime,
         cwd: PathBuf,
@@ -152,6 +154,7 @@ impl Bridge {
         spec: &serde_json::Value,
         graph_ids: Vec<String>,
         workers: usize,
+        store_adapter: Option<String>,
     ) -> Result<Self, BridgeError> {
         let launch = Launch {
             runtime,
@@ -159,7 +162,7 @@ impl Bridge {
             env,
             spec: spec.to_string(),
         };
-        Self::launch(launch, graph_ids, workers, None).await
+        Self::launch(launch, graph_ids, workers, store_adapter).await
     }
 
     async fn launch(
@@ -175,15 +178,21 @@ impl Bridge {
                 .map_err(|BridgeError::Boot(message)| {
                     BridgeError::Boot(format!("{language} graphs: {message}"))
                 })?;
-        let store_adapter =
-            store_adapter
-                .zip(hello.store_adapter)
-                .map(|(spec, (supports_ttl, sweeps))| adapter::PythonStore {
-                    pool: Arc::clone(&pool),
-                    spec,
-                    supports_ttl,
-                    sweeps,
-                });
+        let store_adapter = match (store_adapter, hello.store_adapter) {
+            (None, _) => None,
+            (Some(spec), Some((supports_ttl, sweeps))) => Some(adapter::WorkerStore {
+                pool: Arc::clone(&pool),
+                spec,
+                supports_ttl,
+                sweeps,
+            }),
+            // Serving without it would keep the items elsewhere, silently.
+            (Some(spec), None) => {
+                return Err(BridgeError::Boot(format!(
+                    "{language} graphs: the worker did not report loading store.adapter {spec}"
+                )));
+            }
+        };
         Ok(Self {
             store_adapter,
             pool,

@@ -324,8 +324,8 @@ pub(crate) struct StoreConfig {
     /// The semantic index.
     #[serde(default)]
     pub index: Option<StoreIndex>,
-    /// SPEC's store adapter: `./store.py:store`, a LangGraph `BaseStore` the Python
-    /// workers load, keeps the items.
+    /// SPEC's store adapter: `./store.py:store` (or `./store.ts:store`), a LangGraph
+    /// (LangGraph.js) `BaseStore` the Python (Node) workers load, keeps the items.
     #[serde(default)]
     pub adapter: Option<String>,
 }

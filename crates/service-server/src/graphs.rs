@@ -29,6 +29,11 @@ pub(crate) struct GraphPlan {
 
 const JS_FILES: [&str; 6] = [".ts", ".mts", ".cts", ".js", ".mjs", ".cjs"];
 
+/// Whether `file` is one the Node workers load (a `.ts` or `.js` file).
+pub(crate) fn is_js_file(file: &str) -> bool {
+    JS_FILES.iter().any(|extension| file.ends_with(extension))
+}
+
 impl GraphPlan {
     /// Reads the block: `rust:<id>` or a plain id is a program graph, a `.ts`/`.js`
     /// file (`:export`, or its default export) a JS one, `<path or module>:<attr>` a
@@ -52,7 +57,7 @@ impl GraphPlan {
             let file = target
                 .rsplit_once(':')
                 .map_or(target.as_str(), |(file, _)| file);
-            if JS_FILES.iter().any(|extension| file.ends_with(extension)) {
+            if is_js_file(file) {
                 if target.ends_with(':') {
                     return Err(ConfigError(format!(
                         "graphs.{id}: {target:?} must be './file.ts:export' (or the file alone for its default export)"

@@ -65,17 +65,20 @@ pub(crate) async fn serve(
     let engine_config = config.engine;
     let mut bridges = Vec::new();
     let mut parts = crate::metrics::Parts::default();
-    let mut python_store = None;
+    // The `store.adapter` the Python or the Node workers loaded (one of them, by its file).
+    let mut file_store = None;
     if let Some(options) = config.python {
         let bridge = graphs::start_bridge(options).await?;
-        python_store = bridge.store_adapter();
+        file_store = bridge.store_adapter();
         if let Some(embedder) = &config.python_embedder {
             bridge.attach_embedder(embedder);
         }
         bridges.push(bridge);
     }
     if let Some(options) = config.node {
-        bridges.push(graphs::start_node(options).await?);
+        let bridge = graphs::start_node(options).await?;
+        file_store = file_store.or_else(|| bridge.store_adapter());
+        bridges.push(bridge);
     }
     parts.workers = bridges.iter().map(service_python::Bridge::health).collect();
     let graphs = graphs::served(graphs, config.graph_aliases, bridges);
@@ -120,7 +123,7 @@ pub(crate) async fn serve(
         crate::adapter::attach(
             store,
             store_adapter.clone(),
-            python_store.clone(),
+            file_store.clone(),
             engine,
             store_ttl,
         )

@@ -46,13 +46,14 @@ pub(crate) struct ServerConfig {
     pub log_run_activity: bool,
     /// The configuration file's `graphs` block, for the program's own graphs.
     pub graph_aliases: Option<BTreeMap<String, String>>,
-    /// The Python graphs the block names, and how to run them.
+    /// The Python graphs the block names (and a Python `store.index.embed` or
+    /// `store.adapter`), and how to run them.
     pub python: Option<service_python::BridgeOptions>,
     /// `store.index.embed` when the Python workers serve it (attached once they run).
     pub python_embedder: Option<service_python::PythonEmbedder>,
     /// The file has a `store.ttl` block (a store adapter must then sweep).
     pub store_ttl: bool,
-    /// The JS graphs the block names, and how to run them.
+    /// The JS graphs the block names (and a JS `store.adapter`), and how to run them.
     pub node: Option<service_node::NodeOptions>,
     /// langgraph.json's generative UI components, bundled at boot.
     pub ui: Option<crate::ui::UiPlan>,
@@ -132,7 +133,12 @@ impl ServerConfig {
             .as_ref()
             .map(|index| index.embed.as_str())
             .filter(|embed| crate::graphs::embedded_by_python(embed));
-        let python_needed = python_embed.is_some() || file.store.adapter.is_some();
+        // `store.adapter` is loaded by the workers of its language.
+        let (js_adapter, python_adapter) = match file.store.adapter.clone() {
+            Some(adapter) if crate::adapter::is_js(&adapter) => (Some(adapter), None),
+            adapter => (None, adapter),
+        };
+        let python_needed = python_embed.is_some() || python_adapter.is_some();
         let python = if plan.python.is_empty() && !python_needed {
             None
         } else {
@@ -152,7 +158,7 @@ impl ServerConfig {
                 ));
             }
             options.embed = python_embed.map(str::to_owned);
-            options.store_adapter = file.store.adapter.clone();
+            options.store_adapter = python_adapter;
             Some(options)
         };
         let mut python_embedder = None;
@@ -162,17 +168,19 @@ impl ServerConfig {
             .as_ref()
             .map(crate::config::CorsBlock::policy)
             .transpose()?;
-        let node = if plan.node.is_empty() {
+        let node = if plan.node.is_empty() && js_adapter.is_none() {
             None
         } else {
-            Some(crate::graphs::node_options(
+            let mut options = crate::graphs::node_options(
                 plan.node,
                 &base()?,
                 file.env.as_ref(),
                 file.node_version.as_ref(),
                 knobs.node.as_deref(),
                 knobs.node_workers,
-            )?)
+            )?;
+            options.store_adapter = js_adapter;
+            Some(options)
         };
         let queue = queue(mode, args, &knobs, &file, &mut warnings);
         let mut engine = engine_config(mode, args, &knobs, &file);

@@ -354,3 +354,33 @@ fn the_boot_warns_of_a_small_pool_a_signed_custom_dispatcher_and_an_outbox_sched
     let unsigned = resolve(Mode::Dev, &ServeArgs::default(), &[]).unwrap();
     assert!(!dispatcher(&unsigned, true));
 }
+
+#[test]
+fn a_store_adapter_is_loaded_by_the_workers_of_its_language() {
+    let dir = std::env::temp_dir().join(format!("store-adapter-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("langgraph.json");
+    let args = ServeArgs {
+        config: Some(path.clone()),
+        ..ServeArgs::default()
+    };
+    std::fs::write(&path, r#"{"store": {"adapter": "./store.ts:store"}}"#).unwrap();
+    let js = resolve(Mode::Dev, &args, &[]).unwrap();
+    assert!(js.python.is_none(), "no Python workers for a JS adapter");
+    let node = js.node.expect("Node workers for the adapter alone");
+    assert!(node.graphs.is_empty());
+    assert_eq!(node.store_adapter.as_deref(), Some("./store.ts:store"));
+    std::fs::write(
+        &path,
+        r#"{"graphs": {"agent": "./agent.ts:graph"}, "store": {"adapter": "./store.py:store"}}"#,
+    )
+    .unwrap();
+    let python = resolve(Mode::Dev, &args, &[]).unwrap();
+    let options = python.python.expect("Python workers for a Python adapter");
+    assert_eq!(options.store_adapter.as_deref(), Some("./store.py:store"));
+    assert_eq!(
+        python.node.expect("the JS graph's workers").store_adapter,
+        None
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
