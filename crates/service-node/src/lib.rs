@@ -1,7 +1,7 @@
 //! The Node graph bridge: LangGraph.js graphs, unmodified, served as
 //! [`AgentGraph`](service_graph::AgentGraph)s.
 //!
-//! The JS side (`js/bridge.mjs`, shipped inside the binary) speaks the Python bridge's
+//! The JS side (the modules of `js/bridge/`, shipped inside the binary) speaks the Python bridge's
 //! worker protocol, so the supervision, the engine-facing graphs and the calls back to
 //! the server's checkpointer and store are service-python's: this crate supplies the
 //! Node [`Runtime`] and checks the versions. Each worker runs in the config file's
@@ -20,8 +20,27 @@ pub use ui::{UiFile, bundle_ui};
 
 mod ui;
 
-/// The Node side, shipped inside the binary.
-const BRIDGE_MJS: &str = include_str!("../js/bridge.mjs");
+/// The Node side, shipped inside the binary: the program `node -e` runs, which writes
+/// the modules to a private temporary directory, imports them and removes it
+/// (docs/architecture.md, "The Node bridge's modules").
+const BOOT_MJS: &str = include_str!("../js/bridge/boot.mjs");
+
+/// The bridge's modules, by file name, which `BOOT_MJS` reads from this variable.
+const MODULES_VARIABLE: &str = "SERVICE_BRIDGE_MODULES";
+const MODULES: [(&str, &str); 7] = [
+    ("main.mjs", include_str!("../js/bridge/main.mjs")),
+    ("protocol.mjs", include_str!("../js/bridge/protocol.mjs")),
+    ("graphs.mjs", include_str!("../js/bridge/graphs.mjs")),
+    ("runs.mjs", include_str!("../js/bridge/runs.mjs")),
+    ("saver.mjs", include_str!("../js/bridge/saver.mjs")),
+    ("store.mjs", include_str!("../js/bridge/store.mjs")),
+    ("adapter.mjs", include_str!("../js/bridge/adapter.mjs")),
+];
+
+/// `MODULES` as the JSON object `BOOT_MJS` reads.
+fn modules_json() -> String {
+    serde_json::to_string(&BTreeMap::from(MODULES)).expect("strings serialize")
+}
 
 /// The oldest Node the bridge runs on.
 const NODE_MAJOR: u64 = 20;
@@ -76,9 +95,9 @@ pub async fn start(options: NodeOptions) -> Result<Bridge, BridgeError> {
             "--input-type=module".into(),
             "--enable-source-maps".into(),
             "-e".into(),
-            BRIDGE_MJS.into(),
+            BOOT_MJS.into(),
         ],
-        env: Vec::new(),
+        env: vec![(MODULES_VARIABLE.into(), modules_json())],
         version_field: "node",
         package: "@langchain/langgraph",
         install: "npm install @langchain/langgraph in the project of langgraph.json",
@@ -139,7 +158,25 @@ fn check_node(running: &str, wanted: Option<&str>) -> Result<(), BridgeError> {
 
 #[cfg(test)]
 mod tests {
-    use super::check_node;
+    use super::{MODULES, check_node, modules_json};
+
+    #[test]
+    fn the_modules_fit_one_environment_variable_and_are_all_shipped() {
+        // Linux refuses to start a program with an environment string over 128 KiB.
+        assert!(
+            modules_json().len() < 100 * 1024,
+            "{}",
+            modules_json().len()
+        );
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("js/bridge");
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let name = entry.unwrap().file_name().to_string_lossy().into_owned();
+            assert!(
+                name == "boot.mjs" || MODULES.iter().any(|(shipped, _)| *shipped == name),
+                "js/bridge/{name} is not in MODULES"
+            );
+        }
+    }
 
     #[test]
     fn node_version_is_a_floor_on_the_running_major() {

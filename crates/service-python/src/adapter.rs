@@ -16,7 +16,7 @@ use service_types::{Item, Metadata};
 use crate::worker::Pool;
 
 /// One operation of the adapted store, as the bridges' `adapter` request reads it
-/// (bridge.py, service-node's bridge.mjs).
+/// (bridge.py, service-node's js/bridge/adapter.mjs).
 #[derive(Debug, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 enum AdapterCall<'a> {

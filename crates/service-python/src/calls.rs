@@ -1,6 +1,7 @@
-//! Calls from a worker (bridge.py, bridge.mjs) to the server's checkpointer and
-//! long-term store: the graphs' state and memory live in the server, whichever worker
-//! runs them. Both languages speak the same calls, defined once here as [`Call`].
+//! Calls from a worker (bridge.py, service-node's js/bridge/) to the server's
+//! checkpointer and long-term store: the graphs' state and memory live in the server,
+//! whichever worker runs them. Both languages speak the same calls, defined once here
+//! as [`Call`].
 
 use std::sync::Arc;
 
