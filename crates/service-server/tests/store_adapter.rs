@@ -397,11 +397,21 @@ fn a_js_graphs_store_calls_reach_the_js_adapter_in_the_same_worker() {
     );
     assert_eq!(graph["got"], json!({"text": "note a", "n": 1}));
     assert_eq!(
+        graph["namespaces"],
+        json!({
+            "notes": [["notes", "graph"], ["notes", "u1"], ["notes", "u2"]],
+            "page": [["notes", "u1"]],
+            "suffix": [["notes", "u2"]],
+            "roots": [["archive"], ["notes"]],
+        }),
+        "the graph's listNamespaces, by prefix, page, suffix and depth: {run}"
+    );
+    assert_eq!(
         graph["held"],
         json!(["a", "b", "c", "from-graph"]),
         "the adapter holds what clients and the graph put"
     );
-    for op in ["put", "get", "search"] {
+    for op in ["put", "get", "search", "listNamespaces"] {
         assert!(
             graph["seen"][op].as_u64() > Some(0),
             "{op} reached the adapter: {graph}"

@@ -11,6 +11,7 @@ import { adapter, loadStoreAdapter } from "./adapter.mjs";
 import { isTypeScript, langgraphVersion, loadGraph, useLangGraph } from "./graphs.mjs";
 import { answer, REQUEST, runError, send } from "./protocol.mjs";
 import { OPS } from "./runs.mjs";
+import { passListNamespacesThrough } from "./store.mjs";
 
 const PROTOCOL = 1;
 const REQUESTS = { ...OPS, adapter };
@@ -58,6 +59,7 @@ export async function main(project) {
     hello.langgraph = langgraphVersion(base);
     const lg = await project("@langchain/langgraph");
     useLangGraph(lg, await project("@langchain/langgraph-checkpoint"));
+    passListNamespacesThrough(lg);
   } catch (error) {
     // Reported to the server, which refuses to boot.
     hello.langgraph_error = `${error.name}: ${error.message}`;

@@ -69,3 +69,15 @@ export function storeClass(lg) {
     }
   };
 }
+
+/** LangGraph.js 1.x hands a graph's nodes its store wrapped in an `AsyncBatchedStore`,
+ * which queues get, put, search and delete into the store's batch but inherits
+ * BaseStore's listNamespaces, whose batch call the wrapper refuses. The wrapper passes
+ * it to the store it wraps instead (unless LangGraph.js implements it itself). */
+export function passListNamespacesThrough(lg) {
+  const wrapper = lg.AsyncBatchedStore?.prototype;
+  if (!wrapper || Object.hasOwn(wrapper, "listNamespaces")) return;
+  wrapper.listNamespaces = function listNamespaces(options) {
+    return this.store.listNamespaces(options);
+  };
+}
