@@ -136,9 +136,10 @@ impl Propagator for W3c {
         layer::current(&self.0).map(|context| layer::traceparent(&context))
     }
 
-    fn set_parent(&self, span: &Span, traceparent: &str) {
-        if let Some(caller) = layer::parse_traceparent(traceparent) {
-            layer::continue_remote(span, caller);
+    fn child_of(&self, traceparent: &str, make: &mut dyn FnMut() -> Span) -> Span {
+        match layer::parse_traceparent(traceparent) {
+            Some(caller) => layer::child_of_remote(caller, make),
+            None => make(),
         }
     }
 }
@@ -148,21 +149,22 @@ impl Propagator for W3c {
 /// out on the response: `RouterOptions::trace_routes`).
 pub(crate) async fn trace_request(request: Request, next: Next) -> Response {
     let method = request.method().clone();
-    let span = tracing::trace_span!(
-        "http.request",
-        otel.name = %method,
-        otel.kind = "server",
-        http.request.method = %method,
-        url.path = request.uri().path(),
-        http.route = tracing::field::Empty,
-        http.response.status_code = tracing::field::Empty,
-        otel.status_code = tracing::field::Empty,
-    );
-    if let Some(traceparent) = request.headers().get("traceparent")
-        && let Ok(traceparent) = traceparent.to_str()
-    {
-        trace_context::set_parent(&span, traceparent);
-    }
+    let traceparent = request
+        .headers()
+        .get("traceparent")
+        .and_then(|traceparent| traceparent.to_str().ok());
+    let span = trace_context::child_of(traceparent, || {
+        tracing::trace_span!(
+            "http.request",
+            otel.name = %method,
+            otel.kind = "server",
+            http.request.method = %method,
+            url.path = request.uri().path(),
+            http.route = tracing::field::Empty,
+            http.response.status_code = tracing::field::Empty,
+            otel.status_code = tracing::field::Empty,
+        )
+    });
     let response = next.run(request).instrument(span.clone()).await;
     if let Some(route) = response.extensions().get::<MatchedPath>() {
         span.record("http.route", route.as_str());
