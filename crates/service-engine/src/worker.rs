@@ -222,19 +222,16 @@ impl Engine {
 /// The span of a run's execution, a child of the request that created it (its
 /// `traceparent` is stored with the run, which may execute on another instance).
 fn run_span(run: &Run) -> tracing::Span {
-    let span = tracing::trace_span!(
-        "run",
-        run_id = %run.run_id,
-        thread_id = %run.thread_id,
-        assistant_id = %run.assistant_id,
-        graph_id = run.kwargs["config"]["configurable"]["graph_id"]
-            .as_str()
-            .unwrap_or_default(),
-    );
-    if !span.is_disabled()
-        && let Some(parent) = run.kwargs.get("traceparent").and_then(Value::as_str)
-    {
-        service_graph::trace_context::set_parent(&span, parent);
-    }
-    span
+    let parent = run.kwargs.get("traceparent").and_then(Value::as_str);
+    service_graph::trace_context::child_of(parent, || {
+        tracing::trace_span!(
+            "run",
+            run_id = %run.run_id,
+            thread_id = %run.thread_id,
+            assistant_id = %run.assistant_id,
+            graph_id = run.kwargs["config"]["configurable"]["graph_id"]
+                .as_str()
+                .unwrap_or_default(),
+        )
+    })
 }

@@ -14,8 +14,9 @@ pub trait Propagator: Send + Sync + 'static {
     /// The `traceparent` of the current span; `None` when it is not traced.
     fn current(&self) -> Option<String>;
 
-    /// Makes `span` a child of the span `traceparent` names (ignored when malformed).
-    fn set_parent(&self, span: &Span, traceparent: &str);
+    /// The span `make` returns, made a child of the span `traceparent` names (a root of
+    /// its own when `traceparent` is malformed).
+    fn child_of(&self, traceparent: &str, make: &mut dyn FnMut() -> Span) -> Span;
 }
 
 static PROPAGATOR: OnceLock<Box<dyn Propagator>> = OnceLock::new();
@@ -37,11 +38,17 @@ pub fn current() -> Option<String> {
     PROPAGATOR.get()?.current()
 }
 
-/// Makes `span` a child of `traceparent` (a request's, or one stored with a run).
-pub fn set_parent(span: &Span, traceparent: &str) {
-    if let Some(propagator) = PROPAGATOR.get()
-        && !span.is_disabled()
-    {
-        propagator.set_parent(span, traceparent);
+/// The span `make` returns, a child of `traceparent` (a request's, or one stored with a
+/// run) when there is one. The parent is known as the span is made, so the trace's
+/// sampling is decided then, before any of its fields is recorded.
+pub fn child_of(traceparent: Option<&str>, make: impl FnOnce() -> Span) -> Span {
+    match (PROPAGATOR.get(), traceparent) {
+        (Some(propagator), Some(traceparent)) => {
+            let mut make = Some(make);
+            propagator.child_of(traceparent, &mut || {
+                make.take().map_or_else(Span::none, |make| make())
+            })
+        }
+        _ => make(),
     }
 }

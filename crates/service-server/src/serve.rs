@@ -251,7 +251,7 @@ pub(crate) async fn serve(
     if traced {
         // Outermost: the authentication and Idempotency-Key layers' store calls are
         // part of the request's trace.
-        app = app.layer(axum::middleware::from_fn(crate::otel::trace_request));
+        app = app.layer(crate::otel::TraceRequests);
     }
     let listener = tokio::net::TcpListener::bind(&config.address)
         .await

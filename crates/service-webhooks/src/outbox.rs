@@ -352,13 +352,23 @@ impl Shared {
     /// `webhook.deliver` span of its own continuing the trace the run was created in
     /// (its `traceparent` is stored with the run), so its POST carries that trace on.
     async fn attempt_from_outbox(&self, record: DeliveryRecord) {
-        let span = tracing::trace_span!("webhook.deliver", otel.kind = "client");
-        if !span.is_disabled()
-            && let Ok(Some(run)) = self.store.runs().get(record.delivery.run_id).await
-            && let Some(parent) = run.kwargs.get("traceparent").and_then(Value::as_str)
-        {
-            service_engine::trace_context::set_parent(&span, parent);
-        }
+        let run = match service_engine::trace_context::enabled() {
+            true => self
+                .store
+                .runs()
+                .get(record.delivery.run_id)
+                .await
+                .ok()
+                .flatten(),
+            false => None,
+        };
+        let parent = run
+            .as_ref()
+            .and_then(|run| run.kwargs.get("traceparent"))
+            .and_then(Value::as_str);
+        let span = service_engine::trace_context::child_of(parent, || {
+            tracing::trace_span!("webhook.deliver", otel.kind = "client")
+        });
         self.attempt(record).instrument(span).await;
     }
 

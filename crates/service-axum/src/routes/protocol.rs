@@ -531,13 +531,12 @@ impl Session {
             _ => {
                 // The upgrade request's span has ended: each command is a span of its
                 // own in the request's trace, so the runs it starts are too.
-                let span = tracing::trace_span!(
-                    "protocol.command",
-                    otel.name = %format_args!("protocol {}", command.method),
-                );
-                if let Some(parent) = &self.trace {
-                    service_engine::trace_context::set_parent(&span, parent);
-                }
+                let span = service_engine::trace_context::child_of(self.trace.as_deref(), || {
+                    tracing::trace_span!(
+                        "protocol.command",
+                        otel.name = %format_args!("protocol {}", command.method),
+                    )
+                });
                 let answer = dispatch(&self.engine, &self.caller, self.thread_id, &command)
                     .instrument(span)
                     .await;

@@ -1,12 +1,14 @@
 //! The layer turning the service's `tracing` spans into OpenTelemetry spans, made lean
-//! for the run path (docs/performance.md §17): a trace's sampling is decided once, at
-//! its root, and the other spans of a trace not sampled are not made (unless the log
-//! shows `trace`-level spans: then they are, with nothing recorded), so a sampled-out
-//! request costs about its root span. A sampled span keeps only what is
-//! exported (name, kind, times, attributes, events, status) and goes to the batch
-//! processor as it closes.
+//! for the run path (docs/performance.md §17): a trace's sampling is decided once, as
+//! its root is made (its remote parent, if any, handed over with [`child_of_remote`]),
+//! a root not sampled records none of its fields, and the other spans of a trace not
+//! sampled are not made (unless the log shows `trace`-level spans: then they are, with
+//! nothing recorded), so a sampled-out request costs about its root span. A sampled
+//! span keeps only what is exported (name, kind, times, attributes, events, status)
+//! and goes to the batch processor as it closes.
 
 use std::borrow::Cow;
+use std::cell::RefCell;
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -48,59 +50,47 @@ impl Exporter {
     }
 
     /// The context of `span`'s trace at it: its nearest recorded ancestor's (itself
-    /// included), a root's sampling decided now if it was not yet.
+    /// included).
     fn context_at<S>(&self, span: &SpanRef<'_, S>) -> Option<SpanContext>
     where
         S: for<'a> LookupSpan<'a>,
     {
         span.scope().find_map(|span| {
-            let mut extensions = span.extensions_mut();
-            extensions
-                .get_mut::<State>()
-                .map(|state| self.decide(state))
+            let extensions = span.extensions();
+            extensions.get::<State>().map(|state| match state {
+                State::Dropped(context) => context.clone(),
+                State::Recording(recording) => recording.context.clone(),
+            })
         })
     }
 
-    /// Decides an undecided root's sampling (with the sampler the `OTEL_TRACES_SAMPLER`
-    /// variables describe, its caller's context as the parent); the span's context.
-    fn decide(&self, state: &mut State) -> SpanContext {
-        let recording = match state {
-            State::Dropped(context) => return context.clone(),
-            State::Recording(recording) if recording.decided => return recording.context.clone(),
-            State::Recording(recording) => recording,
-        };
-        let parent = recording
-            .caller
-            .clone()
-            .map(|caller| OtelContext::new().with_remote_span_context(caller));
+    /// A new root's context, its sampling decided with the sampler the
+    /// `OTEL_TRACES_SAMPLER` variables describe (`caller` as the parent). The built-in
+    /// samplers read the trace id and the parent only, so the span's name and
+    /// attributes are not recorded first.
+    fn decide(&self, name: &str, caller: Option<&SpanContext>) -> SpanContext {
+        let trace_id = caller.map_or_else(|| self.ids.new_trace_id(), SpanContext::trace_id);
+        let parent =
+            caller.map(|caller| OtelContext::new().with_remote_span_context(caller.clone()));
         let result = self.sampler.should_sample(
             parent.as_ref(),
-            recording.context.trace_id(),
-            &recording.name,
-            &recording.kind,
-            &recording.attributes,
+            trace_id,
+            name,
+            &SpanKind::Internal,
+            &[],
             &[],
         );
-        let sampled = result.decision == SamplingDecision::RecordAndSample;
-        let flags = if sampled {
-            TraceFlags::SAMPLED
-        } else {
-            TraceFlags::default()
+        let flags = match result.decision {
+            SamplingDecision::RecordAndSample => TraceFlags::SAMPLED,
+            _ => TraceFlags::default(),
         };
-        let context = SpanContext::new(
-            recording.context.trace_id(),
-            recording.context.span_id(),
+        SpanContext::new(
+            trace_id,
+            self.ids.new_span_id(),
             flags,
             false,
             result.trace_state,
-        );
-        if sampled {
-            recording.context = context.clone();
-            recording.decided = true;
-        } else {
-            *state = State::Dropped(context.clone());
-        }
-        context
+        )
     }
 
     /// Hands a closed, sampled span to the batch processor.
@@ -110,7 +100,7 @@ impl Exporter {
         self.processor.on_end(SpanData {
             span_context: recording.context,
             parent_span_id: recording.parent,
-            parent_span_is_remote: recording.caller.is_some(),
+            parent_span_is_remote: recording.remote_parent,
             span_kind: recording.kind,
             name: recording.name,
             start_time: recording.start,
@@ -127,7 +117,7 @@ impl Exporter {
 
 /// What a span the layer saw carries, in its registry extensions.
 enum State {
-    /// Sampled, or a root whose sampling is not decided yet.
+    /// Sampled.
     Recording(Box<Recording>),
     /// A root not sampled (its context is still handed on, so that work it causes
     /// elsewhere is not sampled either).
@@ -135,12 +125,11 @@ enum State {
 }
 
 struct Recording {
-    /// Its trace and own ids; sampled once decided.
+    /// Its trace and own ids.
     context: SpanContext,
     parent: SpanId,
-    /// The remote span a root continues (a request's `traceparent`, a run's stored one).
-    caller: Option<SpanContext>,
-    decided: bool,
+    /// Whether `parent` is a remote span (a request's `traceparent`, a run's stored one).
+    remote_parent: bool,
     name: Cow<'static, str>,
     kind: SpanKind,
     start: SystemTime,
@@ -189,7 +178,7 @@ where
     /// A span inside a trace not sampled is not made at all (no registry entry, for
     /// any layer), unless the log may show it.
     fn enabled(&self, meta: &Metadata<'_>, ctx: Context<'_, S>) -> bool {
-        if self.spans_logged || !meta.is_span() {
+        if self.spans_logged || !meta.is_span() || CALLER.with_borrow(Option::is_some) {
             return true;
         }
         ctx.lookup_current()
@@ -201,13 +190,16 @@ where
         let Some(span) = ctx.span(id) else {
             return;
         };
+        // A remote parent handed over makes the span a root continuing it.
+        let caller = CALLER.take();
         let parent = match attrs.parent() {
+            _ if caller.is_some() => None,
             Some(parent) => ctx.span(parent),
             None if attrs.is_contextual() => ctx.lookup_current(),
             None => None,
         };
         let exporter = &self.exporter;
-        let (context, parent, decided) = match parent.and_then(|p| exporter.context_at(&p)) {
+        let (context, parent) = match parent.and_then(|p| exporter.context_at(&p)) {
             // In a trace not sampled: nothing to record (its context is its root's).
             Some(parent) if !parent.is_sampled() => return,
             Some(parent) => (
@@ -219,25 +211,23 @@ where
                     parent.trace_state().clone(),
                 ),
                 parent.span_id(),
-                true,
             ),
-            None => (
-                SpanContext::new(
-                    exporter.ids.new_trace_id(),
-                    exporter.ids.new_span_id(),
-                    TraceFlags::default(),
-                    false,
-                    TraceState::NONE,
-                ),
-                SpanId::INVALID,
-                false,
-            ),
+            None => {
+                let context = exporter.decide(attrs.metadata().name(), caller.as_ref());
+                if !context.is_sampled() {
+                    span.extensions_mut().insert(State::Dropped(context));
+                    return;
+                }
+                let parent = caller
+                    .as_ref()
+                    .map_or(SpanId::INVALID, SpanContext::span_id);
+                (context, parent)
+            }
         };
         let mut recording = Recording {
             context,
             parent,
-            caller: None,
-            decided,
+            remote_parent: caller.is_some(),
             name: Cow::Borrowed(attrs.metadata().name()),
             kind: SpanKind::Internal,
             start: SystemTime::now(),
@@ -299,12 +289,7 @@ where
         let Some(span) = ctx.span(&id) else {
             return;
         };
-        let Some(mut state) = span.extensions_mut().remove::<State>() else {
-            return;
-        };
-        if self.exporter.decide(&mut state).is_sampled()
-            && let State::Recording(recording) = state
-        {
+        if let Some(State::Recording(recording)) = span.extensions_mut().remove::<State>() {
             self.exporter.export(*recording);
         }
     }
@@ -413,28 +398,21 @@ pub(super) fn current(exporter: &Exporter) -> Option<SpanContext> {
         .flatten()
 }
 
-/// Makes `span`, a root not yet decided, continue the remote span `caller` (ignored
-/// for any other span).
-pub(super) fn continue_remote(span: &tracing::Span, caller: SpanContext) {
-    span.with_subscriber(|(id, dispatch)| {
-        let registry = dispatch.downcast_ref::<Registry>()?;
-        let span = registry.span(id)?;
-        let mut extensions = span.extensions_mut();
-        if let Some(State::Recording(recording)) = extensions.get_mut::<State>()
-            && !recording.decided
-        {
-            recording.context = SpanContext::new(
-                caller.trace_id(),
-                recording.context.span_id(),
-                TraceFlags::default(),
-                false,
-                caller.trace_state().clone(),
-            );
-            recording.parent = caller.span_id();
-            recording.caller = Some(caller);
-        }
-        Some(())
-    });
+thread_local! {
+    /// The remote parent of the span being made on this thread by [`child_of_remote`].
+    static CALLER: RefCell<Option<SpanContext>> = const { RefCell::new(None) };
+}
+
+/// The span `make` returns, a root continuing the remote span `caller`.
+pub(super) fn child_of_remote(
+    caller: SpanContext,
+    make: &mut dyn FnMut() -> tracing::Span,
+) -> tracing::Span {
+    CALLER.set(Some(caller));
+    let span = make();
+    // Not taken when no span was made (no layer wanted it).
+    CALLER.take();
+    span
 }
 
 /// A W3C `traceparent` (`00-<trace id>-<span id>-<flags>`) as a remote span context;

@@ -12,13 +12,18 @@ mod store;
 
 use std::sync::Arc;
 
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
 use axum::extract::{MatchedPath, Request};
-use axum::middleware::Next;
+use axum::http::Method;
 use axum::response::Response;
 use opentelemetry_otlp::{Protocol, WithExportConfig, WithHttpConfig};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::trace::{BatchSpanProcessor, Config, SpanProcessor};
 use service_graph::trace_context::{self, Propagator};
+use tower::Service;
 use tracing::{Instrument, Span};
 use tracing_subscriber::filter::{EnvFilter, LevelFilter};
 use tracing_subscriber::{Layer, Registry};
@@ -136,34 +141,81 @@ impl Propagator for W3c {
         layer::current(&self.0).map(|context| layer::traceparent(&context))
     }
 
-    fn set_parent(&self, span: &Span, traceparent: &str) {
-        if let Some(caller) = layer::parse_traceparent(traceparent) {
-            layer::continue_remote(span, caller);
+    fn child_of(&self, traceparent: &str, make: &mut dyn FnMut() -> Span) -> Span {
+        match layer::parse_traceparent(traceparent) {
+            Some(caller) => layer::child_of_remote(caller, make),
+            None => make(),
         }
+    }
+}
+
+/// The layer giving each request the span [`TraceRequest`] makes (a tower layer rather
+/// than axum's `from_fn`, which clones and boxes the router for every request).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct TraceRequests;
+
+impl<S> tower::Layer<S> for TraceRequests {
+    type Service = TraceRequest<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        TraceRequest(inner)
     }
 }
 
 /// The span of one request, the root of its trace or a child of the `traceparent` it
 /// carries, named after its route template once the router matched one (it hands it
 /// out on the response: `RouterOptions::trace_routes`).
-pub(crate) async fn trace_request(request: Request, next: Next) -> Response {
-    let method = request.method().clone();
-    let span = tracing::trace_span!(
-        "http.request",
-        otel.name = %method,
-        otel.kind = "server",
-        http.request.method = %method,
-        url.path = request.uri().path(),
-        http.route = tracing::field::Empty,
-        http.response.status_code = tracing::field::Empty,
-        otel.status_code = tracing::field::Empty,
-    );
-    if let Some(traceparent) = request.headers().get("traceparent")
-        && let Ok(traceparent) = traceparent.to_str()
-    {
-        trace_context::set_parent(&span, traceparent);
+#[derive(Clone, Debug)]
+pub(crate) struct TraceRequest<S>(S);
+
+impl<S> Service<Request> for TraceRequest<S>
+where
+    S: Service<Request, Response = Response, Error = Infallible>,
+    S::Future: Send + 'static,
+{
+    type Response = Response;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.0.poll_ready(cx)
     }
-    let response = next.run(request).instrument(span.clone()).await;
+
+    fn call(&mut self, request: Request) -> Self::Future {
+        let method = request.method().clone();
+        let span = request_span(&request);
+        // In the span: a layer may start its work as it is called.
+        let answered = span.in_scope(|| self.0.call(request)).instrument(span);
+        Box::pin(async move {
+            let mut answered = std::pin::pin!(answered);
+            let response = answered.as_mut().await?;
+            record_response(answered.span(), &method, &response);
+            Ok(response)
+        })
+    }
+}
+
+fn request_span(request: &Request) -> Span {
+    let method = request.method();
+    let traceparent = request
+        .headers()
+        .get("traceparent")
+        .and_then(|traceparent| traceparent.to_str().ok());
+    trace_context::child_of(traceparent, || {
+        tracing::trace_span!(
+            "http.request",
+            otel.name = %method,
+            otel.kind = "server",
+            http.request.method = %method,
+            url.path = request.uri().path(),
+            http.route = tracing::field::Empty,
+            http.response.status_code = tracing::field::Empty,
+            otel.status_code = tracing::field::Empty,
+        )
+    })
+}
+
+fn record_response(span: &Span, method: &Method, response: &Response) {
     if let Some(route) = response.extensions().get::<MatchedPath>() {
         span.record("http.route", route.as_str());
         span.record(
@@ -176,7 +228,6 @@ pub(crate) async fn trace_request(request: Request, next: Next) -> Response {
     if status.is_server_error() {
         span.record("otel.status_code", "ERROR");
     }
-    response
 }
 
 #[cfg(test)]

@@ -43,7 +43,8 @@ macro_rules! traced {
                     let call = self.0.$method($($arg),*);
                     // Background work outside any span (sweepers, pollers) starts no
                     // trace of its own per call.
-                    if tracing::Span::current().is_none() {
+                    // (The dispatcher's current span: no handle cloned and dropped.)
+                    if tracing::dispatcher::get_default(|d| !d.current_span().is_known()) {
                         return call.await;
                     }
                     call.instrument(tracing::trace_span!(
