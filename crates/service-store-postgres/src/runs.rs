@@ -586,20 +586,24 @@ impl RunsRepo for Db {
         let with_delivery = delivery.is_some();
         let client = self.client().await?;
         let settle = |next: Option<ClaimNext>| {
-            let (next_run, next_at) = (next.map(|next| next.run_id), next.map(|next| at(next.now)));
+            let claim = next.map(|next| (next.run_id, at(next.now)));
             let client = &client;
             let mirror = &mirror;
             let delivery = &delivery;
             let (status, cancelled, error) = (&status, &cancelled, &error);
             async move {
                 let delivery_params = delivery.as_ref().map(DeliveryParams::params);
+                let claim_params = claim
+                    .as_ref()
+                    .map(|(run, at)| [run as &(dyn ToSql + Sync), at]);
                 client
                     .query_opt_cached(
-                        settle_and_mirror_sql(with_delivery),
+                        settle_and_mirror_sql(claim.is_some(), with_delivery),
                         &[
                             &[&run_id as &(dyn ToSql + Sync)][..],
                             &mirror.params(),
-                            &[status, cancelled, error, &next_run, &next_at],
+                            &[status, cancelled, error],
+                            claim_params.as_ref().map_or(&[][..], |params| &params[..]),
                             delivery_params
                                 .as_ref()
                                 .map_or(&[][..], |params| &params[..]),
@@ -638,13 +642,17 @@ impl RunsRepo for Db {
             None
         };
         let delivery = Self::inserted_delivery(&row, &run, settlement, now)?;
-        // The claimed run's columns follow the settled run's, `others_wait` and, with a
-        // delivery, its id.
+        // The claimed run's columns, when the statement claimed, follow the settled
+        // run's, `others_wait` and, with a delivery, its id.
         let next_at = SETTLED_COLUMNS.split(',').count() + 1 + usize::from(with_delivery);
-        let next = columns
-            .column_at::<Option<Uuid>>(next_at)?
-            .map(|_| run_at(&row, next_at))
-            .transpose()?;
+        let next = if row.len() > next_at {
+            columns
+                .column_at::<Option<Uuid>>(next_at)?
+                .map(|_| run_at(&row, next_at))
+                .transpose()?
+        } else {
+            None
+        };
         Ok(SettledAndMirrored {
             settled: Settled {
                 run,

@@ -13,16 +13,31 @@ use super::*;
 /// the snapshot from before the settle: this run is still active there, so it is left
 /// out of the first, and a next run of its own thread is not claimed.
 ///
+/// `with_claim: false` leaves the claim out (and `$11`, `$12`): a statement whose
+/// claim could be given a NULL run would be planned afresh at every execution, as
+/// PostgreSQL's custom plan for a NULL folds the claim away and so always looks
+/// cheaper than the generic plan, and planning the claim's checks costs more than
+/// executing the whole settle.
+///
 /// `with_delivery`: the run's webhook delivery row is inserted by the same statement
-/// ([`delivered_cte`] from `$13`), and its id returned after `others_wait`.
-fn settle_and_mirror_text(with_delivery: bool) -> String {
+/// ([`delivered_cte`] after the other parameters), and its id returned after
+/// `others_wait`.
+fn settle_and_mirror_text(with_claim: bool, with_delivery: bool) -> String {
     let (delivery, delivered) = if with_delivery {
         (
-            delivered_cte(13, "$6", "$8"),
+            delivered_cte(if with_claim { 13 } else { 11 }, "$6", "$8"),
             ", (SELECT delivery_id FROM delivered) AS delivery_id",
         )
     } else {
         (String::new(), "")
+    };
+    let (claim, claimed) = if with_claim {
+        (
+            CLAIM_CTE.as_str(),
+            ", claimed.* FROM settled LEFT JOIN claimed ON true",
+        )
+    } else {
+        ("", " FROM settled")
     };
     format!(
         "WITH settled AS (
@@ -42,7 +57,15 @@ fn settle_and_mirror_text(with_delivery: bool) -> String {
              UPDATE threads SET {MIRROR_SET}
              FROM waiting, settled
              WHERE threads.thread_id = settled.thread_id AND settled.status = $8
-             RETURNING waiting.runs_wait),
+             RETURNING waiting.runs_wait){claim}{delivery}
+         SELECT settled.*, (SELECT runs_wait FROM mirrored) AS others_wait{delivered}{claimed}"
+    )
+}
+
+/// The next run's claim of [`settle_and_mirror_text`]: `$11` the run, `$12` now.
+static CLAIM_CTE: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        ",
          claimed AS (
              UPDATE runs SET status = 'running', updated_at = $12, started = true
              WHERE run_id = $11 AND status = 'pending' AND available_at <= $12
@@ -53,11 +76,9 @@ fn settle_and_mirror_text(with_delivery: bool) -> String {
                AND NOT EXISTS (
                    SELECT 1 FROM thread_state_holds hold
                    WHERE hold.thread_id = runs.thread_id AND hold.held_until > $12)
-             RETURNING {COLUMNS}){delivery}
-         SELECT settled.*, (SELECT runs_wait FROM mirrored) AS others_wait{delivered}, claimed.*
-         FROM settled LEFT JOIN claimed ON true"
+             RETURNING {COLUMNS})"
     )
-}
+});
 
 /// `, delivered AS (...)`: inserts the settled run's webhook delivery row when the run
 /// had started, with [`DeliveryParams`] from `$first` on (pending, or already leased
@@ -120,14 +141,13 @@ pub(super) fn settle_sql(with_delivery: bool) -> &'static str {
     }
 }
 
-pub(super) fn settle_and_mirror_sql(with_delivery: bool) -> &'static str {
-    static PLAIN: LazyLock<String> = LazyLock::new(|| settle_and_mirror_text(false));
-    static WITH_DELIVERY: LazyLock<String> = LazyLock::new(|| settle_and_mirror_text(true));
-    if with_delivery {
-        WITH_DELIVERY.as_str()
-    } else {
-        PLAIN.as_str()
-    }
+pub(super) fn settle_and_mirror_sql(with_claim: bool, with_delivery: bool) -> &'static str {
+    static TEXTS: LazyLock<[[String; 2]; 2]> = LazyLock::new(|| {
+        [false, true].map(|with_claim| {
+            [false, true].map(|with_delivery| settle_and_mirror_text(with_claim, with_delivery))
+        })
+    });
+    &TEXTS[usize::from(with_claim)][usize::from(with_delivery)]
 }
 
 /// The parameters of [`delivered_cte`]: the new row's id, the request's truncation
