@@ -125,24 +125,9 @@ pub async fn delivery_failure_schedules_retry(factory: Factory) {
     );
     assert_eq!(failed.delivery.last_error.as_deref(), Some("HTTP 500"));
     assert!(failed.payload.is_some() && failed.delivery.replayable);
-    assert!(
-        repo(&h)
-            .claim_due(h.now(), lease(&h), 10)
-            .await
-            .expect("claim due")
-            .is_empty()
-    );
+    assert_eq!(due_attempts(&h).await, []);
     h.advance_minutes(5.0);
-    let due = repo(&h)
-        .claim_due(h.now(), lease(&h), 10)
-        .await
-        .expect("claim due");
-    assert_eq!(
-        due.iter()
-            .map(|r| (r.delivery.delivery_id, r.delivery.attempt))
-            .collect::<Vec<_>>(),
-        vec![(id, 2)]
-    );
+    assert_eq!(due_attempts(&h).await, vec![(id, 2)]);
 }
 
 /// Exhausted attempts make the row dead; its payload is kept until retain_until, then
@@ -188,16 +173,7 @@ pub async fn delivery_replay_makes_undelivered_due_now(factory: Factory) {
         (replayed.status, replayed.next_attempt_at),
         (DeliveryStatus::Pending, Some(h.now()))
     );
-    let due = repo(&h)
-        .claim_due(h.now(), lease(&h), 10)
-        .await
-        .expect("claim due");
-    assert_eq!(
-        due.iter()
-            .map(|r| (r.delivery.delivery_id, r.delivery.attempt))
-            .collect::<Vec<_>>(),
-        vec![(id, 2)]
-    );
+    assert_eq!(due_attempts(&h).await, vec![(id, 2)]);
 }
 
 /// Replaying a delivered delivery is a conflict (HTTP 409) and changes nothing.
@@ -277,33 +253,10 @@ pub async fn delivery_claim_due_is_exclusive_and_recovers_stalled(factory: Facto
     let h = Harness::new(&factory).await;
     let row = settled_delivery(&h).await;
     let id = row.delivery.delivery_id;
-    assert_eq!(
-        repo(&h)
-            .claim_due(h.now(), lease(&h), 10)
-            .await
-            .expect("claim due")
-            .len(),
-        1
-    );
-    assert!(
-        repo(&h)
-            .claim_due(h.now(), lease(&h), 10)
-            .await
-            .expect("claim due")
-            .is_empty()
-    );
+    assert_eq!(due_attempts(&h).await, [(id, 1)]);
+    assert_eq!(due_attempts(&h).await, []);
     h.advance_minutes(1.0);
-    let reclaimed = repo(&h)
-        .claim_due(h.now(), lease(&h), 10)
-        .await
-        .expect("claim due");
-    assert_eq!(
-        reclaimed
-            .iter()
-            .map(|r| (r.delivery.delivery_id, r.delivery.attempt))
-            .collect::<Vec<_>>(),
-        vec![(id, 2)]
-    );
+    assert_eq!(due_attempts(&h).await, vec![(id, 2)]);
 }
 
 /// Deleting the thread or the run leaves its deliveries in place.
@@ -419,14 +372,7 @@ pub async fn delivery_leased_at_settle_is_its_first_attempt(factory: Factory) {
             "held by the settle's caller"
         );
     }
-    assert!(
-        repo(&h)
-            .claim_due(h.now(), lease(&h), 10)
-            .await
-            .expect("claim due")
-            .is_empty(),
-        "leased rows are not due"
-    );
+    assert_eq!(due_attempts(&h).await, [], "leased rows are not due");
     let id = settled_id(&h, plain).await;
     let done = repo(&h)
         .finish_attempt(id, AttemptOutcome::Delivered)
@@ -456,24 +402,9 @@ pub async fn delivery_leased_at_settle_is_retried_when_its_lease_ends(factory: F
         .expect("delivery row");
     let id = row.delivery.delivery_id;
     h.advance_minutes(0.5);
-    assert!(
-        repo(&h)
-            .claim_due(h.now(), lease(&h), 10)
-            .await
-            .expect("claim due")
-            .is_empty()
-    );
+    assert_eq!(due_attempts(&h).await, []);
     h.advance_minutes(0.5);
-    let due = repo(&h)
-        .claim_due(h.now(), lease(&h), 10)
-        .await
-        .expect("claim due");
-    assert_eq!(
-        due.iter()
-            .map(|r| (r.delivery.delivery_id, r.delivery.attempt))
-            .collect::<Vec<_>>(),
-        vec![(id, 2)]
-    );
+    assert_eq!(due_attempts(&h).await, vec![(id, 2)]);
 }
 
 /// The rows awaiting a retry are those whose attempt failed and that are neither
@@ -530,4 +461,15 @@ pub async fn store_has_no_deliveries_repository(factory: Factory) {
         h.store.deliveries().is_none() && !h.store.capabilities().deliveries,
         "declared `without: [deliveries]`, but the store has a deliveries repository"
     );
+}
+
+/// Claims the rows due now: each one's id and attempt number.
+async fn due_attempts(h: &Harness) -> Vec<(Uuid, u32)> {
+    repo(h)
+        .claim_due(h.now(), lease(h), 10)
+        .await
+        .expect("claim due")
+        .iter()
+        .map(|row| (row.delivery.delivery_id, row.delivery.attempt))
+        .collect()
 }
