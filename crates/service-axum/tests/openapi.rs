@@ -1,7 +1,7 @@
 //! The OpenAPI document at `/openapi.json` describes every route the router serves
 //! (taken from the router's own table, so a route added without an operation fails
 //! here), each with its answers' schemas; the resources' schemas carry the fields
-//! shared/contract/types.md says the SDKs rely on; `/docs` renders it with nothing
+//! the SDKs' wire contract says they rely on; `/docs` renders it with nothing
 //! loaded from elsewhere.
 
 mod support;
@@ -178,8 +178,8 @@ async fn every_operation_says_what_it_answers_with_a_schema() {
     }
 }
 
-/// The fields each resource always carries (the "Req: yes" rows of
-/// shared/contract/types.md), which the SDKs read without checking.
+/// The fields each resource always carries (the required fields of the SDKs' wire
+/// contract for each type), which the SDKs read without checking.
 #[tokio::test]
 async fn resource_schemas_require_the_fields_the_sdks_rely_on() {
     let document = document(&support::app_with(RouterOptions::default()).await).await;
