@@ -95,17 +95,7 @@ fn a_head_that_trickles_in_is_cut_off_with_a_408_and_an_idle_connection_is_close
     let mut answer = String::new();
     slow.read_to_string(&mut answer)
         .expect("the server closes the connection");
-    let (head, body) = answer.split_once("\r\n\r\n").expect("an answer");
-    assert!(head.starts_with("HTTP/1.1 408"), "{answer}");
-    let body: serde_json::Value = serde_json::from_str(body).unwrap();
-    assert_eq!(body["status"], 408);
-    assert!(
-        body["message"]
-            .as_str()
-            .unwrap()
-            .contains("SERVICE_HEADER_READ_TIMEOUT_MS"),
-        "{body}"
-    );
+    assert_timed_out_naming(&answer, "SERVICE_HEADER_READ_TIMEOUT_MS");
 
     // A connection that never sends, and one kept alive after its answer, are closed
     // without a word.
@@ -163,17 +153,7 @@ fn a_body_that_trickles_in_is_cut_off_with_a_408() {
         }
     }
     let answer = String::from_utf8_lossy(&answer);
-    let (head, body) = answer.split_once("\r\n\r\n").expect("an answer");
-    assert!(head.starts_with("HTTP/1.1 408"), "{answer}");
-    let body: serde_json::Value = serde_json::from_str(body).unwrap();
-    assert_eq!(body["status"], 408);
-    assert!(
-        body["message"]
-            .as_str()
-            .unwrap()
-            .contains("SERVICE_BODY_READ_TIMEOUT_MS"),
-        "{body}"
-    );
+    assert_timed_out_naming(&answer, "SERVICE_BODY_READ_TIMEOUT_MS");
     // A body sent whole is read as ever.
     let reply = call(&server, "POST", "/threads", &[], Some(json!({})));
     assert_eq!(reply.status, 200, "{reply:?}");
@@ -241,4 +221,13 @@ fn one_address_holds_at_most_its_share_of_streams_and_waits() {
     }
     assert!(freed, "a closed stream's slot is released");
     ok(&server);
+}
+
+/// A raw answer is a 408 whose JSON message names the knob that timed it out.
+fn assert_timed_out_naming(answer: &str, knob: &str) {
+    let (head, body) = answer.split_once("\r\n\r\n").expect("an answer");
+    assert!(head.starts_with("HTTP/1.1 408"), "{answer}");
+    let body: serde_json::Value = serde_json::from_str(body).unwrap();
+    assert_eq!(body["status"], 408);
+    assert!(body["message"].as_str().unwrap().contains(knob), "{body}");
 }

@@ -114,6 +114,16 @@ fn an_adapter_that_raises_is_a_503_naming_the_adapter_and_its_error() {
             ("SERVICE_PYTHON_WORKERS", "1"),
         ],
     );
+    every_store_route_fails_naming(
+        &server,
+        "./store.py:down",
+        "ConnectionError: the notes database is down",
+    );
+}
+
+/// Every store route answers 503 `store_adapter_failed`, its message naming the adapter
+/// and the error it raised.
+fn every_store_route_fails_naming(server: &support::Instance, adapter: &str, error: &str) {
     let put = json!({"namespace": ["notes"], "key": "a", "value": {"text": "x"}});
     let search = json!({"namespace_prefix": ["notes"]});
     for (method, path, body) in [
@@ -122,13 +132,12 @@ fn an_adapter_that_raises_is_a_503_naming_the_adapter_and_its_error() {
         ("POST", "/store/items/search", Some(search)),
         ("POST", "/store/namespaces", Some(json!({}))),
     ] {
-        let reply = call(&server, method, path, &[], body);
+        let reply = call(server, method, path, &[], body);
         assert_eq!(reply.status, 503, "{method} {path}: {reply:?}");
         assert_eq!(reply.body["code"], "store_adapter_failed", "{reply:?}");
         let message = reply.body["message"].as_str().unwrap_or_default();
         assert!(
-            message.contains("./store.py:down")
-                && message.contains("ConnectionError: the notes database is down"),
+            message.contains(adapter) && message.contains(error),
             "{method} {path}: {message}"
         );
     }
@@ -340,30 +349,11 @@ fn a_js_adapter_that_throws_is_a_503_naming_the_adapter_and_its_error() {
         ],
         &[("SERVICE_NODE_WORKERS", "1")],
     );
-    for (method, path, body) in [
-        (
-            "PUT",
-            "/store/items",
-            Some(json!({"namespace": ["notes"], "key": "a", "value": {"text": "x"}})),
-        ),
-        ("GET", "/store/items?namespace=notes&key=a", None),
-        (
-            "POST",
-            "/store/items/search",
-            Some(json!({"namespace_prefix": ["notes"]})),
-        ),
-        ("POST", "/store/namespaces", Some(json!({}))),
-    ] {
-        let reply = call(&server, method, path, &[], body);
-        assert_eq!(reply.status, 503, "{method} {path}: {reply:?}");
-        assert_eq!(reply.body["code"], "store_adapter_failed", "{reply:?}");
-        let message = reply.body["message"].as_str().unwrap_or_default();
-        assert!(
-            message.contains("./store.ts:down")
-                && message.contains("Error: the notes database is down"),
-            "{method} {path}: {message}"
-        );
-    }
+    every_store_route_fails_naming(
+        &server,
+        "./store.ts:down",
+        "Error: the notes database is down",
+    );
 }
 
 #[test]
