@@ -9,7 +9,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use service_graph::{
     CheckpointConfig, CheckpointListOptions, CheckpointTuple, Checkpointer, GraphError, NamedStep,
-    NewCheckpoint, new_checkpoint_id,
+    new_checkpoint_id,
 };
 use service_types::{JsonText, Metadata, PruneStrategy};
 
@@ -292,80 +292,11 @@ pub async fn put_after_writes_records_the_writes_then_the_checkpoint(saver: &dyn
     assert_eq!(all(saver, "t").await.len(), 2, "nothing stored");
 }
 
-/// A run's start: the input checkpoint follows the named one, the writes asked for
-/// with the input checkpoint's id land on it, and the next checkpoint follows it; on a
-/// new thread too. Writes on a new thread's first checkpoint are asked for with its id.
-pub async fn put_with_next_stores_input_writes_then_next(saver: &dyn Checkpointer) {
-    let parent = chain(saver, "t", &["r"]).await.remove(0);
-    let asked = std::sync::Mutex::new(Vec::new());
-    let task_writes_on = |input_id: &str| {
-        asked.lock().unwrap().push(input_id.to_owned());
-        vec![(
-            format!("start-of-{input_id}"),
-            vec![("out".to_owned(), json!({"in": 1}))],
-        )]
-    };
-    let new = |step: i64| NewCheckpoint {
-        checkpoint: body(json!({"step": step})),
-        metadata: meta(json!({"step": step})),
-    };
-    let (input, next) = saver
-        .put_with_next(&parent, new(1), &task_writes_on, new(2))
-        .await
-        .unwrap();
-    let input_id = input.checkpoint_id.clone().expect("an id");
-    assert_eq!(*asked.lock().unwrap(), vec![input_id.clone()]);
-    let tuples = all(saver, "t").await;
-    assert_eq!(tuples.len(), 3);
-    assert_eq!(
-        (tuples[0].config.clone(), tuples[0].parent_config.clone()),
-        (next, Some(input.clone()))
-    );
-    assert_eq!(tuples[0].checkpoint, json!({"step": 2}));
-    assert_eq!(
-        (tuples[1].config.clone(), tuples[1].parent_config.clone()),
-        (input, Some(parent))
-    );
-    assert_eq!(tuples[1].checkpoint, json!({"step": 1}));
-    let writes: Vec<_> = tuples[1]
-        .pending_writes
-        .iter()
-        .map(|w| (w.task_id.clone(), w.channel.clone(), w.value.clone()))
-        .collect();
-    assert_eq!(
-        writes,
-        vec![(
-            format!("start-of-{input_id}"),
-            "out".into(),
-            json!({"in": 1})
-        )]
-    );
-    assert!(tuples[0].pending_writes.is_empty());
-
-    let (input, next) = saver
-        .put_with_next(
-            &CheckpointConfig::new("fresh", None),
-            new(-1),
-            &task_writes_on,
-            new(0),
-        )
-        .await
-        .unwrap();
-    let tuples = all(saver, "fresh").await;
-    assert_eq!(
-        tuples
-            .iter()
-            .map(|t| (t.config.clone(), t.parent_config.clone()))
-            .collect::<Vec<_>>(),
-        vec![(next, Some(input.clone())), (input, None)]
-    );
-    assert_eq!(tuples[1].pending_writes.len(), 1);
-}
-
 /// Supersteps written behind a run: each step follows the one before it (the first
 /// the named checkpoint) under the id the runtime minted, and its writes land on its
-/// parent, a rewrite of a task and channel keeping the last value. A first step with
-/// writes on an unknown parent stores nothing.
+/// parent, a rewrite of a task and channel keeping the last value; on a new thread the
+/// first step has no parent. A first step with writes on an unknown parent stores
+/// nothing.
 pub async fn put_steps_stores_each_step_after_the_one_before(saver: &dyn Checkpointer) {
     let parent = chain(saver, "t", &["r"]).await.remove(0);
     let ids = [new_checkpoint_id(), new_checkpoint_id()];
@@ -436,6 +367,30 @@ pub async fn put_steps_stores_each_step_after_the_one_before(saver: &dyn Checkpo
         "{refused:?}"
     );
     assert_eq!(all(saver, "t").await.len(), 3, "nothing stored");
+
+    // A run's start on a new thread: its input checkpoint has no parent, and the
+    // `__start__` writes land on it.
+    let (input, next) = (new_checkpoint_id(), new_checkpoint_id());
+    saver
+        .put_steps(
+            &CheckpointConfig::new("fresh", None),
+            vec![
+                step(&input, -1, vec![]),
+                step(&next, 0, vec![output("start", &[5])]),
+            ],
+        )
+        .await
+        .unwrap();
+    let tuples = all(saver, "fresh").await;
+    let at = |id: &str| Some(CheckpointConfig::new("fresh", Some(id.to_owned())));
+    assert_eq!(
+        tuples
+            .iter()
+            .map(|t| (t.id().to_owned(), t.parent_config.clone()))
+            .collect::<Vec<_>>(),
+        vec![(next.clone(), at(&input)), (input.clone(), None)]
+    );
+    assert_eq!(writes(&tuples[1]), vec![("start".into(), json!(5))]);
 }
 
 /// Merged metadata replaces the same keys and keeps the others, on the named checkpoint
@@ -559,7 +514,6 @@ macro_rules! checkpointer_tests {
             filter_is_per_key_equality_not_containment,
             merged_metadata_replaces_keys_of_one_checkpoint,
             put_after_writes_records_the_writes_then_the_checkpoint,
-            put_with_next_stores_input_writes_then_next,
             put_steps_stores_each_step_after_the_one_before,
             named_checkpoints_keep_the_runtime_id,
         ]);

@@ -129,6 +129,19 @@ async def test_a_run_with_a_webhook_reaches_the_receiver_signed(client, thread, 
     assert replay.status_code == 409
 
 
+async def test_a_stateless_run_tells_its_state_at_the_end_though_its_thread_is_gone(client, receiver):
+    """A stateless run's thread is deleted as it settles; the webhook still carries the
+    state the run ended in, when it succeeded and when it failed."""
+    hello = {"messages": [{"type": "human", "content": "hook me"}]}
+    await client.runs.wait(None, "echo", input=hello, webhook=receiver.url)
+    await client.runs.wait(None, "fail", input=hello, webhook=receiver.url, raise_error=False)
+    deliveries = await arrived(receiver, 2)
+    by_status = {d["body"]["status"]: d["body"] for d in deliveries}
+    assert [m["content"] for m in by_status["success"]["values"]["messages"]] == ["hook me", "echo: hook me"]
+    assert [m["content"] for m in by_status["error"]["values"]["messages"]] == ["hook me"]
+    assert "boom" in by_status["error"]["error"]
+
+
 async def test_a_refused_delivery_is_retried_with_the_same_id(client, thread):
     receiver = Receiver(fail_first=1)
     try:

@@ -15,7 +15,6 @@ use async_trait::async_trait;
 use serde_json::Value;
 use service_graph::{
     CheckpointConfig, CheckpointListOptions, CheckpointTuple, Checkpointer, GraphError, NamedStep,
-    NewCheckpoint,
 };
 use service_types::{JsonText, Metadata, PruneStrategy};
 use tokio::sync::Notify;
@@ -192,20 +191,6 @@ impl Checkpointer for FencedSaver {
         let _writing = self.fences.begin(&metadata)?;
         self.inner
             .put_after_writes(config, task_writes, checkpoint, metadata)
-            .await
-    }
-
-    async fn put_with_next(
-        &self,
-        config: &CheckpointConfig,
-        input: NewCheckpoint,
-        task_writes_on: &(dyn for<'id> Fn(&'id str) -> Vec<(String, Vec<(String, Value)>)> + Sync),
-        next: NewCheckpoint,
-    ) -> Result<(CheckpointConfig, CheckpointConfig), GraphError> {
-        let _writing = self.fences.begin(&input.metadata)?;
-        let _next_writing = self.fences.begin(&next.metadata)?;
-        self.inner
-            .put_with_next(config, input, task_writes_on, next)
             .await
     }
 

@@ -57,6 +57,11 @@ pub struct RunOptions {
     /// children of that request's (`service_graph::trace_context`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub traceparent: Option<String>,
+    /// The thread was made with the run, which a worker took as it was created: no
+    /// checkpoint can be on it yet. Known only to that worker (a retry after a crash
+    /// may find the first attempt's), so never stored.
+    #[serde(skip)]
+    pub thread_is_new: bool,
 }
 
 /// Why a run's stored options cannot be used.
@@ -149,6 +154,7 @@ impl RunOptions {
                 }
             })),
             traceparent: service_graph::trace_context::current(),
+            thread_is_new: false,
         }
     }
 
@@ -220,6 +226,8 @@ impl RunOptions {
             context: self.context.clone(),
             metadata,
             durability: self.durability.unwrap_or_default(),
+            thread_is_new: self.thread_is_new,
+            thread_is_discarded: self.discards_thread(),
         }
     }
 }

@@ -314,6 +314,7 @@ impl Engine {
             assistant_as_read: Some(service_store::AssistantStamp::of(assistant)),
             claimed: claimed.is_some(),
         };
+        let thread_is_new = matches!(thread, RunThread::New(_));
         let run = match thread {
             // The thread names the graph and assistant of its latest run, and is busy as
             // its row becomes claimable, in the same step (a thread made for this run
@@ -371,6 +372,7 @@ impl Engine {
                 run_id,
                 handles,
                 claimed: Some(run.clone()),
+                thread_is_new,
             };
             self.inner.scheduler.hand_over(promise, next);
         } else if available_at > self.now() {

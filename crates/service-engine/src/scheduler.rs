@@ -35,6 +35,8 @@ pub(crate) struct NextRun {
     pub(crate) run_id: Uuid,
     pub(crate) handles: ActiveRun,
     pub(crate) claimed: Option<Run>,
+    /// Its thread was made with it ([`crate::RunOptions::thread_is_new`]).
+    pub(crate) thread_is_new: bool,
 }
 
 /// An idle worker promised to a run being created claimed. Ended by
@@ -247,6 +249,7 @@ mod tests {
             run_id,
             handles: ActiveRun::default(),
             claimed: None,
+            thread_is_new: false,
         }
     }
 

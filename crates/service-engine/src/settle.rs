@@ -157,9 +157,14 @@ impl Settler {
         {
             tracing::error!(run_id = %run.run_id, %error, "rollback failed");
         }
+        let discard_thread = options.as_ref().is_some_and(RunOptions::discards_thread);
+        // A discarded thread's checkpoints may have stayed with its run (the state it
+        // hands over is then the only one), whatever the ending.
         let snapshot = match &graph {
             Some(graph) => match final_state.take() {
-                Some(snapshot) if matches!(ending, Ending::Completed) && !rolled_back => {
+                Some(snapshot)
+                    if discard_thread || matches!(ending, Ending::Completed) && !rolled_back =>
+                {
                     Some(snapshot)
                 }
                 _ => self.read_state(graph.as_ref(), &run).await,
@@ -210,7 +215,6 @@ impl Settler {
             interrupted: paused,
             webhook,
         };
-        let discard_thread = options.as_ref().is_some_and(RunOptions::discards_thread);
         // The outcome is mirrored in the settle's own step when the run settles as
         // planned; `mirrored` then says whether other runs wait on the thread.
         let mut delivery = None;

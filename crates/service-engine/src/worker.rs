@@ -50,7 +50,7 @@ impl Engine {
                             scheduler.wake_one();
                         }
                         let handles = self.inner.active.register(claimed.run.run_id);
-                        if let Some(next) = self.execute(claimed.run, handles, false).await {
+                        if let Some(next) = self.execute(claimed.run, handles, false, false).await {
                             self.execute_queued(next).await;
                         }
                         continue;
@@ -96,6 +96,7 @@ impl Engine {
             run_id,
             handles: self.inner.active.register(run_id),
             claimed: None,
+            thread_is_new: false,
         })
     }
 
@@ -126,7 +127,10 @@ impl Engine {
                     }
                 },
             };
-            match self.execute(run, next.handles, true).await {
+            match self
+                .execute(run, next.handles, true, next.thread_is_new)
+                .await
+            {
                 Some(following) => next = following,
                 None => return,
             }
@@ -134,17 +138,18 @@ impl Engine {
     }
 
     /// Runs a claimed run registered with `handles`; `registered_before_claim` says no
-    /// cancel can have been recorded unseen between its claim and its registration.
-    /// Returns the run this worker takes next, when it took one from its instance's
-    /// queue as this one settled.
+    /// cancel can have been recorded unseen between its claim and its registration,
+    /// `thread_is_new` that its thread was made with it. Returns the run this worker
+    /// takes next, when it took one from its instance's queue as this one settled.
     async fn execute(
         &self,
         run: Run,
         handles: ActiveRun,
         registered_before_claim: bool,
+        thread_is_new: bool,
     ) -> Option<NextRun> {
         let span = run_span(&run);
-        self.execute_traced(run, handles, registered_before_claim)
+        self.execute_traced(run, handles, registered_before_claim, thread_is_new)
             .instrument(span)
             .await
     }
@@ -154,6 +159,7 @@ impl Engine {
         run: Run,
         handles: ActiveRun,
         registered_before_claim: bool,
+        thread_is_new: bool,
     ) -> Option<NextRun> {
         let started = Instant::now();
         let started_at = self.now();
@@ -172,7 +178,8 @@ impl Engine {
         }
         let final_state = FinalState::default();
         let (options, driven) = match RunOptions::decode(&run) {
-            Ok(options) => {
+            Ok(mut options) => {
+                options.thread_is_new = thread_is_new;
                 let cancel = handles.cancel.clone();
                 let driving =
                     self.inner

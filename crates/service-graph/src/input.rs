@@ -54,6 +54,12 @@ pub struct StreamOptions {
     /// When the run's checkpoints are written: before the next superstep (`sync`) or
     /// while it runs (`async`, the default), all of them before the run ends.
     pub durability: Durability,
+    /// The thread was made with this run, which is its first: it holds no checkpoint,
+    /// so a runtime may skip reading one. `false` when not known so.
+    pub thread_is_new: bool,
+    /// The thread is deleted once the run settles (a stateless run's), so nothing
+    /// reads its checkpoints after the run: a runtime may keep them to itself.
+    pub thread_is_discarded: bool,
 }
 
 impl StreamOptions {
@@ -83,7 +89,9 @@ pub struct RunContext {
 /// so the engine need not read it back through `get_state` (a round trip to the
 /// checkpointer per run). An agent sets it only when its values, `next` and tasks
 /// are what `get_state` on the thread would return at that moment (the engine reads
-/// nothing else of it); left empty, the engine reads the state.
+/// nothing else of it); left empty, the engine reads the state. A run that kept a
+/// discarded thread's checkpoints to itself ([`StreamOptions::thread_is_discarded`])
+/// sets it to where they ended, whatever the ending: nobody else can read them.
 #[derive(Clone, Debug, Default)]
 pub struct FinalState(Arc<Mutex<Option<StateSnapshot>>>);
 

@@ -27,12 +27,12 @@ use wire::{Counts, Proxy};
 
 /// (statements, round trips, transactions) of one operation of each kind.
 const EXPECTED: &[(&str, [u64; 3])] = &[
-    ("stateless wait (echo)", [7, 7, 7]),
+    ("stateless wait (echo)", [4, 4, 4]),
     (
         "thread wait, new thread (echo, if_not_exists=create)",
-        [5, 5, 5],
+        [3, 3, 3],
     ),
-    ("thread wait, existing thread (echo)", [6, 6, 6]),
+    ("thread wait, existing thread (echo)", [5, 5, 5]),
     (
         "stream, existing thread (steps n=5, values+updates+custom, durability=sync)",
         [10, 10, 10],
@@ -41,9 +41,9 @@ const EXPECTED: &[(&str, [u64; 3])] = &[
         "stream, existing thread (steps n=10, values+updates+custom, durability=sync)",
         [15, 15, 15],
     ),
-    ("interrupt + resume (approval, two waits)", [14, 14, 14]),
-    ("stateless wait + webhook", [8, 8, 8]),
-    ("thread wait, new thread + webhook", [6, 6, 6]),
+    ("interrupt + resume (approval, two waits)", [13, 13, 13]),
+    ("stateless wait + webhook", [5, 5, 5]),
+    ("thread wait, new thread + webhook", [4, 4, 4]),
 ];
 
 /// Kinds whose count depends on how far the run gets ahead of its checkpoints (the
@@ -53,12 +53,12 @@ const EXPECTED: &[(&str, [u64; 3])] = &[
 const BOUNDED: &[(&str, [u64; 3], [u64; 3])] = &[
     (
         "stream, existing thread (steps n=5, values+updates+custom)",
-        [6, 6, 6],
+        [5, 5, 5],
         [10, 10, 10],
     ),
     (
         "stream, existing thread (steps n=10, values+updates+custom)",
-        [6, 6, 6],
+        [5, 5, 5],
         [15, 15, 15],
     ),
 ];

@@ -104,8 +104,13 @@ impl CompiledGraph {
         let emit = Emitter::new(tx, &self.def.name, &options);
         // Without a thread the run still needs checkpoints; keep them private to it
         // (and its final state, which no thread's `get_state` would return; nor would
-        // it return a state kept under a checkpoint namespace).
+        // it return a state kept under a checkpoint namespace). So are a thread's that
+        // is deleted after the run: nobody reads them.
         let (saver, thread, final_state) = match options.config.checkpoint_config() {
+            Some(thread) if options.thread_is_discarded => {
+                let saver: Arc<dyn Checkpointer> = Arc::new(InMemorySaver::new());
+                (saver, thread, ctx.final_state)
+            }
             Some(thread) => {
                 let final_state = if thread.checkpoint_ns.is_empty() {
                     ctx.final_state
@@ -126,6 +131,15 @@ impl CompiledGraph {
         // Dropping the stream stops the run too, not just its output.
         let cancel = ctx.cancel.child_token();
         let guard = cancel.clone().drop_guard();
+        // Checkpoints kept from a discarded thread: whatever the ending, the engine can
+        // learn where they ended only from the run.
+        let private_end = options.thread_is_discarded.then(|| {
+            (
+                Self::new(Arc::clone(&self.def), Arc::clone(&saver)),
+                thread.clone(),
+                final_state.clone(),
+            )
+        });
         let run = Run {
             def: Arc::clone(&self.def),
             saver,
@@ -138,6 +152,19 @@ impl CompiledGraph {
         };
         let run = async move {
             if let Err(error) = run.execute(input).await {
+                // A run that ended well handed its state over already.
+                if let Some((graph, thread, final_state)) = private_end
+                    && let Ok(Some(loaded)) = graph.load(&thread).await
+                {
+                    let mut snapshot = loaded.snapshot();
+                    if graph
+                        .fill_subgraph_tasks(&thread, &mut snapshot, false)
+                        .await
+                        .is_ok()
+                    {
+                        final_state.set(snapshot);
+                    }
+                }
                 emit.fail(error);
             }
         };

@@ -117,10 +117,9 @@ impl Run {
             RunInput::Values(values) | RunInput::Command(values) => values.clone(),
         };
         self.emit.run_started(&input_json);
-        let Some(start) = self.start(input).await? else {
+        let Some(ended) = self.start_and_loop(input).await? else {
             return Ok(None);
         };
-        let ended = self.run_loop(start).await?;
         self.emit.run_finished(&ended.current.body.channel_values);
         Ok(Some(ended))
     }
@@ -217,13 +216,16 @@ impl Run {
             })
     }
 
-    /// Supersteps until no node is pending or the run pauses, their checkpoints
-    /// written behind them as the run's durability asks ([`write_behind`]); returns
-    /// once all of them are stored.
-    async fn run_loop(&self, start: Start) -> Result<Ended, GraphError> {
+    /// The run's start, then supersteps until no node is pending or the run pauses,
+    /// their checkpoints (the start's input ones too) written behind them as the run's
+    /// durability asks ([`write_behind`]); returns once all of them are stored.
+    async fn start_and_loop(&self, input: RunInput) -> Result<Option<Ended>, GraphError> {
         let (checkpoints, writer) = write_behind(Arc::clone(&self.saver), self.options.durability);
         let run = async move {
-            let ended = self.supersteps(start, &checkpoints).await;
+            let ended = match self.start(input, &checkpoints).await {
+                Ok(Some(start)) => self.supersteps(start, &checkpoints).await.map(Some),
+                other => other.map(|_| None),
+            };
             let stored = checkpoints.flush().await;
             // A failure of the run itself says more than a write it left behind.
             ended.and_then(|ended| stored.map(|()| ended))
@@ -573,7 +575,7 @@ impl Run {
             checkpoint: JsonText::new(&body),
             metadata: meta.clone(),
         };
-        checkpoints.put(parent, step).await?;
+        checkpoints.put(parent, vec![step]).await?;
         let written = self.stored(config, Some(parent.clone()), body, meta);
         if wrote_state {
             self.emit.values(&written.body.channel_values);

@@ -2,7 +2,7 @@
 //! starts a branch from an addressed checkpoint, or the checkpoint it resumes.
 
 use serde_json::{Value, json};
-use service_graph::{CheckpointConfig, GraphError, NewCheckpoint, RunInput};
+use service_graph::{CheckpointConfig, GraphError, NamedStep, RunInput, new_checkpoint_id};
 use service_types::JsonText;
 
 use crate::START;
@@ -11,17 +11,24 @@ use crate::node::Command;
 use crate::pregel::{Outcome, Run, Start, writes_state};
 use crate::resume::{apply_resume, prior_resume};
 use crate::stored::{Body, Loaded, Output, WRITE_OUTPUT, metadata, task_id};
+use crate::write_behind::Checkpoints;
 
 impl Run {
     /// Where the run starts: the checkpoint its input, command or fork is written on,
-    /// or the one it resumes.
-    pub(crate) async fn start(&self, input: RunInput) -> Result<Option<Start>, GraphError> {
+    /// or the one it resumes; the input's checkpoints go to `checkpoints`.
+    pub(crate) async fn start(
+        &self,
+        input: RunInput,
+        checkpoints: &Checkpoints,
+    ) -> Result<Option<Start>, GraphError> {
         let base = match &self.thread.checkpoint_id {
             Some(id) => Some(
                 self.load(&self.thread)
                     .await?
                     .ok_or_else(|| GraphError::NotFound(format!("Checkpoint {id} not found")))?,
             ),
+            // A thread made with this run has nothing to read.
+            None if self.options.thread_is_new => None,
             None => self.load(&self.thread).await?,
         };
         let latest = match &self.thread.checkpoint_id {
@@ -47,7 +54,7 @@ impl Run {
                         "Input must be an object, got {values}"
                     )));
                 }
-                let current = self.put_input(base.as_ref(), values).await?;
+                let current = self.put_input(base.as_ref(), values, checkpoints).await?;
                 Ok(Some(Start {
                     current,
                     is_latest: true,
@@ -129,13 +136,14 @@ impl Run {
     }
 
     /// The input checkpoint, then the `__start__` superstep that applies the input
-    /// and its checkpoint, stored in one saver call ([`Checkpointer::put_with_next`]).
-    /// An input the reducers refuse is stored alone: the loop's `__start__` superstep
-    /// then fails on it and records why, as for any task.
+    /// and its checkpoint, handed to `checkpoints` together. An input the reducers
+    /// refuse is stored alone: the loop's `__start__` superstep then fails on it and
+    /// records why, as for any task.
     async fn put_input(
         &self,
         base: Option<&Loaded>,
         mut input: Value,
+        checkpoints: &Checkpoints,
     ) -> Result<Loaded, GraphError> {
         ensure_message_ids(&self.def.channels, &mut input);
         let values = base
@@ -165,30 +173,39 @@ impl Run {
         };
         let next_meta = metadata("loop", input_step + 1, Value::Null, &self.options.metadata);
         let output_json = serde_json::to_value(&output).unwrap_or(Value::Null);
-        let task_writes_on = |input_id: &str| {
-            vec![(
-                task_id(input_id, START, 0),
-                vec![(WRITE_OUTPUT.to_owned(), output_json.clone())],
-            )]
-        };
         let parent_config = base.map(|base| base.tuple.config.clone());
         let at = parent_config.clone().unwrap_or_else(|| CheckpointConfig {
             checkpoint_id: None,
             ..self.thread.clone()
         });
-        let new = |body: &Body, meta: &service_types::Metadata| NewCheckpoint {
-            checkpoint: JsonText::new(body),
-            metadata: meta.clone(),
+        let (input_id, next_id) = (new_checkpoint_id(), new_checkpoint_id());
+        let start_writes = vec![(
+            task_id(&input_id, START, 0),
+            vec![(WRITE_OUTPUT.to_owned(), output_json)],
+        )];
+        let steps = vec![
+            NamedStep {
+                task_writes: Vec::new(),
+                checkpoint_id: input_id.clone(),
+                checkpoint: JsonText::new(&input_body),
+                metadata: input_meta.clone(),
+            },
+            NamedStep {
+                task_writes: start_writes,
+                checkpoint_id: next_id.clone(),
+                checkpoint: JsonText::new(&next_body),
+                metadata: next_meta.clone(),
+            },
+        ];
+        checkpoints.put(&at, steps).await?;
+        let input_config = CheckpointConfig {
+            checkpoint_id: Some(input_id),
+            ..at.clone()
         };
-        let (input_config, next_config) = self
-            .saver
-            .put_with_next(
-                &at,
-                new(&input_body, &input_meta),
-                &task_writes_on,
-                new(&next_body, &next_meta),
-            )
-            .await?;
+        let next_config = CheckpointConfig {
+            checkpoint_id: Some(next_id),
+            ..at
+        };
         self.stored(input_config.clone(), parent_config, input_body, input_meta);
         let next = self.stored(next_config, Some(input_config), next_body, next_meta);
         if writes_state(&output.update) {

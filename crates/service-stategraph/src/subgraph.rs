@@ -57,6 +57,8 @@ impl Run {
         // Pauses before or after nodes name the parent's nodes.
         options.interrupt_before = None;
         options.interrupt_after = None;
+        // A subgraph's namespace may hold an earlier call's checkpoints.
+        options.thread_is_new = false;
         let run = Run {
             def: child,
             saver: Arc::clone(&self.saver),

@@ -5,13 +5,16 @@
 //! statement on PostgreSQL). The run waits for all of them before it ends (and before
 //! any write that refers to a queued checkpoint), so whoever reads the thread after the
 //! run sees every checkpoint; a crash loses at most the steps still queued, as with
-//! LangGraph's async durability. A write that fails (the run was fenced, the thread
-//! deleted) fails the run at its next hand-over or wait. Durability `sync` writes each
-//! checkpoint before the next superstep; `exit` is written as `async` is (every
-//! checkpoint kept, none awaited before the run ends).
+//! LangGraph's async durability. The run's first hand-over (its input checkpoints)
+//! waits up to [`FIRST_WINDOW`] for the next: a short first superstep's checkpoint then
+//! goes in the same write, so a one-node run costs one write. A write that fails (the
+//! run was fenced, the thread deleted) fails the run at its next hand-over or wait.
+//! Durability `sync` writes each checkpoint before the next superstep; `exit` is
+//! written as `async` is (every checkpoint kept, none awaited before the run ends).
 
 use std::future::Future;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use service_graph::{CheckpointConfig, Checkpointer, GraphError, NamedStep};
 use service_types::Durability;
@@ -20,6 +23,11 @@ use tokio::sync::{mpsc, oneshot};
 /// Steps queued at most before a hand-over waits for the writer: it bounds the memory
 /// the bodies of a run far ahead of its database hold, and the size of one statement.
 const QUEUED: usize = 32;
+
+/// How long the run's first hand-over waits for the next before it is written alone:
+/// long enough for a first node that computes, short enough that a reader of the
+/// thread soon sees the input of a run whose first node waits on a model.
+const FIRST_WINDOW: Duration = Duration::from_millis(10);
 
 /// What the writer is handed.
 enum Queued {
@@ -71,19 +79,28 @@ pub(crate) fn write_behind(
 }
 
 impl Checkpoints {
-    /// Stores `step` after the checkpoint `parent` names, or queues it for the writer.
+    /// Stores `steps` in order after the checkpoint `parent` names, or queues them for
+    /// the writer.
     pub(crate) async fn put(
         &self,
         parent: &CheckpointConfig,
-        step: NamedStep,
+        steps: Vec<NamedStep>,
     ) -> Result<(), GraphError> {
-        match &self.queue {
-            None => self.saver.put_steps(parent, vec![step]).await,
-            Some(queue) => match queue.send(Queued::Step(parent.clone(), step)).await {
-                Ok(()) => Ok(()),
-                Err(_) => Err(self.failure()),
-            },
+        let Some(queue) = &self.queue else {
+            return self.saver.put_steps(parent, steps).await;
+        };
+        let mut parent = parent.clone();
+        for step in steps {
+            let next = CheckpointConfig {
+                checkpoint_id: Some(step.checkpoint_id.clone()),
+                ..parent.clone()
+            };
+            if queue.send(Queued::Step(parent, step)).await.is_err() {
+                return Err(self.failure());
+            }
+            parent = next;
         }
+        Ok(())
     }
 
     /// Returns once every checkpoint handed over is stored, or with why one was not.
@@ -117,7 +134,16 @@ async fn write(
     failed: Arc<Mutex<Option<GraphError>>>,
 ) {
     let mut received = Vec::with_capacity(QUEUED);
+    let mut first = true;
     while queue.recv_many(&mut received, QUEUED).await > 0 {
+        let flushing = received
+            .iter()
+            .any(|queued| matches!(queued, Queued::Flush(_)));
+        if std::mem::take(&mut first) && !flushing && received.len() < QUEUED {
+            // recv_many is cancel safe: a timeout takes nothing from the queue.
+            let room = QUEUED - received.len();
+            let _ = tokio::time::timeout(FIRST_WINDOW, queue.recv_many(&mut received, room)).await;
+        }
         let mut first_parent = None;
         let mut steps = Vec::with_capacity(received.len());
         let mut flushes = Vec::new();

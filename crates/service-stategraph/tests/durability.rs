@@ -196,7 +196,7 @@ async fn by_default_supersteps_run_ahead_of_their_checkpoints_which_all_land_bef
         frame.unwrap();
     }
     let calls = saver.calls();
-    assert_eq!(calls.iter().sum::<usize>(), 10, "{calls:?}");
+    assert_eq!(calls.iter().sum::<usize>(), 12, "{calls:?}");
     assert!(calls.len() <= 2, "queued steps go together: {calls:?}");
     assert_every_step_stored(&graph, 10).await;
 }
@@ -212,7 +212,8 @@ async fn sync_durability_stores_each_checkpoint_before_the_next_superstep() {
     )
     .await;
     assert!(outcome.error.is_none(), "{:?}", outcome.error);
-    assert_eq!(saver.calls(), vec![1; 5]);
+    // The input checkpoint and `__start__`'s together, then one per count.
+    assert_eq!(saver.calls(), vec![2, 1, 1, 1, 1, 1]);
     assert_every_step_stored(&graph, 5).await;
 }
 
@@ -239,6 +240,41 @@ async fn a_checkpoint_that_cannot_be_stored_fails_the_run() {
         Some(GraphError::Checkpointer { message, .. }) => assert_eq!(message, "disk full"),
         other => panic!("the run fails with the saver's error, not {other:?}"),
     }
-    // Only the run's start (stored before the loop) is on the thread.
+    assert!(history(&graph, "t").await.is_empty());
+}
+
+#[tokio::test]
+async fn a_short_run_is_stored_in_one_write() {
+    let saver = Recording::open();
+    let graph = counter(Arc::clone(&saver));
+    let outcome = run(&graph, "t", values(json!({"n": 1}))).await;
+    assert!(outcome.error.is_none(), "{:?}", outcome.error);
+    // The input checkpoint waited for the first superstep's.
+    assert_eq!(saver.calls(), vec![3]);
+    assert_every_step_stored(&graph, 1).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_input_is_stored_without_waiting_for_a_slow_first_node() {
+    let saver = Recording::open();
+    let graph = StateGraph::new("slow")
+        .channel("n", Reducer::LastValue, json!({"type": "integer"}))
+        .node("slow", |_state, _ctx| async move {
+            tokio::time::sleep(Duration::from_secs(60)).await;
+            Ok::<_, NodeError>(json!({"n": 2}))
+        })
+        .edge(START, "slow")
+        .edge("slow", END)
+        .compile(Arc::clone(&saver) as Arc<dyn Checkpointer>)
+        .unwrap();
+    let running = tokio::spawn({
+        let graph = graph.clone();
+        async move { run(&graph, "t", values(json!({"n": 1}))).await }
+    });
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(saver.calls(), vec![2], "the input, while the node runs");
     assert_eq!(history(&graph, "t").await.len(), 2);
+    let outcome = running.await.unwrap();
+    assert!(outcome.error.is_none(), "{:?}", outcome.error);
+    assert_eq!(saver.calls(), vec![2, 1]);
 }

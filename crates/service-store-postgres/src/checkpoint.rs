@@ -447,26 +447,6 @@ impl Checkpointer for PostgresSaver {
             .await
     }
 
-    async fn put_with_next(
-        &self,
-        config: &CheckpointConfig,
-        input: NewCheckpoint,
-        task_writes_on: &(dyn for<'id> Fn(&'id str) -> Vec<(String, Vec<(String, Value)>)> + Sync),
-        next: NewCheckpoint,
-    ) -> Result<(CheckpointConfig, CheckpointConfig), GraphError> {
-        let ids = vec![new_checkpoint_id(), new_checkpoint_id()];
-        let writes = WriteColumns::on(Some(&ids[0]), task_writes_on(&ids[0]))
-            .ok_or_else(|| not_found(config))?;
-        let mut stored = self
-            .insert_checkpoints(config, ids, vec![input, next], writes)
-            .await?
-            .into_iter();
-        match (stored.next(), stored.next()) {
-            (Some(input), Some(next)) => Ok((input, next)),
-            _ => Err(GraphError::checkpointer("the checkpoints were not stored")),
-        }
-    }
-
     async fn put_steps(
         &self,
         config: &CheckpointConfig,

@@ -194,27 +194,6 @@ pub trait Checkpointer: Send + Sync {
         Ok(())
     }
 
-    /// A run's start: stores `input` after the checkpoint `config` names, as
-    /// [`Checkpointer::put`] does, then the writes `task_writes_on` gives for it and the
-    /// checkpoint `next` that follows, as [`Checkpointer::put_after_writes`] does. The
-    /// writes are asked for with the new checkpoint's id, as task ids derive from it. A
-    /// saver that can store all of it in one step does. Returns the coordinates of
-    /// both checkpoints.
-    async fn put_with_next(
-        &self,
-        config: &CheckpointConfig,
-        input: NewCheckpoint,
-        task_writes_on: &(dyn for<'id> Fn(&'id str) -> Vec<(String, Vec<(String, Value)>)> + Sync),
-        next: NewCheckpoint,
-    ) -> Result<(CheckpointConfig, CheckpointConfig), GraphError> {
-        let input = self.put(config, input.checkpoint, input.metadata).await?;
-        let writes = task_writes_on(input.checkpoint_id.as_deref().unwrap_or_default());
-        let next = self
-            .put_after_writes(&input, writes, next.checkpoint, next.metadata)
-            .await?;
-        Ok((input, next))
-    }
-
     /// Merges `metadata` into the metadata of the checkpoint `config` names (its id
     /// must be set): its keys replace the same keys, the others stay. Unknown
     /// checkpoint: `NotFound`.

@@ -9,7 +9,6 @@ use async_trait::async_trait;
 use serde_json::Value;
 use service_graph::{
     CheckpointConfig, CheckpointListOptions, CheckpointTuple, Checkpointer, GraphError, NamedStep,
-    NewCheckpoint,
 };
 use service_store::{
     ActiveRunsQuery, AssistantFilter, AssistantPage, AssistantPatch, AssistantQuery,
@@ -208,13 +207,6 @@ traced!(Checkpointer, "checkpoint", {
         checkpoint: JsonText,
         metadata: Metadata,
     ) -> Result<CheckpointConfig, GraphError>;
-    fn put_with_next(
-        &self,
-        config: &CheckpointConfig,
-        input: NewCheckpoint,
-        task_writes_on: &(dyn for<'id> Fn(&'id str) -> TaskWrites + Sync),
-        next: NewCheckpoint,
-    ) -> Result<(CheckpointConfig, CheckpointConfig), GraphError>;
     fn put_steps(&self, config: &CheckpointConfig, steps: Vec<NamedStep>)
     -> Result<(), GraphError>;
     fn merge_metadata(
