@@ -44,6 +44,11 @@ const EXPECTED: &[(&str, [u64; 3])] = &[
     ("interrupt + resume (approval, two waits)", [13, 13, 13]),
     ("stateless wait + webhook", [5, 5, 5]),
     ("thread wait, new thread + webhook", [4, 4, 4]),
+    // A statement built at run time goes with its parameters' types: no describe first.
+    (
+        "store search (namespace prefix and equality filter)",
+        [1, 1, 1],
+    ),
 ];
 
 /// Kinds whose count depends on how far the run gets ahead of its checkpoints (the
@@ -112,8 +117,10 @@ impl Bench<'_> {
             body
         };
         let kind = kind.to_owned();
-        let thread = (!kind.contains("new thread") && !kind.starts_with("stateless"))
-            .then(|| self.new_thread());
+        let thread = (!kind.contains("new thread")
+            && !kind.starts_with("stateless")
+            && !kind.starts_with("store"))
+        .then(|| self.new_thread());
         move || match kind.as_str() {
             "stateless wait (echo)" => self.ok("/runs/wait", echo),
             "thread wait, new thread (echo, if_not_exists=create)" => self.ok(&fresh, create(echo)),
@@ -149,6 +156,10 @@ impl Bench<'_> {
                 self.ok(&fresh, with_hook(create(echo)));
                 self.delivered(before);
             }
+            "store search (namespace prefix and equality filter)" => self.ok(
+                "/store/items/search",
+                json!({"namespace_prefix": ["memories"], "filter": {"group": 7}, "limit": 10}),
+            ),
             other => panic!("no operation for {other}"),
         }
     }

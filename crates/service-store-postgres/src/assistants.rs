@@ -307,7 +307,7 @@ impl AssistantsRepo for Db {
         ));
         let client = self.client().await?;
         let rows = client
-            .query(&sql.text, &sql.params())
+            .query_typed(&sql.text, &sql.params())
             .await
             .map_err(store_error)?;
         let total = match rows.first() {
@@ -327,7 +327,7 @@ impl AssistantsRepo for Db {
         push_where(&mut sql, &conditions);
         let client = self.client().await?;
         let row = client
-            .query_one(&sql.text, &sql.params())
+            .query_typed_one(&sql.text, &sql.params())
             .await
             .map_err(store_error)?;
         let total: i64 = Columns::of(&row, "assistants").column_at(0)?;
@@ -365,7 +365,7 @@ impl AssistantsRepo for Db {
             " ORDER BY version DESC LIMIT {limit_p} OFFSET {offset_p}"
         ));
         let rows = client
-            .query(&sql.text, &sql.params())
+            .query_typed(&sql.text, &sql.params())
             .await
             .map_err(store_error)?;
         rows.iter().map(version).collect()

@@ -233,7 +233,7 @@ impl CronsRepo for Db {
         ));
         let client = self.client().await?;
         let rows = client
-            .query(&sql.text, &sql.params())
+            .query_typed(&sql.text, &sql.params())
             .await
             .map_err(store_error)?;
         rows.iter().map(cron).collect()
@@ -245,7 +245,7 @@ impl CronsRepo for Db {
         push_where(&mut sql, &conditions);
         let client = self.client().await?;
         let row = client
-            .query_one(&sql.text, &sql.params())
+            .query_typed_one(&sql.text, &sql.params())
             .await
             .map_err(store_error)?;
         let total: i64 = Columns::of(&row, "crons").column_at(0)?;

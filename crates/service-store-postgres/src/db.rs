@@ -12,7 +12,7 @@ use serde_json::Value;
 use service_store::{Clock, PageLimits, StoreError, StoreResult};
 use service_types::{Metadata, Timestamp};
 use tokio_postgres::Row;
-use tokio_postgres::types::{FromSql, ToSql};
+use tokio_postgres::types::{FromSql, ToSql, Type};
 
 use crate::error::{describe, pool_error};
 
@@ -111,14 +111,38 @@ pub(crate) trait Cached: GenericClient {
 
 impl<T: GenericClient + ?Sized> Cached for T {}
 
-/// A parameter value.
-pub(crate) type Param = Box<dyn ToSql + Sync + Send>;
+/// A value a statement built at run time binds, and the type PostgreSQL takes it as.
+/// Sending the types with the statement lets it go in one round trip (parse, bind and
+/// execute together) instead of a describe first to learn them.
+pub(crate) trait Bindable: ToSql + Sync + Send + 'static {
+    const TYPE: Type;
+}
+
+macro_rules! bindable {
+    ($($rust:ty => $pg:ident),* $(,)?) => {
+        $(impl Bindable for $rust {
+            const TYPE: Type = Type::$pg;
+        })*
+    };
+}
+
+bindable! {
+    String => TEXT,
+    bool => BOOL,
+    i32 => INT4,
+    i64 => INT8,
+    uuid::Uuid => UUID,
+    Vec<uuid::Uuid> => UUID_ARRAY,
+    DateTime<Utc> => TIMESTAMPTZ,
+    Value => JSONB,
+    Vec<Value> => JSONB_ARRAY,
+}
 
 /// A statement under construction: text plus numbered parameters.
 #[derive(Default)]
 pub(crate) struct Sql {
     pub(crate) text: String,
-    params: Vec<Param>,
+    params: Vec<(Box<dyn ToSql + Sync + Send>, Type)>,
 }
 
 impl Sql {
@@ -131,8 +155,8 @@ impl Sql {
     }
 
     /// Binds `value` and returns its placeholder (`$n`).
-    pub(crate) fn bind(&mut self, value: impl ToSql + Sync + Send + 'static) -> String {
-        self.params.push(Box::new(value));
+    pub(crate) fn bind<T: Bindable>(&mut self, value: T) -> String {
+        self.params.push((Box::new(value), T::TYPE));
         format!("${}", self.params.len())
     }
 
@@ -142,11 +166,11 @@ impl Sql {
         self
     }
 
-    /// The parameters as tokio-postgres takes them.
-    pub(crate) fn params(&self) -> Vec<&(dyn ToSql + Sync)> {
+    /// The parameters with their types, as tokio-postgres's `query_typed` takes them.
+    pub(crate) fn params(&self) -> Vec<(&(dyn ToSql + Sync), Type)> {
         self.params
             .iter()
-            .map(|param| param.as_ref() as &(dyn ToSql + Sync))
+            .map(|(value, pg)| (value.as_ref() as &(dyn ToSql + Sync), pg.clone()))
             .collect()
     }
 }

@@ -167,7 +167,7 @@ impl DeliveriesRepo for Db {
         ));
         let client = self.client().await?;
         let rows = client
-            .query(&sql.text, &sql.params())
+            .query_typed(&sql.text, &sql.params())
             .await
             .map_err(store_error)?;
         rows.iter().map(delivery).collect()

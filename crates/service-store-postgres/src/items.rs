@@ -388,7 +388,7 @@ impl ItemsRepo for Db {
                 let settings = vectors.hnsw_settings(nearest_vectors(search.offset + limit));
                 tx.batch_execute(&settings).await.map_err(store_error)?;
                 let rows = tx
-                    .query(&sql.text, &sql.params())
+                    .query_typed(&sql.text, &sql.params())
                     .await
                     .map_err(store_error)?;
                 tx.commit().await.map_err(store_error)?;
@@ -400,13 +400,13 @@ impl ItemsRepo for Db {
                 let nearest = Scan::Nearest(nearest_vectors(search.offset + limit));
                 let sql = search_sql(search, limit, now, Some(vectors), nearest);
                 let rows = client
-                    .query(&sql.text, &sql.params())
+                    .query_typed(&sql.text, &sql.params())
                     .await
                     .map_err(store_error)?;
                 if rows.len() < limit {
                     let sql = search_sql(search, limit, now, Some(vectors), Scan::Every);
                     client
-                        .query(&sql.text, &sql.params())
+                        .query_typed(&sql.text, &sql.params())
                         .await
                         .map_err(store_error)?
                 } else {
@@ -416,7 +416,7 @@ impl ItemsRepo for Db {
             None => {
                 let sql = search_sql(search, limit, now, None, Scan::Every);
                 client
-                    .query(&sql.text, &sql.params())
+                    .query_typed(&sql.text, &sql.params())
                     .await
                     .map_err(store_error)?
             }
@@ -437,7 +437,7 @@ impl ItemsRepo for Db {
         let sql = namespaces_sql(query, limit, self.now());
         let client = self.client().await?;
         let rows = client
-            .query(&sql.text, &sql.params())
+            .query_typed(&sql.text, &sql.params())
             .await
             .map_err(store_error)?;
         rows.iter()

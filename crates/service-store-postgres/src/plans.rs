@@ -7,7 +7,7 @@ use service_store::filter::StoreFilter;
 use service_store::{ActiveRunsQuery, ItemSearch, ThreadFilter, ThreadQuery};
 use service_types::{RunStatus, Timestamp};
 use tokio_postgres::Client;
-use tokio_postgres::types::ToSql;
+use tokio_postgres::types::{ToSql, Type};
 use uuid::Uuid;
 
 use crate::db::{Sql, at};
@@ -25,12 +25,17 @@ pub const NAMES: [&str; 8] = [
     "store search by filter",
 ];
 
+/// `EXPLAIN` of `sql` with `params` typed, as a statement built at run time is sent
+/// (the static ones are prepared: their parameters' types are what PostgreSQL infers,
+/// the same).
 async fn explain(
     client: &Client,
     sql: &str,
-    params: &[&(dyn ToSql + Sync)],
+    params: &[(&(dyn ToSql + Sync), Type)],
 ) -> Result<String, tokio_postgres::Error> {
-    let rows = client.query(&format!("EXPLAIN {sql}"), params).await?;
+    let rows = client
+        .query_typed(&format!("EXPLAIN {sql}"), params)
+        .await?;
     let lines = rows
         .iter()
         .map(|row| row.try_get::<_, String>(0))
@@ -51,7 +56,7 @@ pub async fn explain_all(
     let mut plans = Vec::new();
     plans.push((
         NAMES[0],
-        explain(client, runs::CLAIM_SQL, &[&at(now)]).await?,
+        explain(client, runs::CLAIM_SQL, &[(&at(now), Type::TIMESTAMPTZ)]).await?,
     ));
 
     let query = ThreadQuery {
@@ -71,7 +76,7 @@ pub async fn explain_all(
 
     plans.push((
         NAMES[2],
-        explain(client, runs::LATEST_SQL, &[&Uuid::nil()]).await?,
+        explain(client, runs::LATEST_SQL, &[(&Uuid::nil(), Type::UUID)]).await?,
     ));
 
     let before: Option<String> = Some("ffffffff".to_owned());
@@ -81,7 +86,13 @@ pub async fn explain_all(
         explain(
             client,
             checkpoint::list_sql(),
-            &[&"thread", &"", &before, &filter, &10_i64],
+            &[
+                (&"thread", Type::TEXT),
+                (&"", Type::TEXT),
+                (&before, Type::TEXT),
+                (&filter, Type::JSONB),
+                (&10_i64, Type::INT8),
+            ],
         )
         .await?,
     ));
@@ -103,7 +114,12 @@ pub async fn explain_all(
 
     plans.push((
         NAMES[5],
-        explain(client, runs::ACTIVE_OF_THREAD_SQL, &[&Uuid::nil(), &10_i64]).await?,
+        explain(
+            client,
+            runs::ACTIVE_OF_THREAD_SQL,
+            &[(&Uuid::nil(), Type::UUID), (&10_i64, Type::INT8)],
+        )
+        .await?,
     ));
 
     let running = ActiveRunsQuery {

@@ -422,7 +422,7 @@ impl RunsRepo for Db {
         sql.push(&format!(" OFFSET {offset}"));
         let client = self.client().await?;
         let rows = client
-            .query(&sql.text, &sql.params())
+            .query_typed(&sql.text, &sql.params())
             .await
             .map_err(store_error)?;
         rows.iter().map(run).collect()
@@ -455,7 +455,7 @@ impl RunsRepo for Db {
         };
         let client = self.client().await?;
         let rows = client
-            .query(&sql.text, &sql.params())
+            .query_typed(&sql.text, &sql.params())
             .await
             .map_err(store_error)?;
         rows.iter().map(run).collect()

@@ -454,7 +454,7 @@ impl ThreadsRepo for Db {
         };
         let client = self.client().await?;
         let rows = client
-            .query(&sql.text, &sql.params())
+            .query_typed(&sql.text, &sql.params())
             .await
             .map_err(store_error)?;
         rows.iter().map(thread).collect()
@@ -468,7 +468,7 @@ impl ThreadsRepo for Db {
         push_where(&mut sql, &conditions);
         let client = self.client().await?;
         let row = client
-            .query_one(&sql.text, &sql.params())
+            .query_typed_one(&sql.text, &sql.params())
             .await
             .map_err(store_error)?;
         let total: i64 = Columns::of(&row, "threads").column_at(0)?;
