@@ -143,9 +143,8 @@ impl Engine {
         handles: ActiveRun,
         registered_before_claim: bool,
     ) -> Option<NextRun> {
-        let span = run_span(&run);
-        self.execute_traced(run, handles, registered_before_claim)
-            .instrument(span)
+        run_scope(&run)
+            .instrument(self.execute_traced(run, handles, registered_before_claim))
             .await
     }
 
@@ -219,9 +218,9 @@ impl Engine {
     }
 }
 
-/// The span of a run's execution, a child of the request that created it (its
+/// The scope of a run's execution, a child of the request that created it (its
 /// `traceparent` is stored with the run, which may execute on another instance).
-fn run_span(run: &Run) -> tracing::Span {
+fn run_scope(run: &Run) -> service_graph::trace_context::Scope {
     let parent = run.kwargs.get("traceparent").and_then(Value::as_str);
     service_graph::trace_context::child_of(parent, || {
         tracing::trace_span!(

@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use std::convert::Infallible;
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, ready};
 
 use axum::extract::{MatchedPath, Request};
 use axum::http::Method;
@@ -22,9 +22,9 @@ use axum::response::Response;
 use opentelemetry_otlp::{Protocol, WithExportConfig, WithHttpConfig};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::trace::{BatchSpanProcessor, Config, SpanProcessor};
-use service_graph::trace_context::{self, Propagator};
+use service_graph::trace_context::{self, InScope, Propagator, Scope};
 use tower::Service;
-use tracing::{Instrument, Span};
+use tracing::Span;
 use tracing_subscriber::filter::{EnvFilter, LevelFilter};
 use tracing_subscriber::{Layer, Registry};
 
@@ -114,9 +114,11 @@ impl Tracing {
             .ok()
             .and_then(|filter| filter.max_level_hint())
             .is_none_or(|level| level >= LevelFilter::TRACE);
+        self.exporter
+            .spans_logged
+            .store(spans_logged, std::sync::atomic::Ordering::Relaxed);
         layer::OtelLayer {
             exporter: Arc::clone(&self.exporter),
-            spans_logged,
         }
         .with_filter(layer::Wanted)
         .boxed()
@@ -141,11 +143,8 @@ impl Propagator for W3c {
         layer::current(&self.0).map(|context| layer::traceparent(&context))
     }
 
-    fn child_of(&self, traceparent: &str, make: &mut dyn FnMut() -> Span) -> Span {
-        match layer::parse_traceparent(traceparent) {
-            Some(caller) => layer::child_of_remote(caller, make),
-            None => make(),
-        }
+    fn root(&self, traceparent: Option<&str>, make: &mut dyn FnMut() -> Span) -> Scope {
+        self.0.root(traceparent, make)
     }
 }
 
@@ -171,11 +170,10 @@ pub(crate) struct TraceRequest<S>(S);
 impl<S> Service<Request> for TraceRequest<S>
 where
     S: Service<Request, Response = Response, Error = Infallible>,
-    S::Future: Send + 'static,
 {
     type Response = Response;
     type Error = Infallible;
-    type Future = Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>;
+    type Future = Answered<S::Future>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
         self.0.poll_ready(cx)
@@ -183,19 +181,42 @@ where
 
     fn call(&mut self, request: Request) -> Self::Future {
         let method = request.method().clone();
-        let span = request_span(&request);
-        // In the span: a layer may start its work as it is called.
-        let answered = span.in_scope(|| self.0.call(request)).instrument(span);
-        Box::pin(async move {
-            let mut answered = std::pin::pin!(answered);
-            let response = answered.as_mut().await?;
-            record_response(answered.span(), &method, &response);
-            Ok(response)
-        })
+        let scope = request_scope(&request);
+        // In the scope: a layer may start its work as it is called.
+        let calling = scope.in_scope(|| self.0.call(request));
+        Answered {
+            inner: scope.instrument(calling),
+            method,
+        }
     }
 }
 
-fn request_span(request: &Request) -> Span {
+pin_project_lite::pin_project! {
+    /// A request's response, recorded on its span once answered.
+    pub(crate) struct Answered<F> {
+        #[pin]
+        inner: InScope<F>,
+        method: Method,
+    }
+}
+
+impl<F> Future for Answered<F>
+where
+    F: Future<Output = Result<Response, Infallible>>,
+{
+    type Output = Result<Response, Infallible>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut this = self.project();
+        let answered = ready!(this.inner.as_mut().poll(cx));
+        if let Ok(response) = &answered {
+            record_response(this.inner.span(), this.method, response);
+        }
+        Poll::Ready(answered)
+    }
+}
+
+fn request_scope(request: &Request) -> Scope {
     let method = request.method();
     let traceparent = request
         .headers()

@@ -44,7 +44,7 @@ macro_rules! traced {
                     // Background work outside any span (sweepers, pollers) starts no
                     // trace of its own per call.
                     // (The dispatcher's current span: no handle cloned and dropped.)
-                    if tracing::dispatcher::get_default(|d| !d.current_span().is_known()) {
+                    if tracing::dispatcher::get_default(|d| d.current_span().id().is_none()) {
                         return call.await;
                     }
                     call.instrument(tracing::trace_span!(
