@@ -142,6 +142,33 @@ impl Exporter {
         )
     }
 
+    /// The span of a call made in the current span (a store or checkpointer call, which
+    /// makes no spans of its own), recorded without a `tracing` span and exported as it
+    /// drops; `None` outside a sampled span.
+    pub(super) fn call_span(&self, name: &'static str) -> Option<CallSpan<'_>> {
+        let parent = current(self).filter(SpanContext::is_sampled)?;
+        Some(CallSpan {
+            exporter: self,
+            recording: Some(Recording {
+                context: SpanContext::new(
+                    parent.trace_id(),
+                    self.ids.new_span_id(),
+                    TraceFlags::SAMPLED,
+                    false,
+                    parent.trace_state().clone(),
+                ),
+                parent: parent.span_id(),
+                remote_parent: false,
+                name: Cow::Borrowed(name),
+                kind: SpanKind::Client,
+                start: SystemTime::now(),
+                attributes: Vec::new(),
+                events: Vec::new(),
+                status: Status::Unset,
+            }),
+        })
+    }
+
     /// Hands a closed, sampled span to the batch processor.
     fn export(&self, recording: Recording) {
         let mut events = SpanEvents::default();
@@ -161,6 +188,20 @@ impl Exporter {
             status: recording.status,
             instrumentation_scope: self.scope.clone(),
         });
+    }
+}
+
+/// A call's span ([`Exporter::call_span`]), ended as it drops.
+pub(super) struct CallSpan<'a> {
+    exporter: &'a Exporter,
+    recording: Option<Recording>,
+}
+
+impl Drop for CallSpan<'_> {
+    fn drop(&mut self) {
+        if let Some(recording) = self.recording.take() {
+            self.exporter.export(recording);
+        }
     }
 }
 
@@ -443,14 +484,14 @@ impl Visit for EventFields {
     }
 }
 
-/// The context of the current span's trace, when the layer sees it.
+/// The context of the current span's trace, when the layer sees it (the dispatcher's
+/// current span: no handle cloned and dropped).
 pub(super) fn current(exporter: &Exporter) -> Option<SpanContext> {
-    tracing::Span::current()
-        .with_subscriber(|(id, dispatch)| {
-            let registry = dispatch.downcast_ref::<Registry>()?;
-            exporter.context_at(&registry.span(id)?)
-        })
-        .flatten()
+    tracing::dispatcher::get_default(|dispatch| {
+        let current = dispatch.current_span();
+        let registry = dispatch.downcast_ref::<Registry>()?;
+        exporter.context_at(&registry.span(current.id()?)?)
+    })
 }
 
 /// A root being made by [`Exporter::root`], its trace decided.

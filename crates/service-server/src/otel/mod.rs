@@ -28,8 +28,6 @@ use tracing::Span;
 use tracing_subscriber::filter::{EnvFilter, LevelFilter};
 use tracing_subscriber::{Layer, Registry};
 
-pub(crate) use store::{traced_checkpointer, traced_store};
-
 use crate::env::ConfigError;
 
 /// The exporter, while traces are exported.
@@ -122,6 +120,19 @@ impl Tracing {
         }
         .with_filter(layer::Wanted)
         .boxed()
+    }
+
+    /// `store` with every repository call a span.
+    pub(crate) fn traced_store(&self, store: &service_store::Store) -> service_store::Store {
+        store::traced_store(&self.exporter, store)
+    }
+
+    /// `checkpointer` with every call a span.
+    pub(crate) fn traced_checkpointer(
+        &self,
+        checkpointer: Arc<dyn service_graph::Checkpointer>,
+    ) -> Arc<dyn service_graph::Checkpointer> {
+        store::traced_checkpointer(&self.exporter, checkpointer)
     }
 
     /// Exports what is still buffered; the server calls it as it stops.
