@@ -19,7 +19,6 @@ use std::task::{Context, Poll, ready};
 use axum::extract::{MatchedPath, Request};
 use axum::http::Method;
 use axum::response::Response;
-use opentelemetry_otlp::{Protocol, WithExportConfig, WithHttpConfig};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::trace::{BatchSpanProcessor, Config, SpanProcessor};
 use service_graph::trace_context::{self, InScope, Propagator, Scope};
@@ -78,15 +77,9 @@ impl Tracing {
                 )));
             }
         }
-        let client = export::Client::new()
-            .map_err(|error| ConfigError(format!("cannot export traces: {error}")))?;
-        // The endpoint, headers, timeout and compression come from the OTEL_EXPORTER_OTLP_*
-        // variables (the traces-specific ones first), read by the exporter itself.
-        let exporter = opentelemetry_otlp::SpanExporter::builder()
-            .with_http()
-            .with_protocol(Protocol::HttpBinary)
-            .with_http_client(client)
-            .build()
+        // The endpoint, headers and timeout come from the OTEL_EXPORTER_OTLP_* variables
+        // (the traces-specific ones first).
+        let exporter = export::Exporter::from_vars(var)
             .map_err(|error| ConfigError(format!("cannot export traces: {error}")))?;
         let mut resource = Resource::builder();
         let named = var("OTEL_SERVICE_NAME").is_some()
