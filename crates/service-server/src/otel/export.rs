@@ -280,14 +280,23 @@ fn varint(out: &mut Vec<u8>, mut value: u64) {
 }
 
 /// A length-delimited field whose content `write` appends; its length is put in
-/// front once known.
+/// front once known (one byte kept for it, the content moved when it needs more).
 fn nested(out: &mut Vec<u8>, field: u32, write: impl FnOnce(&mut Vec<u8>)) {
     tag(out, field, LEN);
     let start = out.len();
+    out.push(0);
     write(out);
-    let mut length = Vec::with_capacity(4);
-    varint(&mut length, (out.len() - start) as u64);
-    out.splice(start..start, length);
+    let length = out.len() - start - 1;
+    if length < 0x80 {
+        out[start] = length as u8;
+        return;
+    }
+    let mut prefix = Vec::with_capacity(10);
+    varint(&mut prefix, length as u64);
+    let extra = prefix.len() - 1;
+    out.resize(out.len() + extra, 0);
+    out.copy_within(start + 1..start + 1 + length, start + prefix.len());
+    out[start..start + prefix.len()].copy_from_slice(&prefix);
 }
 
 /// A string field, left out when empty (proto3's default).
@@ -364,6 +373,8 @@ mod tests {
                 KeyValue::new("url.path", "/runs/wait"),
                 KeyValue::new("http.response.status_code", 200),
                 KeyValue::new("empty", ""),
+                // Longer than a one-byte length.
+                KeyValue::new("long", "x".repeat(300)),
                 KeyValue::new("flag", true),
                 KeyValue::new("ratio", 0.5),
                 KeyValue::new("negative", -3),
