@@ -25,7 +25,9 @@ mod routes;
 mod sse;
 mod streams;
 
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll, ready};
 
 use axum::Router;
 use axum::extract::State;
@@ -191,7 +193,7 @@ pub fn router_with(engine: Engine, options: RouterOptions) -> Router {
             ));
     }
     if options.trace_routes {
-        routes = routes.layer(axum::middleware::from_fn(record_route));
+        routes = routes.layer(RecordRoute);
     }
     let routes = routes.with_state(engine.clone());
     let context = RequestContext {
@@ -244,20 +246,69 @@ pub fn router_with(engine: Engine, options: RouterOptions) -> Router {
         ))
 }
 
-/// Hands the route template, known only inside the table, out on the response.
-async fn record_route(
-    request: axum::extract::Request,
-    next: axum::middleware::Next,
-) -> axum::response::Response {
-    let route = request
-        .extensions()
-        .get::<axum::extract::MatchedPath>()
-        .cloned();
-    let mut response = next.run(request).await;
-    if let Some(route) = route {
-        response.extensions_mut().insert(route);
+/// Hands the route template, known only inside the table, out on the response (a
+/// tower layer: axum's `from_fn` clones and boxes the route for every request).
+#[derive(Clone, Copy, Debug)]
+struct RecordRoute;
+
+impl<S> tower::Layer<S> for RecordRoute {
+    type Service = RecordingRoute<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        RecordingRoute(inner)
     }
-    response
+}
+
+#[derive(Clone, Debug)]
+struct RecordingRoute<S>(S);
+
+impl<S> tower::Service<axum::extract::Request> for RecordingRoute<S>
+where
+    S: tower::Service<axum::extract::Request, Response = axum::response::Response>,
+{
+    type Response = axum::response::Response;
+    type Error = S::Error;
+    type Future = RouteRecorded<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.0.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: axum::extract::Request) -> Self::Future {
+        let route = request
+            .extensions()
+            .get::<axum::extract::MatchedPath>()
+            .cloned();
+        RouteRecorded {
+            inner: self.0.call(request),
+            route,
+        }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// A route's response, its template added.
+    struct RouteRecorded<F> {
+        #[pin]
+        inner: F,
+        route: Option<axum::extract::MatchedPath>,
+    }
+}
+
+impl<F, E> Future for RouteRecorded<F>
+where
+    F: Future<Output = Result<axum::response::Response, E>>,
+{
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let this = self.project();
+        let mut answered = ready!(this.inner.poll(cx));
+        if let (Ok(response), Some(route)) = (&mut answered, this.route.take()) {
+            response.extensions_mut().insert(route);
+        }
+        Poll::Ready(answered)
+    }
 }
 
 /// What every request carries to the routes, put in by one layer (each layer of the

@@ -8,7 +8,6 @@ use service_store::containment::Enforced;
 use service_store::schedule::Schedule;
 use service_store::{CronFilter, CronPatch, CronQuery, NewCron};
 use service_types::{Cron, CronCreate, CronSearch, Metadata, OnCompletion, RunCreate};
-use tracing::Instrument;
 use uuid::Uuid;
 
 use crate::auth::{Caller, Principal, Scope};
@@ -347,10 +346,12 @@ impl Engine {
         let creator = Caller::new(Arc::new(Principal::new("cron")), None, scope);
         // The firing is the root of the run's trace (its context is stored with the
         // run), so the run's spans and its webhook's attempts share one trace.
-        let span = tracing::trace_span!("cron.fire", cron_id = %cron.cron_id);
-        match self
-            .create_run(&creator, target, body)
-            .instrument(span)
+        let scope = crate::trace_context::child_of(
+            None,
+            || tracing::trace_span!("cron.fire", cron_id = %cron.cron_id),
+        );
+        match scope
+            .instrument(self.create_run(&creator, target, body))
             .await
         {
             Ok(run) => tracing::info!(cron_id = %cron.cron_id, run_id = %run.run_id, "cron fired"),

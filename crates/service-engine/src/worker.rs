@@ -148,9 +148,8 @@ impl Engine {
         registered_before_claim: bool,
         thread_is_new: bool,
     ) -> Option<NextRun> {
-        let span = run_span(&run);
-        self.execute_traced(run, handles, registered_before_claim, thread_is_new)
-            .instrument(span)
+        run_scope(&run)
+            .instrument(self.execute_traced(run, handles, registered_before_claim, thread_is_new))
             .await
     }
 
@@ -226,9 +225,9 @@ impl Engine {
     }
 }
 
-/// The span of a run's execution, a child of the request that created it (its
+/// The scope of a run's execution, a child of the request that created it (its
 /// `traceparent` is stored with the run, which may execute on another instance).
-fn run_span(run: &Run) -> tracing::Span {
+fn run_scope(run: &Run) -> service_graph::trace_context::Scope {
     let parent = run.kwargs.get("traceparent").and_then(Value::as_str);
     service_graph::trace_context::child_of(parent, || {
         tracing::trace_span!(

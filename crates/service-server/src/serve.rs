@@ -130,13 +130,13 @@ pub(crate) async fn serve(
     };
     // Every store and checkpointer call a span, only while traces are exported.
     let traced = traces.is_some();
-    let store_of = |store: service_store::Store| match traced {
-        true => crate::otel::traced_store(&store),
-        false => store,
+    let store_of = |store: service_store::Store| match &traces {
+        Some(traces) => traces.traced_store(&store),
+        None => store,
     };
-    let saver_of = |checkpointer: Arc<dyn Checkpointer>| match traced {
-        true => crate::otel::traced_checkpointer(checkpointer),
-        false => checkpointer,
+    let saver_of = |checkpointer: Arc<dyn Checkpointer>| match &traces {
+        Some(traces) => traces.traced_checkpointer(checkpointer),
+        None => checkpointer,
     };
     let webhooks = |store: &service_store::Store| {
         let settings = config.webhooks.clone();

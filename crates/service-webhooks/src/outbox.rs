@@ -13,13 +13,13 @@ use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, header};
 use serde_json::Value;
 use service_engine::metrics::{DeliveryCounter, DeliveryOutcome};
+use service_engine::trace_context::Scope;
 use service_engine::{Outgoing, Webhooks};
 use service_store::{AttemptOutcome, Clock, DeliveryRecord, Store};
 use service_types::{Metadata, Timestamp};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use tracing::Instrument;
 use uuid::Uuid;
 
 use crate::dispatch::{Attempt, AttemptError, Dispatcher, HttpDispatcher};
@@ -137,28 +137,25 @@ impl Webhooks for Outbox {
     fn send(&self, outgoing: Outgoing) {
         let shared = Arc::clone(&self.shared);
         // A child of the settling run's span: the POST's `traceparent` names it. A trace
-        // not sampled makes no span: the attempt runs in the settling span, whose
-        // context (marked not sampled) the POST carries on.
+        // not sampled makes no span: the attempt carries the settling run's scope on,
+        // and its POST that trace's context (marked not sampled).
         let span = tracing::trace_span!("webhook.deliver", otel.kind = "client");
-        let span = match span.is_disabled() {
-            true => tracing::Span::current(),
-            false => span,
+        let scope = match span.is_disabled() {
+            true => Scope::current(),
+            false => Scope::span(span),
         };
-        self.shared.attempts.spawn(
-            async move {
-                let Ok(_permit) = Arc::clone(&shared.permits).acquire_owned().await else {
-                    return;
-                };
-                match outgoing {
-                    Outgoing::Recorded(delivery_id) => {
-                        shared.attempt_now(delivery_id, Inline::Yes).await
-                    }
-                    Outgoing::Leased(record) => shared.attempt_leased(*record).await,
-                    Outgoing::Unrecorded { url, payload } => shared.best_effort(url, payload).await,
+        self.shared.attempts.spawn(scope.instrument(async move {
+            let Ok(_permit) = Arc::clone(&shared.permits).acquire_owned().await else {
+                return;
+            };
+            match outgoing {
+                Outgoing::Recorded(delivery_id) => {
+                    shared.attempt_now(delivery_id, Inline::Yes).await
                 }
+                Outgoing::Leased(record) => shared.attempt_leased(*record).await,
+                Outgoing::Unrecorded { url, payload } => shared.best_effort(url, payload).await,
             }
-            .instrument(span),
-        );
+        }));
     }
 
     async fn run(&self, stop: CancellationToken) {
@@ -366,10 +363,10 @@ impl Shared {
             .as_ref()
             .and_then(|run| run.kwargs.get("traceparent"))
             .and_then(Value::as_str);
-        let span = service_engine::trace_context::child_of(parent, || {
+        let scope = service_engine::trace_context::child_of(parent, || {
             tracing::trace_span!("webhook.deliver", otel.kind = "client")
         });
-        self.attempt(record).instrument(span).await;
+        scope.instrument(self.attempt(record)).await;
     }
 
     /// Sends a claimed row once and records how it ended.

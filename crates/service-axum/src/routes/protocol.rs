@@ -21,7 +21,6 @@ use service_types::{
     AgentTreeParams, EventStreamRequest, InputRespondParams, ProtocolCommand, ProtocolErrorCode,
     ProtocolEvent, ProtocolResponse, RunStartParams, UnsubscribeParams,
 };
-use tracing::Instrument;
 use uuid::Uuid;
 
 use crate::ClientLimits;
@@ -531,14 +530,19 @@ impl Session {
             _ => {
                 // The upgrade request's span has ended: each command is a span of its
                 // own in the request's trace, so the runs it starts are too.
-                let span = service_engine::trace_context::child_of(self.trace.as_deref(), || {
+                let scope = service_engine::trace_context::child_of(self.trace.as_deref(), || {
                     tracing::trace_span!(
                         "protocol.command",
                         otel.name = %format_args!("protocol {}", command.method),
                     )
                 });
-                let answer = dispatch(&self.engine, &self.caller, self.thread_id, &command)
-                    .instrument(span)
+                let answer = scope
+                    .instrument(dispatch(
+                        &self.engine,
+                        &self.caller,
+                        self.thread_id,
+                        &command,
+                    ))
                     .await;
                 (vec![json_text(&answer)], !answer.is_error())
             }

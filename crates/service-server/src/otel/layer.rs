@@ -1,15 +1,16 @@
 //! The layer turning the service's `tracing` spans into OpenTelemetry spans, made lean
-//! for the run path (docs/performance.md §17): a trace's sampling is decided once, as
-//! its root is made (its remote parent, if any, handed over with [`child_of_remote`]),
-//! a root not sampled records none of its fields, and the other spans of a trace not
-//! sampled are not made (unless the log shows `trace`-level spans: then they are, with
-//! nothing recorded), so a sampled-out request costs about its root span. A sampled
-//! span keeps only what is exported (name, kind, times, attributes, events, status)
-//! and goes to the batch processor as it closes.
+//! for the run path (docs/performance.md §17): a trace's sampling is decided once,
+//! before its root is made ([`Exporter::root`]); a trace not sampled has no spans at
+//! all (its context is carried by the task working in it, `trace_context::Scope`), so
+//! the layer turns each of its would-be spans away with one thread-local read (unless
+//! the log shows `trace`-level spans: then they are made, with nothing recorded). A
+//! sampled span keeps only what is exported (name, kind, times, attributes, events,
+//! status) and goes to the batch processor as it closes.
 
 use std::borrow::Cow;
 use std::cell::RefCell;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::SystemTime;
 
 use opentelemetry::trace::{
@@ -21,6 +22,7 @@ use opentelemetry_sdk::trace::{
     BatchSpanProcessor, IdGenerator, RandomIdGenerator, SamplingDecision, ShouldSample, SpanData,
     SpanEvents, SpanLinks, SpanProcessor,
 };
+use service_graph::trace_context::{self, Scope, Unsampled};
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
 use tracing::subscriber::Interest;
@@ -37,6 +39,9 @@ pub(super) struct Exporter {
     sampler: Box<dyn ShouldSample>,
     ids: RandomIdGenerator,
     scope: InstrumentationScope,
+    /// Whether the log may show `trace`-level spans (then a trace not sampled has its
+    /// spans made for it, with nothing recorded).
+    pub(super) spans_logged: AtomicBool,
 }
 
 impl Exporter {
@@ -46,7 +51,51 @@ impl Exporter {
             sampler,
             ids: RandomIdGenerator::default(),
             scope: InstrumentationScope::builder("service-server").build(),
+            spans_logged: AtomicBool::new(false),
         }
+    }
+
+    /// The scope of the root `make` returns (`trace_context::Propagator::root`).
+    pub(super) fn root(
+        &self,
+        traceparent: Option<&str>,
+        make: &mut dyn FnMut() -> tracing::Span,
+    ) -> Scope {
+        let caller = traceparent.and_then(parse_traceparent);
+        if caller.is_none() {
+            // Made where it is: in the trace not sampled this task carries, or a child
+            // of the current span (the layer reads its trace then).
+            if let Some(unsampled) = trace_context::unsampled() {
+                return Scope::unsampled(unsampled, make());
+            }
+            if tracing::dispatcher::get_default(|d| d.current_span().id().is_some()) {
+                return Scope::span(make());
+            }
+        }
+        let context = self.decide("", caller.as_ref());
+        let sampled = context.is_sampled();
+        let made = |context: SpanContext, make: &mut dyn FnMut() -> tracing::Span| {
+            ROOT.set(Some(Root {
+                context,
+                parent: caller.as_ref().map(SpanContext::span_id),
+            }));
+            let span = make();
+            // Not taken when no span was made (no layer wanted it).
+            ROOT.take();
+            span
+        };
+        if sampled {
+            return Scope::span(made(context, make));
+        }
+        let unsampled = Unsampled {
+            trace_id: u128::from_be_bytes(context.trace_id().to_bytes()),
+            span_id: u64::from_be_bytes(context.span_id().to_bytes()),
+        };
+        let span = match self.spans_logged.load(Ordering::Relaxed) {
+            true => made(context, make),
+            false => tracing::Span::none(),
+        };
+        Scope::unsampled(unsampled, span)
     }
 
     /// The context of `span`'s trace at it: its nearest recorded ancestor's (itself
@@ -93,6 +142,33 @@ impl Exporter {
         )
     }
 
+    /// The span of a call made in the current span (a store or checkpointer call, which
+    /// makes no spans of its own), recorded without a `tracing` span and exported as it
+    /// drops; `None` outside a sampled span.
+    pub(super) fn call_span(&self, name: &'static str) -> Option<CallSpan<'_>> {
+        let parent = current(self).filter(SpanContext::is_sampled)?;
+        Some(CallSpan {
+            exporter: self,
+            recording: Some(Recording {
+                context: SpanContext::new(
+                    parent.trace_id(),
+                    self.ids.new_span_id(),
+                    TraceFlags::SAMPLED,
+                    false,
+                    parent.trace_state().clone(),
+                ),
+                parent: parent.span_id(),
+                remote_parent: false,
+                name: Cow::Borrowed(name),
+                kind: SpanKind::Client,
+                start: SystemTime::now(),
+                attributes: Vec::new(),
+                events: Vec::new(),
+                status: Status::Unset,
+            }),
+        })
+    }
+
     /// Hands a closed, sampled span to the batch processor.
     fn export(&self, recording: Recording) {
         let mut events = SpanEvents::default();
@@ -115,12 +191,26 @@ impl Exporter {
     }
 }
 
+/// A call's span ([`Exporter::call_span`]), ended as it drops.
+pub(super) struct CallSpan<'a> {
+    exporter: &'a Exporter,
+    recording: Option<Recording>,
+}
+
+impl Drop for CallSpan<'_> {
+    fn drop(&mut self) {
+        if let Some(recording) = self.recording.take() {
+            self.exporter.export(recording);
+        }
+    }
+}
+
 /// What a span the layer saw carries, in its registry extensions.
 enum State {
     /// Sampled.
     Recording(Box<Recording>),
-    /// A root not sampled (its context is still handed on, so that work it causes
-    /// elsewhere is not sampled either).
+    /// A root not sampled made without `trace_context::child_of` (its context is
+    /// still handed on, so that work it causes elsewhere is not sampled either).
     Dropped(SpanContext),
 }
 
@@ -138,16 +228,14 @@ struct Recording {
     status: Status,
 }
 
-/// The layer, behind [`Wanted`]; `spans_logged` when the log's filter may show
-/// `trace`-level spans.
+/// The layer, behind [`Wanted`].
 pub(super) struct OtelLayer {
     pub(super) exporter: Arc<Exporter>,
-    pub(super) spans_logged: bool,
 }
 
 /// The layer's filter: the service's spans, and its warnings and errors (a span's
-/// events). A span of a trace not sampled is still seen (the registry makes it for
-/// the log's sake anyway), and left without anything recorded.
+/// events). A span of a trace not sampled made for the log's sake is still seen, and
+/// left without anything recorded.
 pub(super) struct Wanted;
 
 impl Wanted {
@@ -176,58 +264,66 @@ where
     S: Subscriber + for<'a> LookupSpan<'a>,
 {
     /// A span inside a trace not sampled is not made at all (no registry entry, for
-    /// any layer), unless the log may show it.
-    fn enabled(&self, meta: &Metadata<'_>, ctx: Context<'_, S>) -> bool {
-        if self.spans_logged || !meta.is_span() || CALLER.with_borrow(Option::is_some) {
-            return true;
-        }
-        ctx.lookup_current()
-            .and_then(|current| self.exporter.context_at(&current))
-            .is_none_or(|context| context.is_sampled())
+    /// any layer), unless the log may show it or it is a new root.
+    fn enabled(&self, meta: &Metadata<'_>, _: Context<'_, S>) -> bool {
+        !meta.is_span()
+            || trace_context::unsampled().is_none()
+            || self.exporter.spans_logged.load(Ordering::Relaxed)
+            || ROOT.with_borrow(Option::is_some)
     }
 
     fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
         let Some(span) = ctx.span(id) else {
             return;
         };
-        // A remote parent handed over makes the span a root continuing it.
-        let caller = CALLER.take();
-        let parent = match attrs.parent() {
-            _ if caller.is_some() => None,
-            Some(parent) => ctx.span(parent),
-            None if attrs.is_contextual() => ctx.lookup_current(),
-            None => None,
-        };
         let exporter = &self.exporter;
-        let (context, parent) = match parent.and_then(|p| exporter.context_at(&p)) {
-            // In a trace not sampled: nothing to record (its context is its root's).
-            Some(parent) if !parent.is_sampled() => return,
-            Some(parent) => (
-                SpanContext::new(
-                    parent.trace_id(),
-                    exporter.ids.new_span_id(),
-                    TraceFlags::SAMPLED,
-                    false,
-                    parent.trace_state().clone(),
-                ),
-                parent.span_id(),
+        let (context, parent, remote_parent) = match ROOT.take() {
+            // A root whose trace was decided as it was made.
+            Some(root) if root.context.is_sampled() => (
+                root.context,
+                root.parent.unwrap_or(SpanId::INVALID),
+                root.parent.is_some(),
             ),
+            // Made for the log only, in a trace not sampled.
+            Some(_) => return,
+            None if trace_context::unsampled().is_some() => return,
             None => {
-                let context = exporter.decide(attrs.metadata().name(), caller.as_ref());
-                if !context.is_sampled() {
-                    span.extensions_mut().insert(State::Dropped(context));
-                    return;
+                let parent = match attrs.parent() {
+                    Some(parent) => ctx.span(parent),
+                    None if attrs.is_contextual() => ctx.lookup_current(),
+                    None => None,
+                };
+                match parent.and_then(|p| exporter.context_at(&p)) {
+                    // In a trace not sampled: nothing to record (its context is its root's).
+                    Some(parent) if !parent.is_sampled() => return,
+                    Some(parent) => (
+                        SpanContext::new(
+                            parent.trace_id(),
+                            exporter.ids.new_span_id(),
+                            TraceFlags::SAMPLED,
+                            false,
+                            parent.trace_state().clone(),
+                        ),
+                        parent.span_id(),
+                        false,
+                    ),
+                    // A root made without `trace_context::child_of` (a span begun
+                    // outside any task's trace): decided here.
+                    None => {
+                        let context = exporter.decide(attrs.metadata().name(), None);
+                        if !context.is_sampled() {
+                            span.extensions_mut().insert(State::Dropped(context));
+                            return;
+                        }
+                        (context, SpanId::INVALID, false)
+                    }
                 }
-                let parent = caller
-                    .as_ref()
-                    .map_or(SpanId::INVALID, SpanContext::span_id);
-                (context, parent)
             }
         };
         let mut recording = Recording {
             context,
             parent,
-            remote_parent: caller.is_some(),
+            remote_parent,
             name: Cow::Borrowed(attrs.metadata().name()),
             kind: SpanKind::Internal,
             start: SystemTime::now(),
@@ -388,31 +484,26 @@ impl Visit for EventFields {
     }
 }
 
-/// The context of the current span's trace, when the layer sees it.
+/// The context of the current span's trace, when the layer sees it (the dispatcher's
+/// current span: no handle cloned and dropped).
 pub(super) fn current(exporter: &Exporter) -> Option<SpanContext> {
-    tracing::Span::current()
-        .with_subscriber(|(id, dispatch)| {
-            let registry = dispatch.downcast_ref::<Registry>()?;
-            exporter.context_at(&registry.span(id)?)
-        })
-        .flatten()
+    tracing::dispatcher::get_default(|dispatch| {
+        let current = dispatch.current_span();
+        let registry = dispatch.downcast_ref::<Registry>()?;
+        exporter.context_at(&registry.span(current.id()?)?)
+    })
+}
+
+/// A root being made by [`Exporter::root`], its trace decided.
+struct Root {
+    context: SpanContext,
+    /// The remote span it continues.
+    parent: Option<SpanId>,
 }
 
 thread_local! {
-    /// The remote parent of the span being made on this thread by [`child_of_remote`].
-    static CALLER: RefCell<Option<SpanContext>> = const { RefCell::new(None) };
-}
-
-/// The span `make` returns, a root continuing the remote span `caller`.
-pub(super) fn child_of_remote(
-    caller: SpanContext,
-    make: &mut dyn FnMut() -> tracing::Span,
-) -> tracing::Span {
-    CALLER.set(Some(caller));
-    let span = make();
-    // Not taken when no span was made (no layer wanted it).
-    CALLER.take();
-    span
+    /// The root being made on this thread by [`Exporter::root`].
+    static ROOT: RefCell<Option<Root>> = const { RefCell::new(None) };
 }
 
 /// A W3C `traceparent` (`00-<trace id>-<span id>-<flags>`) as a remote span context;

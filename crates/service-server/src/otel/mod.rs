@@ -14,21 +14,18 @@ use std::sync::Arc;
 
 use std::convert::Infallible;
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, ready};
 
 use axum::extract::{MatchedPath, Request};
 use axum::http::Method;
 use axum::response::Response;
-use opentelemetry_otlp::{Protocol, WithExportConfig, WithHttpConfig};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::trace::{BatchSpanProcessor, Config, SpanProcessor};
-use service_graph::trace_context::{self, Propagator};
+use service_graph::trace_context::{self, InScope, Propagator, Scope};
 use tower::Service;
-use tracing::{Instrument, Span};
+use tracing::Span;
 use tracing_subscriber::filter::{EnvFilter, LevelFilter};
 use tracing_subscriber::{Layer, Registry};
-
-pub(crate) use store::{traced_checkpointer, traced_store};
 
 use crate::env::ConfigError;
 
@@ -80,15 +77,9 @@ impl Tracing {
                 )));
             }
         }
-        let client = export::Client::new()
-            .map_err(|error| ConfigError(format!("cannot export traces: {error}")))?;
-        // The endpoint, headers, timeout and compression come from the OTEL_EXPORTER_OTLP_*
-        // variables (the traces-specific ones first), read by the exporter itself.
-        let exporter = opentelemetry_otlp::SpanExporter::builder()
-            .with_http()
-            .with_protocol(Protocol::HttpBinary)
-            .with_http_client(client)
-            .build()
+        // The endpoint, headers and timeout come from the OTEL_EXPORTER_OTLP_* variables
+        // (the traces-specific ones first).
+        let exporter = export::Exporter::from_vars(var)
             .map_err(|error| ConfigError(format!("cannot export traces: {error}")))?;
         let mut resource = Resource::builder();
         let named = var("OTEL_SERVICE_NAME").is_some()
@@ -114,12 +105,27 @@ impl Tracing {
             .ok()
             .and_then(|filter| filter.max_level_hint())
             .is_none_or(|level| level >= LevelFilter::TRACE);
+        self.exporter
+            .spans_logged
+            .store(spans_logged, std::sync::atomic::Ordering::Relaxed);
         layer::OtelLayer {
             exporter: Arc::clone(&self.exporter),
-            spans_logged,
         }
         .with_filter(layer::Wanted)
         .boxed()
+    }
+
+    /// `store` with every repository call a span.
+    pub(crate) fn traced_store(&self, store: &service_store::Store) -> service_store::Store {
+        store::traced_store(&self.exporter, store)
+    }
+
+    /// `checkpointer` with every call a span.
+    pub(crate) fn traced_checkpointer(
+        &self,
+        checkpointer: Arc<dyn service_graph::Checkpointer>,
+    ) -> Arc<dyn service_graph::Checkpointer> {
+        store::traced_checkpointer(&self.exporter, checkpointer)
     }
 
     /// Exports what is still buffered; the server calls it as it stops.
@@ -141,11 +147,8 @@ impl Propagator for W3c {
         layer::current(&self.0).map(|context| layer::traceparent(&context))
     }
 
-    fn child_of(&self, traceparent: &str, make: &mut dyn FnMut() -> Span) -> Span {
-        match layer::parse_traceparent(traceparent) {
-            Some(caller) => layer::child_of_remote(caller, make),
-            None => make(),
-        }
+    fn root(&self, traceparent: Option<&str>, make: &mut dyn FnMut() -> Span) -> Scope {
+        self.0.root(traceparent, make)
     }
 }
 
@@ -171,11 +174,10 @@ pub(crate) struct TraceRequest<S>(S);
 impl<S> Service<Request> for TraceRequest<S>
 where
     S: Service<Request, Response = Response, Error = Infallible>,
-    S::Future: Send + 'static,
 {
     type Response = Response;
     type Error = Infallible;
-    type Future = Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>;
+    type Future = Answered<S::Future>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
         self.0.poll_ready(cx)
@@ -183,19 +185,42 @@ where
 
     fn call(&mut self, request: Request) -> Self::Future {
         let method = request.method().clone();
-        let span = request_span(&request);
-        // In the span: a layer may start its work as it is called.
-        let answered = span.in_scope(|| self.0.call(request)).instrument(span);
-        Box::pin(async move {
-            let mut answered = std::pin::pin!(answered);
-            let response = answered.as_mut().await?;
-            record_response(answered.span(), &method, &response);
-            Ok(response)
-        })
+        let scope = request_scope(&request);
+        // In the scope: a layer may start its work as it is called.
+        let calling = scope.in_scope(|| self.0.call(request));
+        Answered {
+            inner: scope.instrument(calling),
+            method,
+        }
     }
 }
 
-fn request_span(request: &Request) -> Span {
+pin_project_lite::pin_project! {
+    /// A request's response, recorded on its span once answered.
+    pub(crate) struct Answered<F> {
+        #[pin]
+        inner: InScope<F>,
+        method: Method,
+    }
+}
+
+impl<F> Future for Answered<F>
+where
+    F: Future<Output = Result<Response, Infallible>>,
+{
+    type Output = Result<Response, Infallible>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut this = self.project();
+        let answered = ready!(this.inner.as_mut().poll(cx));
+        if let Ok(response) = &answered {
+            record_response(this.inner.span(), this.method, response);
+        }
+        Poll::Ready(answered)
+    }
+}
+
+fn request_scope(request: &Request) -> Scope {
     let method = request.method();
     let traceparent = request
         .headers()

@@ -1,7 +1,9 @@
 //! Store and checkpointer calls as spans (`store.runs.create`, `checkpoint.put`, ...)
 //! of the request, run or node that makes them: every repository and the saver wrapped
 //! once at boot, only when traces are exported, so a server without an exporter calls
-//! its store directly.
+//! its store directly. A call makes no spans of its own, so its span is recorded
+//! without a `tracing` span ([`Exporter::call_span`]: no registry entry, nothing
+//! entered per poll), and only inside a sampled span.
 
 use std::sync::Arc;
 
@@ -23,11 +25,12 @@ use service_types::{
     Assistant, AssistantVersion, Cron, Delivery, IfExists, Item, JsonText, Metadata, PruneStrategy,
     Run, SearchItem, Thread, ThreadStatus, Timestamp,
 };
-use tracing::Instrument;
 use uuid::Uuid;
 
+use super::layer::Exporter;
+
 /// A repository or saver whose every call is a span named `<prefix>.<method>`.
-struct Traced<T: ?Sized>(Arc<T>);
+struct Traced<T: ?Sized>(Arc<T>, Arc<Exporter>);
 
 /// Implements `$trait` for `Traced<dyn $trait>` by forwarding each listed method in a
 /// span of its own.
@@ -40,17 +43,10 @@ macro_rules! traced {
             $(
                 async fn $method(&self $(, $arg: $ty)*) -> $out {
                     let call = self.0.$method($($arg),*);
-                    // Background work outside any span (sweepers, pollers) starts no
-                    // trace of its own per call.
-                    // (The dispatcher's current span: no handle cloned and dropped.)
-                    if tracing::dispatcher::get_default(|d| !d.current_span().is_known()) {
-                        return call.await;
-                    }
-                    call.instrument(tracing::trace_span!(
-                        concat!($prefix, ".", stringify!($method)),
-                        otel.kind = "client",
-                    ))
-                    .await
+                    // Ended as the call returns (or is dropped). Background work outside
+                    // any span (sweepers, pollers) starts no trace of its own per call.
+                    let _span = self.1.call_span(concat!($prefix, ".", stringify!($method)));
+                    call.await
                 }
             )*
         }
@@ -221,23 +217,27 @@ traced!(Checkpointer, "checkpoint", {
 });
 
 /// `store` with every repository call a span.
-pub(crate) fn traced_store(store: &Store) -> Store {
+pub(super) fn traced_store(exporter: &Arc<Exporter>, store: &Store) -> Store {
     let parts = store.parts();
+    let with = || Arc::clone(exporter);
     Store::new(StoreParts {
-        assistants: Arc::new(Traced(parts.assistants)),
-        threads: Arc::new(Traced(parts.threads)),
-        runs: Arc::new(Traced(parts.runs)),
-        crons: Arc::new(Traced(parts.crons)),
-        items: Arc::new(Traced(parts.items)),
-        idempotency: Arc::new(Traced(parts.idempotency)),
+        assistants: Arc::new(Traced(parts.assistants, with())),
+        threads: Arc::new(Traced(parts.threads, with())),
+        runs: Arc::new(Traced(parts.runs, with())),
+        crons: Arc::new(Traced(parts.crons, with())),
+        items: Arc::new(Traced(parts.items, with())),
+        idempotency: Arc::new(Traced(parts.idempotency, with())),
         deliveries: parts
             .deliveries
-            .map(|deliveries| Arc::new(Traced(deliveries)) as Arc<dyn DeliveriesRepo>),
+            .map(|deliveries| Arc::new(Traced(deliveries, with())) as Arc<dyn DeliveriesRepo>),
         ..parts
     })
 }
 
 /// `checkpointer` with every call a span.
-pub(crate) fn traced_checkpointer(checkpointer: Arc<dyn Checkpointer>) -> Arc<dyn Checkpointer> {
-    Arc::new(Traced(checkpointer))
+pub(super) fn traced_checkpointer(
+    exporter: &Arc<Exporter>,
+    checkpointer: Arc<dyn Checkpointer>,
+) -> Arc<dyn Checkpointer> {
+    Arc::new(Traced(checkpointer, Arc::clone(exporter)))
 }
