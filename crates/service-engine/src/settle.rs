@@ -163,7 +163,7 @@ impl Settler {
         let snapshot = match &graph {
             Some(graph) => match final_state.take() {
                 Some(snapshot)
-                    if discard_thread || matches!(ending, Ending::Completed) && !rolled_back =>
+                    if discard_thread || (matches!(ending, Ending::Completed) && !rolled_back) =>
                 {
                     Some(snapshot)
                 }
