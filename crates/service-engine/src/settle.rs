@@ -336,19 +336,28 @@ impl Settler {
             }));
         }
         if discard_thread {
-            self.discard_run_thread(thread_id).await;
+            let saved_checkpoints = !graph
+                .as_deref()
+                .is_some_and(AgentGraph::keeps_discarded_checkpoints);
+            self.discard_run_thread(thread_id, saved_checkpoints).await;
         }
         Settled { others_wait, next }
     }
 
-    /// Deletes a stateless run's thread and its checkpoints, at once: they live behind
-    /// two seams (two pools on PostgreSQL), and neither delete needs the other first.
-    async fn discard_run_thread(&self, thread_id: Uuid) {
+    /// Deletes a stateless run's thread and, when its graph `saved_checkpoints` in the
+    /// saver, its checkpoints, at once: they live behind two seams (two pools on
+    /// PostgreSQL), and neither delete needs the other first.
+    async fn discard_run_thread(&self, thread_id: Uuid, saved_checkpoints: bool) {
         let checkpoint_thread = thread_id.to_string();
-        let (thread, checkpoints) = tokio::join!(
-            self.store.threads().delete(thread_id),
-            self.checkpointer.delete_thread(&checkpoint_thread),
-        );
+        let checkpoints = async {
+            if saved_checkpoints {
+                self.checkpointer.delete_thread(&checkpoint_thread).await
+            } else {
+                Ok(())
+            }
+        };
+        let (thread, checkpoints) =
+            tokio::join!(self.store.threads().delete(thread_id), checkpoints);
         if let Err(error) = thread {
             tracing::warn!(%thread_id, %error, "deleting the stateless run's thread failed");
         }

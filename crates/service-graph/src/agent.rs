@@ -133,4 +133,11 @@ pub trait AgentGraph: Send + Sync {
         let _ = (namespace, recurse);
         Err(GraphError::missing(capability::GET_SUBGRAPHS))
     }
+
+    /// Whether a run on a discarded thread ([`StreamOptions::thread_is_discarded`])
+    /// keeps that thread's checkpoints to itself, leaving none in the saver for the
+    /// engine to delete.
+    fn keeps_discarded_checkpoints(&self) -> bool {
+        false
+    }
 }

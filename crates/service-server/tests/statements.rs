@@ -27,7 +27,7 @@ use wire::{Counts, Proxy};
 
 /// (statements, round trips, transactions) of one operation of each kind.
 const EXPECTED: &[(&str, [u64; 3])] = &[
-    ("stateless wait (echo)", [4, 4, 4]),
+    ("stateless wait (echo)", [3, 3, 3]),
     (
         "thread wait, new thread (echo, if_not_exists=create)",
         [3, 3, 3],
@@ -42,7 +42,7 @@ const EXPECTED: &[(&str, [u64; 3])] = &[
         [15, 15, 15],
     ),
     ("interrupt + resume (approval, two waits)", [13, 13, 13]),
-    ("stateless wait + webhook", [5, 5, 5]),
+    ("stateless wait + webhook", [4, 4, 4]),
     ("thread wait, new thread + webhook", [4, 4, 4]),
     // A statement built at run time goes with its parameters' types: no describe first.
     (

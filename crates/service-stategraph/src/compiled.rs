@@ -317,4 +317,8 @@ impl AgentGraph for CompiledGraph {
             .map(|(name, def)| (name, graph_schema(&def)))
             .collect())
     }
+
+    fn keeps_discarded_checkpoints(&self) -> bool {
+        true
+    }
 }

@@ -15,7 +15,10 @@ async fn a_stateless_run_deletes_its_thread_once_settled_yet_its_result_stays_an
     assert_eq!(body["messages"][1]["content"], "echo: once");
     thread_gone(&engine, run.thread_id).await;
 
-    let mut kept = run_body("echo", json!({"messages": []}));
+    let mut kept = run_body(
+        "echo",
+        json!({"messages": [{"type": "human", "content": "kept"}]}),
+    );
     kept.on_completion = Some(service_types::OnCompletion::Keep);
     let run = unscoped(&engine)
         .runs()
@@ -24,6 +27,14 @@ async fn a_stateless_run_deletes_its_thread_once_settled_yet_its_result_stays_an
         .unwrap();
     result_of(&engine, run.run_id).await;
     assert_eq!(settled(&engine, &run).await.status, RunStatus::Success);
+    // A kept thread's checkpoints are in the saver (only a discarded one's stay with
+    // its run), so its state reads back.
+    let state = unscoped(&engine)
+        .threads()
+        .state(run.thread_id, None, false)
+        .await
+        .unwrap();
+    assert_eq!(state.values["messages"][1]["content"], "echo: kept");
     let thread = unscoped(&engine)
         .threads()
         .get(run.thread_id)
