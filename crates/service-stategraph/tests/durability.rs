@@ -154,6 +154,16 @@ fn with_durability(durability: Durability) -> service_graph::StreamOptions {
     }
 }
 
+/// A counter run to `n` with `durability` on a fresh recording saver, which must
+/// succeed: the saver and the graph, to look at what was stored.
+async fn counted(n: i64, durability: Durability) -> (Arc<Recording>, CompiledGraph) {
+    let saver = Recording::open();
+    let graph = counter(Arc::clone(&saver));
+    let outcome = run_with(&graph, values(json!({"n": n})), with_durability(durability)).await;
+    assert!(outcome.error.is_none(), "{:?}", outcome.error);
+    (saver, graph)
+}
+
 /// The thread's checkpoints after the run: 1 input + 1 `__start__` + one per count, each
 /// the parent of the next.
 async fn assert_every_step_stored(graph: &CompiledGraph, n: usize) {
@@ -203,15 +213,7 @@ async fn by_default_supersteps_run_ahead_of_their_checkpoints_which_all_land_bef
 
 #[tokio::test]
 async fn sync_durability_stores_each_checkpoint_before_the_next_superstep() {
-    let saver = Recording::open();
-    let graph = counter(Arc::clone(&saver));
-    let outcome = run_with(
-        &graph,
-        values(json!({"n": 5})),
-        with_durability(Durability::Sync),
-    )
-    .await;
-    assert!(outcome.error.is_none(), "{:?}", outcome.error);
+    let (saver, graph) = counted(5, Durability::Sync).await;
     // The input checkpoint and `__start__`'s together, then one per count.
     assert_eq!(saver.calls(), vec![2, 1, 1, 1, 1, 1]);
     assert_every_step_stored(&graph, 5).await;
@@ -219,15 +221,7 @@ async fn sync_durability_stores_each_checkpoint_before_the_next_superstep() {
 
 #[tokio::test]
 async fn exit_durability_keeps_every_checkpoint() {
-    let saver = Recording::open();
-    let graph = counter(Arc::clone(&saver));
-    let outcome = run_with(
-        &graph,
-        values(json!({"n": 5})),
-        with_durability(Durability::Exit),
-    )
-    .await;
-    assert!(outcome.error.is_none(), "{:?}", outcome.error);
+    let (_, graph) = counted(5, Durability::Exit).await;
     assert_every_step_stored(&graph, 5).await;
 }
 
@@ -245,10 +239,7 @@ async fn a_checkpoint_that_cannot_be_stored_fails_the_run() {
 
 #[tokio::test]
 async fn a_short_run_is_stored_in_one_write() {
-    let saver = Recording::open();
-    let graph = counter(Arc::clone(&saver));
-    let outcome = run(&graph, "t", values(json!({"n": 1}))).await;
-    assert!(outcome.error.is_none(), "{:?}", outcome.error);
+    let (saver, graph) = counted(1, Durability::Async).await;
     // The input checkpoint waited for the first superstep's.
     assert_eq!(saver.calls(), vec![3]);
     assert_every_step_stored(&graph, 1).await;
