@@ -12,8 +12,8 @@ use tokio_postgres::Row;
 use uuid::Uuid;
 
 use crate::db::{
-    Cached, Columns, Db, Sql, at, count, decode, direction, encode, object, push_where, static_sql,
-    ts,
+    Built, Cached, Columns, Db, Sql, at, count, decode, direction, encode, object, push_where,
+    static_sql, ts,
 };
 use crate::error::store_error;
 use crate::filter::metadata_condition;
@@ -306,10 +306,7 @@ impl AssistantsRepo for Db {
             sort_column(query.sort_by)
         ));
         let client = self.client().await?;
-        let rows = client
-            .query_typed(&sql.text, &sql.params())
-            .await
-            .map_err(store_error)?;
+        let rows = client.query_built(&sql).await.map_err(store_error)?;
         let total = match rows.first() {
             Some(row) => {
                 let total = Columns::of(row, "assistants").column::<i64>("total")?;
@@ -326,10 +323,7 @@ impl AssistantsRepo for Db {
         let conditions = conditions(&mut sql, filter);
         push_where(&mut sql, &conditions);
         let client = self.client().await?;
-        let row = client
-            .query_typed_one(&sql.text, &sql.params())
-            .await
-            .map_err(store_error)?;
+        let row = client.query_built_one(&sql).await.map_err(store_error)?;
         let total: i64 = Columns::of(&row, "assistants").column_at(0)?;
         Ok(u64::try_from(total).unwrap_or_default())
     }
@@ -364,10 +358,7 @@ impl AssistantsRepo for Db {
         sql.push(&format!(
             " ORDER BY version DESC LIMIT {limit_p} OFFSET {offset_p}"
         ));
-        let rows = client
-            .query_typed(&sql.text, &sql.params())
-            .await
-            .map_err(store_error)?;
+        let rows = client.query_built(&sql).await.map_err(store_error)?;
         rows.iter().map(version).collect()
     }
 }

@@ -14,8 +14,8 @@ use tokio_postgres::Row;
 use uuid::Uuid;
 
 use crate::db::{
-    Cached, Columns, Db, Sql, at, count, direction, enum_from, enum_text, object, push_where,
-    static_sql, ts,
+    Built, Cached, Columns, Db, Sql, at, count, direction, enum_from, enum_text, object,
+    push_where, static_sql, ts,
 };
 use crate::error::{is_foreign_key_violation, is_unique_violation, store_error};
 use crate::filter::metadata_condition;
@@ -232,10 +232,7 @@ impl CronsRepo for Db {
             sort_column(query.sort_by)
         ));
         let client = self.client().await?;
-        let rows = client
-            .query_typed(&sql.text, &sql.params())
-            .await
-            .map_err(store_error)?;
+        let rows = client.query_built(&sql).await.map_err(store_error)?;
         rows.iter().map(cron).collect()
     }
 
@@ -244,10 +241,7 @@ impl CronsRepo for Db {
         let conditions = conditions(&mut sql, filter);
         push_where(&mut sql, &conditions);
         let client = self.client().await?;
-        let row = client
-            .query_typed_one(&sql.text, &sql.params())
-            .await
-            .map_err(store_error)?;
+        let row = client.query_built_one(&sql).await.map_err(store_error)?;
         let total: i64 = Columns::of(&row, "crons").column_at(0)?;
         Ok(u64::try_from(total).unwrap_or_default())
     }

@@ -11,8 +11,8 @@ use deadpool_postgres::{GenericClient, Object, Pool};
 use serde_json::Value;
 use service_store::{Clock, PageLimits, StoreError, StoreResult};
 use service_types::{Metadata, Timestamp};
-use tokio_postgres::Row;
 use tokio_postgres::types::{FromSql, ToSql, Type};
+use tokio_postgres::{Row, Statement};
 
 use crate::error::{describe, pool_error};
 
@@ -111,6 +111,43 @@ pub(crate) trait Cached: GenericClient {
 
 impl<T: GenericClient + ?Sized> Cached for T {}
 
+/// How many statements a connection's cache holds before it is emptied: the static
+/// ones are a few dozen, and the shapes a statement built at run time takes (a store
+/// filter's keys and operators, a prefix's length) are few in practice but unbounded
+/// in principle. Emptied, it refills with what is still used (a prepare each).
+const CACHED_STATEMENTS_MAX: usize = 512;
+
+/// Statements built at run time ([`Sql`]) through the connection's statement cache, so
+/// PostgreSQL parses and plans each shape once per connection instead of at every call
+/// (a filtered store search spent more time planning than executing).
+#[async_trait]
+pub(crate) trait Built {
+    async fn query_built(&self, sql: &Sql) -> Result<Vec<Row>, tokio_postgres::Error>;
+    async fn query_built_one(&self, sql: &Sql) -> Result<Row, tokio_postgres::Error>;
+}
+
+#[async_trait]
+impl Built for Object {
+    async fn query_built(&self, sql: &Sql) -> Result<Vec<Row>, tokio_postgres::Error> {
+        let statement = prepared(self, sql).await?;
+        self.query(&statement, &sql.values()).await
+    }
+
+    async fn query_built_one(&self, sql: &Sql) -> Result<Row, tokio_postgres::Error> {
+        let statement = prepared(self, sql).await?;
+        self.query_one(&statement, &sql.values()).await
+    }
+}
+
+/// `sql` prepared from `client`'s cache, which is emptied first when full (a client
+/// sending ever new shapes must not grow it without bound).
+async fn prepared(client: &Object, sql: &Sql) -> Result<Statement, tokio_postgres::Error> {
+    if client.statement_cache.size() >= CACHED_STATEMENTS_MAX {
+        client.statement_cache.clear();
+    }
+    client.prepare_typed_cached(&sql.text, &sql.types()).await
+}
+
 /// A value a statement built at run time binds, and the type PostgreSQL takes it as.
 /// Sending the types with the statement lets it go in one round trip (parse, bind and
 /// execute together) instead of a describe first to learn them.
@@ -164,6 +201,19 @@ impl Sql {
     pub(crate) fn push(&mut self, text: &str) -> &mut Self {
         self.text.push_str(text);
         self
+    }
+
+    /// The parameters' types, in order.
+    fn types(&self) -> Vec<Type> {
+        self.params.iter().map(|(_, pg)| pg.clone()).collect()
+    }
+
+    /// The parameters' values, in order, for a prepared statement.
+    fn values(&self) -> Vec<&(dyn ToSql + Sync)> {
+        self.params
+            .iter()
+            .map(|(value, _)| value.as_ref() as &(dyn ToSql + Sync))
+            .collect()
     }
 
     /// The parameters with their types, as tokio-postgres's `query_typed` takes them.
@@ -297,7 +347,7 @@ mod tests {
     use service_store::ErrorKind;
     use tokio_postgres::{NoTls, Row};
 
-    use super::Columns;
+    use super::{Built, CACHED_STATEMENTS_MAX, Columns, Sql};
 
     /// The one row `sql` returns on the test database (no schema needed).
     async fn row(sql: &str) -> Row {
@@ -311,6 +361,41 @@ mod tests {
             .query_one(sql, &[])
             .await
             .expect("the statement runs")
+    }
+
+    /// A pooled connection to the test database.
+    async fn pooled() -> deadpool_postgres::Object {
+        let url = std::env::var("TEST_DATABASE_URL")
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
+        let manager = deadpool_postgres::Manager::new(url.parse().expect("a URL"), NoTls);
+        let pool = deadpool_postgres::Pool::builder(manager)
+            .max_size(1)
+            .build()
+            .expect("a pool");
+        pool.get().await.expect("PostgreSQL must be reachable")
+    }
+
+    #[tokio::test]
+    async fn statements_built_at_run_time_are_cached_per_shape_within_a_bound() {
+        let client = pooled().await;
+        let shape = |n: usize| {
+            let mut sql = Sql::new("");
+            let p = sql.bind(n as i64);
+            sql.push(&format!("SELECT {p}::int8 + {n} AS total"));
+            sql
+        };
+        for _ in 0..3 {
+            let row = client.query_built_one(&shape(1)).await.expect("runs");
+            assert_eq!(row.get::<_, i64>("total"), 2);
+        }
+        assert_eq!(client.statement_cache.size(), 1, "one shape, one statement");
+        // Ever new shapes (a hostile client's filters over ever new keys) keep the
+        // cache bounded, and every statement still answers.
+        for n in 0..CACHED_STATEMENTS_MAX + 10 {
+            let rows = client.query_built(&shape(n)).await.expect("runs");
+            assert_eq!(rows[0].get::<_, i64>("total"), (2 * n) as i64);
+            assert!(client.statement_cache.size() <= CACHED_STATEMENTS_MAX);
+        }
     }
 
     #[tokio::test]

@@ -14,8 +14,8 @@ use tokio_postgres::Row;
 use uuid::Uuid;
 
 use crate::db::{
-    ASYNC_COMMIT, Cached, Columns, Db, Sql, at, count, enum_from, enum_text, object, push_where,
-    static_sql, ts,
+    ASYNC_COMMIT, Built, Cached, Columns, Db, Sql, at, count, enum_from, enum_text, object,
+    push_where, static_sql, ts,
 };
 use crate::error::store_error;
 use crate::filter::containment_condition;
@@ -166,10 +166,7 @@ impl DeliveriesRepo for Db {
             " ORDER BY created_at, delivery_id LIMIT {limit_p} OFFSET {offset_p}"
         ));
         let client = self.client().await?;
-        let rows = client
-            .query_typed(&sql.text, &sql.params())
-            .await
-            .map_err(store_error)?;
+        let rows = client.query_built(&sql).await.map_err(store_error)?;
         rows.iter().map(delivery).collect()
     }
 

@@ -18,7 +18,7 @@ use service_store::{
 use service_types::{Item, SearchItem, Timestamp};
 use tokio_postgres::Row;
 
-use crate::db::{Cached, Columns, Db, Sql, at, count, object, push_where, ts};
+use crate::db::{Built, Cached, Columns, Db, Sql, at, count, object, push_where, ts};
 use crate::error::store_error;
 use crate::filter::{
     indexed_equality, namespace_prefix, namespace_suffix, ns_path_range, store_filter,
@@ -399,26 +399,17 @@ impl ItemsRepo for Db {
             Some(vectors) => {
                 let nearest = Scan::Nearest(nearest_vectors(search.offset + limit));
                 let sql = search_sql(search, limit, now, Some(vectors), nearest);
-                let rows = client
-                    .query_typed(&sql.text, &sql.params())
-                    .await
-                    .map_err(store_error)?;
+                let rows = client.query_built(&sql).await.map_err(store_error)?;
                 if rows.len() < limit {
                     let sql = search_sql(search, limit, now, Some(vectors), Scan::Every);
-                    client
-                        .query_typed(&sql.text, &sql.params())
-                        .await
-                        .map_err(store_error)?
+                    client.query_built(&sql).await.map_err(store_error)?
                 } else {
                     rows
                 }
             }
             None => {
                 let sql = search_sql(search, limit, now, None, Scan::Every);
-                client
-                    .query_typed(&sql.text, &sql.params())
-                    .await
-                    .map_err(store_error)?
+                client.query_built(&sql).await.map_err(store_error)?
             }
         };
         rows.iter()
@@ -436,10 +427,7 @@ impl ItemsRepo for Db {
         let limit = self.limits.namespaces(query.limit);
         let sql = namespaces_sql(query, limit, self.now());
         let client = self.client().await?;
-        let rows = client
-            .query_typed(&sql.text, &sql.params())
-            .await
-            .map_err(store_error)?;
+        let rows = client.query_built(&sql).await.map_err(store_error)?;
         rows.iter()
             .map(|row| Columns::of(row, "store_items").column_at(0))
             .collect()

@@ -25,17 +25,52 @@ pub const NAMES: [&str; 8] = [
     "store search by filter",
 ];
 
-/// `EXPLAIN` of `sql` with `params` typed, as a statement built at run time is sent
-/// (the static ones are prepared: their parameters' types are what PostgreSQL infers,
-/// the same).
+/// Which plan [`explain_all`] shows. A statement runs prepared (the static ones from the
+/// start, the ones built at run time once their shape is cached), so PostgreSQL plans
+/// its first executions with the parameters' values and may then keep one generic
+/// plan for all: both must use the indexes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Planning {
+    /// Planned with the sample parameters' values.
+    Custom,
+    /// Planned once for any values (`plan_cache_mode = force_generic_plan`).
+    Generic,
+}
+
+/// `EXPLAIN` of `sql` with `params` typed, as the driver sends it.
 async fn explain(
     client: &Client,
+    planning: Planning,
     sql: &str,
     params: &[(&(dyn ToSql + Sync), Type)],
 ) -> Result<String, tokio_postgres::Error> {
-    let rows = client
-        .query_typed(&format!("EXPLAIN {sql}"), params)
-        .await?;
+    let rows = match planning {
+        Planning::Custom => {
+            client
+                .query_typed(&format!("EXPLAIN {sql}"), params)
+                .await?
+        }
+        Planning::Generic => {
+            // A generic plan holds for any values, so the arguments can be NULLs
+            // (EXECUTE's arguments cannot refer to the outer statement's parameters).
+            let types: Vec<&str> = params.iter().map(|(_, pg)| pg.name()).collect();
+            let arguments = vec!["NULL"; params.len()].join(", ");
+            client
+                .batch_execute(&format!(
+                    "SET plan_cache_mode = force_generic_plan;
+                     PREPARE explained ({}) AS {sql}",
+                    types.join(", ")
+                ))
+                .await?;
+            let explained = client
+                .query(&format!("EXPLAIN EXECUTE explained ({arguments})"), &[])
+                .await;
+            client
+                .batch_execute("DEALLOCATE explained; RESET plan_cache_mode")
+                .await?;
+            explained?
+        }
+    };
     let lines = rows
         .iter()
         .map(|row| row.try_get::<_, String>(0))
@@ -47,16 +82,23 @@ fn explain_sql(sql: Sql) -> (String, Sql) {
     (sql.text.clone(), sql)
 }
 
-/// `(name, plan text)` of each checked statement, planned on `client` (whose
-/// search_path points at a migrated schema).
+/// `(name, plan text)` of each checked statement, planned as `planning` says on
+/// `client` (whose search_path points at a migrated schema).
 pub async fn explain_all(
     client: &Client,
+    planning: Planning,
     now: Timestamp,
 ) -> Result<Vec<(&'static str, String)>, tokio_postgres::Error> {
     let mut plans = Vec::new();
     plans.push((
         NAMES[0],
-        explain(client, runs::CLAIM_SQL, &[(&at(now), Type::TIMESTAMPTZ)]).await?,
+        explain(
+            client,
+            planning,
+            runs::CLAIM_SQL,
+            &[(&at(now), Type::TIMESTAMPTZ)],
+        )
+        .await?,
     ));
 
     let query = ThreadQuery {
@@ -72,11 +114,20 @@ pub async fn explain_all(
         .flatten()
         .unwrap_or_default();
     let (text, sql) = explain_sql(sql);
-    plans.push((NAMES[1], explain(client, &text, &sql.params()).await?));
+    plans.push((
+        NAMES[1],
+        explain(client, planning, &text, &sql.params()).await?,
+    ));
 
     plans.push((
         NAMES[2],
-        explain(client, runs::LATEST_SQL, &[(&Uuid::nil(), Type::UUID)]).await?,
+        explain(
+            client,
+            planning,
+            runs::LATEST_SQL,
+            &[(&Uuid::nil(), Type::UUID)],
+        )
+        .await?,
     ));
 
     let before: Option<String> = Some("ffffffff".to_owned());
@@ -85,6 +136,7 @@ pub async fn explain_all(
         NAMES[3],
         explain(
             client,
+            planning,
             checkpoint::list_sql(),
             &[
                 (&"thread", Type::TEXT),
@@ -110,12 +162,16 @@ pub async fn explain_all(
         None,
         items::Scan::Every,
     ));
-    plans.push((NAMES[4], explain(client, &text, &sql.params()).await?));
+    plans.push((
+        NAMES[4],
+        explain(client, planning, &text, &sql.params()).await?,
+    ));
 
     plans.push((
         NAMES[5],
         explain(
             client,
+            planning,
             runs::ACTIVE_OF_THREAD_SQL,
             &[(&Uuid::nil(), Type::UUID), (&10_i64, Type::INT8)],
         )
@@ -127,7 +183,10 @@ pub async fn explain_all(
         ..ActiveRunsQuery::default()
     };
     let (text, sql) = explain_sql(runs::active_sql(&running, 100).unwrap_or_default());
-    plans.push((NAMES[6], explain(client, &text, &sql.params()).await?));
+    plans.push((
+        NAMES[6],
+        explain(client, planning, &text, &sql.params()).await?,
+    ));
 
     // Bench S5's shape: one namespace holds many items, an equality filter picks few.
     let search = ItemSearch {
@@ -143,6 +202,9 @@ pub async fn explain_all(
         None,
         items::Scan::Every,
     ));
-    plans.push((NAMES[7], explain(client, &text, &sql.params()).await?));
+    plans.push((
+        NAMES[7],
+        explain(client, planning, &text, &sql.params()).await?,
+    ));
     Ok(plans)
 }

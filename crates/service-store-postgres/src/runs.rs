@@ -22,7 +22,7 @@ use tokio_postgres::types::ToSql;
 use uuid::Uuid;
 
 use crate::db::{
-    ASYNC_COMMIT, Cached, Columns, Db, Sql, at, count, decode, encode, enum_from, enum_text,
+    ASYNC_COMMIT, Built, Cached, Columns, Db, Sql, at, count, decode, encode, enum_from, enum_text,
     object, push_where, static_sql, ts,
 };
 use crate::deliveries::COLUMNS as DELIVERY_COLUMNS;
@@ -421,10 +421,7 @@ impl RunsRepo for Db {
         let offset = sql.bind(count(query.offset));
         sql.push(&format!(" OFFSET {offset}"));
         let client = self.client().await?;
-        let rows = client
-            .query_typed(&sql.text, &sql.params())
-            .await
-            .map_err(store_error)?;
+        let rows = client.query_built(&sql).await.map_err(store_error)?;
         rows.iter().map(run).collect()
     }
 
@@ -454,10 +451,7 @@ impl RunsRepo for Db {
             return Ok(Vec::new());
         };
         let client = self.client().await?;
-        let rows = client
-            .query_typed(&sql.text, &sql.params())
-            .await
-            .map_err(store_error)?;
+        let rows = client.query_built(&sql).await.map_err(store_error)?;
         rows.iter().map(run).collect()
     }
 

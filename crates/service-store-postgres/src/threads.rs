@@ -14,8 +14,8 @@ use tokio_postgres::types::ToSql;
 use uuid::Uuid;
 
 use crate::db::{
-    Cached, Columns, Db, Sql, at, count, decode, direction, encode, enum_from, enum_text, object,
-    push_where, static_sql, ts,
+    Built, Cached, Columns, Db, Sql, at, count, decode, direction, encode, enum_from, enum_text,
+    object, push_where, static_sql, ts,
 };
 use crate::error::{is_unique_violation, store_error};
 use crate::filter::metadata_condition;
@@ -453,10 +453,7 @@ impl ThreadsRepo for Db {
             return Ok(Vec::new());
         };
         let client = self.client().await?;
-        let rows = client
-            .query_typed(&sql.text, &sql.params())
-            .await
-            .map_err(store_error)?;
+        let rows = client.query_built(&sql).await.map_err(store_error)?;
         rows.iter().map(thread).collect()
     }
 
@@ -467,10 +464,7 @@ impl ThreadsRepo for Db {
         };
         push_where(&mut sql, &conditions);
         let client = self.client().await?;
-        let row = client
-            .query_typed_one(&sql.text, &sql.params())
-            .await
-            .map_err(store_error)?;
+        let row = client.query_built_one(&sql).await.map_err(store_error)?;
         let total: i64 = Columns::of(&row, "threads").column_at(0)?;
         Ok(u64::try_from(total).unwrap_or_default())
     }
