@@ -68,8 +68,8 @@ macro_rules! static_sql {
 pub(crate) use static_sql;
 
 /// Static statements through the connection's statement cache: one round trip per call
-/// instead of a prepare and then an execute. Only `'static` SQL goes through here, so
-/// each connection caches a bounded set; SQL built per request takes the uncached path.
+/// instead of a prepare and then an execute. Only `'static` SQL goes through here; SQL
+/// built per request goes through [`Built`], which bounds the cache.
 #[async_trait]
 pub(crate) trait Cached: GenericClient {
     async fn execute_cached(
