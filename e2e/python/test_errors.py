@@ -5,7 +5,7 @@ import uuid
 import pytest
 from langgraph_sdk.errors import ConflictError, NotFoundError
 
-from conftest import spec_only
+from conftest import GRAPHS, spec_only
 
 
 async def test_error_body_has_message_detail_and_sdk_reads_it(http):
@@ -47,3 +47,10 @@ async def test_info_endpoint_reports_a_version(http):
     r = await http.get("/info")
     assert r.status_code == 200
     assert "version" in r.json() and "flags" in r.json()
+    # As the reference server: the langgraph the Python graphs run on, else null.
+    if GRAPHS == "python":
+        from importlib.metadata import version
+
+        assert r.json()["langgraph_py_version"] == version("langgraph")
+    else:
+        assert r.json()["langgraph_py_version"] is None

@@ -1,6 +1,9 @@
 //! CORS. Without a policy the answers are permissive, as the reference server's are
-//! without `http.cors`: any origin, method and header, with the pagination and
-//! location headers exposed. With one ([`CorsPolicy`], langgraph.json's `http.cors`),
+//! without `http.cors`: any origin, method and header, the pagination headers and
+//! `Content-Location` exposed (not `Location`, which the reference keeps from scripts:
+//! the JS SDK would then follow every stream with a read of its run), and a preflight
+//! from a public page to this server on a private address (Private Network Access)
+//! allowed, so a hosted front end can reach a local server. With one ([`CorsPolicy`], langgraph.json's `http.cors`),
 //! requests are answered as the reference server's CORS middleware answers them.
 
 use std::sync::Arc;
@@ -10,7 +13,10 @@ use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header}
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-const EXPOSED: &str = "x-pagination-total, x-pagination-next, content-location, location";
+const EXPOSED: &str = "x-pagination-total, x-pagination-next, content-location";
+/// A preflight's question, and the answer, of Private Network Access.
+const REQUEST_PRIVATE_NETWORK: &str = "access-control-request-private-network";
+const ALLOW_PRIVATE_NETWORK: &str = "access-control-allow-private-network";
 const ANY: &str = "*";
 const ALL_METHODS: &str = "DELETE, GET, HEAD, OPTIONS, PATCH, POST, PUT";
 /// Request headers a browser may always send (the CORS safelist).
@@ -284,6 +290,9 @@ async fn permissive(request: Request, next: Next) -> Response {
             header::ACCESS_CONTROL_MAX_AGE,
             HeaderValue::from_static("600"),
         );
+        if request.headers().contains_key(REQUEST_PRIVATE_NETWORK) {
+            headers.insert(ALLOW_PRIVATE_NETWORK, HeaderValue::from_static("true"));
+        }
         response
     } else {
         next.run(request).await

@@ -87,6 +87,9 @@ pub struct RouterOptions {
     /// response's extensions, for an outer layer that names the request after it (a
     /// trace span: `POST /threads/{thread_id}/runs`); off by default.
     pub trace_routes: bool,
+    /// The langgraph version the Python graphs run on (`/info`'s
+    /// `langgraph_py_version`, as the reference server reports it); none without them.
+    pub langgraph_py_version: Option<String>,
 }
 
 impl Default for RouterOptions {
@@ -104,6 +107,7 @@ impl Default for RouterOptions {
             metrics_collector: None,
             ui: None,
             trace_routes: false,
+            langgraph_py_version: None,
         }
     }
 }
@@ -174,8 +178,13 @@ pub fn router_with(engine: Engine, options: RouterOptions) -> Router {
         channels: channels.is_some(),
         metrics: options.metrics,
     });
-    let (routes, table) =
-        route_table(options.disable_runs, channels.is_some(), document).into_parts();
+    let (routes, table) = route_table(
+        options.disable_runs,
+        channels.is_some(),
+        options.langgraph_py_version.clone(),
+        document,
+    )
+    .into_parts();
     let mut routes = routes
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed);
@@ -360,7 +369,7 @@ pub fn routes(options: &RouterOptions) -> Vec<RouteInfo> {
         channels,
         metrics: options.metrics,
     });
-    route_table(options.disable_runs, channels, document)
+    route_table(options.disable_runs, channels, None, document)
         .into_parts()
         .1
 }
@@ -371,13 +380,23 @@ pub fn channel_routes() -> Vec<RouteInfo> {
     routes::channels::routes().into_parts().1
 }
 
-fn route_table(disable_runs: bool, channels: bool, document: openapi::Document) -> routes::Table {
+/// `langgraph_py_version`: what `/info` reports (see [`RouterOptions`]).
+fn route_table(
+    disable_runs: bool,
+    channels: bool,
+    langgraph_py_version: Option<String>,
+    document: openapi::Document,
+) -> routes::Table {
+    let about = routes::meta::Info {
+        mcp: !disable_runs,
+        langgraph_py_version,
+    };
     let mut table = routes::Table::new()
         .merge(routes::assistants::routes())
         .merge(routes::threads::routes())
         .merge(routes::crons::routes())
         .merge(routes::store::routes())
-        .merge(routes::meta::routes(!disable_runs, document))
+        .merge(routes::meta::routes(about, document))
         .merge(routes::ui::routes());
     // Channel runs are the operator's configuration, not client run requests: they
     // stay with `disable_runs`.

@@ -61,10 +61,31 @@ async fn without_a_policy_every_origin_is_answered_and_the_paging_headers_expose
     let (status, headers, _) = send(&app, "POST", &[("origin", "https://any.example")]).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(header(&headers, "access-control-allow-origin"), Some("*"));
-    assert!(
-        header(&headers, "access-control-expose-headers")
-            .unwrap()
-            .contains("x-pagination-total")
+    // As the reference exposes them: Location stays hidden from scripts, so the JS SDK
+    // does not follow each stream with a read of its run.
+    assert_eq!(
+        header(&headers, "access-control-expose-headers"),
+        Some("x-pagination-total, x-pagination-next, content-location")
+    );
+}
+
+#[tokio::test]
+async fn without_a_policy_a_public_page_may_reach_this_server_on_a_private_address() {
+    let app = support::app_with(RouterOptions::default()).await;
+    let mut asked = preflight("https://agentchat.vercel.app", "POST", "content-type");
+    asked.push(("access-control-request-private-network", "true"));
+    let (status, headers, _) = send(&app, "OPTIONS", &asked).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    assert_eq!(
+        header(&headers, "access-control-allow-private-network"),
+        Some("true")
+    );
+    // Only a preflight that asks gets the answer.
+    let plain = preflight("https://agentchat.vercel.app", "POST", "content-type");
+    let (_, headers, _) = send(&app, "OPTIONS", &plain).await;
+    assert_eq!(
+        header(&headers, "access-control-allow-private-network"),
+        None
     );
 }
 

@@ -67,8 +67,10 @@ pub(crate) async fn serve(
     let mut parts = crate::metrics::Parts::default();
     // The `store.adapter` the Python or the Node workers loaded (one of them, by its file).
     let mut file_store = None;
+    let mut langgraph_py_version = None;
     if let Some(options) = config.python {
         let bridge = graphs::start_bridge(options).await?;
+        langgraph_py_version = Some(bridge.versions().1.to_owned());
         file_store = bridge.store_adapter();
         if let Some(embedder) = &config.python_embedder {
             bridge.attach_embedder(embedder);
@@ -224,6 +226,7 @@ pub(crate) async fn serve(
         http.ui = Some(Arc::new(crate::ui::bundle(plan).await?));
     }
     http.trace_routes = traced;
+    http.langgraph_py_version = langgraph_py_version;
     if http.metrics {
         http.metrics_collector = Some(Arc::new(parts));
     }

@@ -211,7 +211,7 @@ impl Document {
                 channels,
                 metrics,
             } = self.served;
-            let table = crate::route_table(disable_runs, channels, self.clone());
+            let table = crate::route_table(disable_runs, channels, None, self.clone());
             let mut served: Vec<(Method, &str)> = table
                 .into_parts()
                 .1

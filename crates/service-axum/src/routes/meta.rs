@@ -12,8 +12,15 @@ use crate::extract::{JsonBody, Path, QueryParams};
 use crate::json::Json;
 use crate::routes::Table;
 
-/// `mcp`: whether `/mcp` is served (`/info` says so among its flags).
-pub(crate) fn routes(mcp: bool, document: crate::openapi::Document) -> Table {
+/// What `/info` says besides the engine's: whether `/mcp` is served (among its flags)
+/// and the langgraph version the Python graphs run on.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Info {
+    pub(crate) mcp: bool,
+    pub(crate) langgraph_py_version: Option<String>,
+}
+
+pub(crate) fn routes(about: Info, document: crate::openapi::Document) -> Table {
     Table::new()
         .get("/", Access::Public, ok)
         .get("/ok", Access::Public, ok)
@@ -22,7 +29,7 @@ pub(crate) fn routes(mcp: bool, document: crate::openapi::Document) -> Table {
             Access::Public,
             move |engine: State<Engine>,
                   channels: Option<axum::Extension<service_channels::Channels>>| {
-                info(engine, channels, mcp)
+                info(engine, channels, about.clone())
             },
         )
         .get(crate::openapi::OPENAPI_PATH, Access::Public, move || {
@@ -50,11 +57,12 @@ async fn ok(State(engine): State<Engine>, params: QueryParams) -> ApiResult<Json
 async fn info(
     State(engine): State<Engine>,
     channels: Option<axum::Extension<service_channels::Channels>>,
-    mcp: bool,
+    about: Info,
 ) -> Json<Value> {
+    let mcp = about.mcp;
     Json(json!({
         "version": env!("CARGO_PKG_VERSION"),
-        "langgraph_py_version": null,
+        "langgraph_py_version": about.langgraph_py_version,
         "flags": {
             "assistants": true,
             "crons": true,
