@@ -386,14 +386,16 @@ mod tests {
         };
         for _ in 0..3 {
             let row = client.query_built_one(&shape(1)).await.expect("runs");
-            assert_eq!(row.get::<_, i64>("total"), 2);
+            let total: i64 = Columns::of(&row, "a test").column("total").unwrap();
+            assert_eq!(total, 2);
         }
         assert_eq!(client.statement_cache.size(), 1, "one shape, one statement");
         // Ever new shapes (a hostile client's filters over ever new keys) keep the
         // cache bounded, and every statement still answers.
         for n in 0..CACHED_STATEMENTS_MAX + 10 {
             let rows = client.query_built(&shape(n)).await.expect("runs");
-            assert_eq!(rows[0].get::<_, i64>("total"), (2 * n) as i64);
+            let total: i64 = Columns::of(&rows[0], "a test").column("total").unwrap();
+            assert_eq!(total, (2 * n) as i64);
             assert!(client.statement_cache.size() <= CACHED_STATEMENTS_MAX);
         }
     }
