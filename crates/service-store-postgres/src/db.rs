@@ -112,10 +112,11 @@ pub(crate) trait Cached: GenericClient {
 impl<T: GenericClient + ?Sized> Cached for T {}
 
 /// How many statements a connection's cache holds before it is emptied: the static
-/// ones are a few dozen, and the shapes a statement built at run time takes (a store
-/// filter's keys and operators, a prefix's length) are few in practice but unbounded
-/// in principle. Emptied, it refills with what is still used (a prepare each).
-const CACHED_STATEMENTS_MAX: usize = 512;
+/// ones are under a hundred, and the shapes a statement built at run time takes (a
+/// store filter's keys and operators, a prefix's length) are few in practice but
+/// unbounded in principle, and each holds memory on both ends (the database keeps its
+/// parse tree and plan). Emptied, it refills with what is still used (a prepare each).
+const CACHED_STATEMENTS_MAX: usize = 256;
 
 /// Statements built at run time ([`Sql`]) through the connection's statement cache, so
 /// PostgreSQL parses and plans each shape once per connection instead of at every call
