@@ -10,10 +10,12 @@ use std::time::{Duration, SystemTime};
 use opentelemetry::trace::{SpanKind, Status};
 use opentelemetry::{Array, Key, KeyValue, Value};
 use opentelemetry_sdk::Resource;
-use opentelemetry_sdk::error::{OTelSdkError, OTelSdkResult};
-use opentelemetry_sdk::trace::{SpanData, SpanExporter};
+use parking_lot::Mutex;
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
-use tokio::runtime::Handle;
+use std::collections::VecDeque;
+use tokio::sync::Notify;
+
+use super::layer::Recording;
 
 /// How long one export may take unless `OTEL_EXPORTER_OTLP_TIMEOUT` says (OTLP's
 /// default).
@@ -22,7 +24,6 @@ const EXPORT_TIMEOUT: Duration = Duration::from_secs(10);
 #[derive(Debug)]
 pub(super) struct Exporter {
     client: reqwest::Client,
-    runtime: Handle,
     endpoint: String,
     headers: HeaderMap,
     /// The resource, as the `Resource` message's fields.
@@ -72,7 +73,6 @@ impl Exporter {
             .map_err(|error| error.to_string())?;
         Ok(Self {
             client,
-            runtime: Handle::current(),
             endpoint,
             headers,
             resource: Vec::new(),
@@ -93,32 +93,164 @@ fn parse_headers(list: &str) -> impl Iterator<Item = (HeaderName, HeaderValue)> 
     })
 }
 
-impl SpanExporter for Exporter {
-    async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
-        let body = encode(&self.resource, self.schema_url.as_deref(), &batch);
-        let request = self
+impl Exporter {
+    /// Posts one `ExportTraceServiceRequest` body to the collector.
+    async fn post(&self, body: Vec<u8>) -> Result<(), String> {
+        let response = self
             .client
             .post(&self.endpoint)
             .headers(self.headers.clone())
-            .body(body);
-        let sent = self.runtime.spawn(async move {
-            let response = request.send().await?;
-            let status = response.status();
-            // Read to the end, so the connection is kept for the next export.
-            response.bytes().await?;
-            Ok::<_, reqwest::Error>(status)
-        });
-        match sent.await {
-            Ok(Ok(status)) if status.is_success() => Ok(()),
-            Ok(Ok(status)) => Err(OTelSdkError::InternalFailure(format!(
-                "the collector answered {status}"
-            ))),
-            Ok(Err(error)) => Err(OTelSdkError::InternalFailure(error.to_string())),
-            Err(error) => Err(OTelSdkError::InternalFailure(error.to_string())),
+            .body(body)
+            .send()
+            .await
+            .map_err(|error| error.to_string())?;
+        let status = response.status();
+        // Read to the end, so the connection is kept for the next export.
+        response.bytes().await.map_err(|error| error.to_string())?;
+        match status.is_success() {
+            true => Ok(()),
+            false => Err(format!("the collector answered {status}")),
+        }
+    }
+}
+
+/// The batch settings the `OTEL_BSP_*` variables describe.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct BatchSettings {
+    delay: Duration,
+    max_queue: usize,
+    max_batch: usize,
+}
+
+impl BatchSettings {
+    pub(super) fn from_vars(var: impl Fn(&str) -> Option<String>) -> Self {
+        let number = |name: &str, default: usize| {
+            var(name)
+                .and_then(|value| value.trim().parse().ok())
+                .filter(|value| *value > 0)
+                .unwrap_or(default)
+        };
+        let max_queue = number("OTEL_BSP_MAX_QUEUE_SIZE", 2048);
+        Self {
+            delay: Duration::from_millis(number("OTEL_BSP_SCHEDULE_DELAY", 5000) as u64),
+            max_queue,
+            max_batch: number("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", 512).min(max_queue),
+        }
+    }
+}
+
+/// Ended spans, already encoded as the `Span` entries of a `ScopeSpans` message, in
+/// batches of at most `max_batch` spans; a background task posts them every `delay`
+/// or as soon as a batch is full (docs/performance.md §17: no span is copied or
+/// queued as a structure, and no thread of its own).
+#[derive(Debug)]
+pub(super) struct Spans {
+    settings: BatchSettings,
+    pending: Mutex<Pending>,
+    /// Wakes the task: a batch is full, or the server stops.
+    wake: Notify,
+}
+
+#[derive(Debug, Default)]
+struct Pending {
+    /// The batch being filled, and its spans.
+    filling: Vec<u8>,
+    filling_spans: usize,
+    /// Full batches, oldest first, and their spans.
+    full: VecDeque<(Vec<u8>, usize)>,
+    /// Spans in both.
+    queued: usize,
+    /// Spans turned away because the queue was full, since last logged.
+    dropped: u64,
+    stopping: bool,
+}
+
+impl Spans {
+    pub(super) fn new(settings: BatchSettings) -> Self {
+        Self {
+            settings,
+            pending: Mutex::new(Pending::default()),
+            wake: Notify::new(),
         }
     }
 
-    fn set_resource(&mut self, resource: &Resource) {
+    /// Appends one span that `write` encodes (a `Span` message's fields); dropped
+    /// when `max_queue` spans wait already (the server never waits for the collector).
+    pub(super) fn push(&self, write: impl FnOnce(&mut Vec<u8>)) {
+        let mut pending = self.pending.lock();
+        if pending.queued >= self.settings.max_queue {
+            pending.dropped += 1;
+            return;
+        }
+        pending.queued += 1;
+        pending.filling_spans += 1;
+        nested(&mut pending.filling, 2, write);
+        if pending.filling_spans >= self.settings.max_batch {
+            let batch = std::mem::take(&mut pending.filling);
+            let spans = std::mem::take(&mut pending.filling_spans);
+            pending.full.push_back((batch, spans));
+            drop(pending);
+            self.wake.notify_one();
+        }
+    }
+
+    /// The next batch to post: a full one, else (`all`) the one being filled.
+    fn take(&self, all: bool) -> Option<(Vec<u8>, u64)> {
+        let mut pending = self.pending.lock();
+        let dropped = std::mem::take(&mut pending.dropped);
+        let (batch, spans) = match pending.full.pop_front() {
+            Some(full) => full,
+            None if all && pending.filling_spans > 0 => (
+                std::mem::take(&mut pending.filling),
+                std::mem::take(&mut pending.filling_spans),
+            ),
+            None => return (dropped > 0).then(|| (Vec::new(), dropped)),
+        };
+        pending.queued -= spans;
+        Some((batch, dropped))
+    }
+
+    /// Posts the batches with `exporter` until the server stops, then what is left.
+    pub(super) async fn export(&self, exporter: Exporter) {
+        loop {
+            let stopping = self.pending.lock().stopping;
+            let timed_out = !stopping
+                && tokio::time::timeout(self.settings.delay, self.wake.notified())
+                    .await
+                    .is_err();
+            // Every batch when the delay passed or the server stops, else the full ones.
+            let all = timed_out || self.pending.lock().stopping;
+            while let Some((batch, dropped)) = self.take(all) {
+                if dropped > 0 {
+                    tracing::warn!(
+                        dropped,
+                        "spans were dropped: the export queue was full (OTEL_BSP_MAX_QUEUE_SIZE)"
+                    );
+                }
+                if batch.is_empty() {
+                    continue;
+                }
+                let body = exporter.body(&batch);
+                if let Err(error) = exporter.post(body).await {
+                    tracing::warn!(%error, "exporting traces failed");
+                }
+            }
+            if self.pending.lock().stopping {
+                return;
+            }
+        }
+    }
+
+    /// Has [`Spans::export`] post what is left and return.
+    pub(super) fn stop(&self) {
+        self.pending.lock().stopping = true;
+        self.wake.notify_one();
+    }
+}
+
+impl Exporter {
+    /// The resource, as the `Resource` message's fields.
+    pub(super) fn set_resource(&mut self, resource: &Resource) {
         let mut fields = Vec::new();
         for (key, value) in resource.iter() {
             nested(&mut fields, 1, |out| key_value(out, key, value));
@@ -126,52 +258,47 @@ impl SpanExporter for Exporter {
         self.resource = fields;
         self.schema_url = resource.schema_url().map(str::to_owned);
     }
+
+    /// An `ExportTraceServiceRequest` of `spans` (encoded `ScopeSpans.spans` entries),
+    /// all of the server's scope, under the resource.
+    fn body(&self, spans: &[u8]) -> Vec<u8> {
+        let resource = &self.resource;
+        let mut scope = Vec::new();
+        nested(&mut scope, 1, |out| string(out, 1, SCOPE));
+        // ResourceSpans: the resource, one ScopeSpans (its scope, then the spans).
+        let mut head = Vec::with_capacity(resource.len() + scope.len() + 32);
+        tag(&mut head, 1, LEN);
+        varint(&mut head, resource.len() as u64);
+        head.extend_from_slice(resource);
+        tag(&mut head, 2, LEN);
+        varint(&mut head, (scope.len() + spans.len()) as u64);
+        head.extend_from_slice(&scope);
+        let mut tail = Vec::new();
+        string(&mut tail, 3, self.schema_url.as_deref().unwrap_or_default());
+        let mut body = Vec::with_capacity(head.len() + spans.len() + tail.len() + 8);
+        tag(&mut body, 1, LEN);
+        varint(&mut body, (head.len() + spans.len() + tail.len()) as u64);
+        body.extend_from_slice(&head);
+        body.extend_from_slice(spans);
+        body.extend_from_slice(&tail);
+        body
+    }
 }
 
-/// An `ExportTraceServiceRequest` of `spans`, all of one scope, under `resource`.
-fn encode(resource: &[u8], schema_url: Option<&str>, spans: &[SpanData]) -> Vec<u8> {
-    let mut encoded = Vec::with_capacity(spans.len() * 256);
-    for span in spans {
-        nested(&mut encoded, 2, |out| write_span(out, span));
-    }
-    let mut scope = Vec::new();
-    if let Some(first) = spans.first() {
-        let first = &first.instrumentation_scope;
-        nested(&mut scope, 1, |out| {
-            string(out, 1, first.name());
-            string(out, 2, first.version().unwrap_or_default());
-        });
-    }
-    // ResourceSpans: the resource, one ScopeSpans (its scope, then the spans).
-    let mut head = Vec::with_capacity(resource.len() + scope.len() + 32);
-    tag(&mut head, 1, LEN);
-    varint(&mut head, resource.len() as u64);
-    head.extend_from_slice(resource);
-    tag(&mut head, 2, LEN);
-    varint(&mut head, (scope.len() + encoded.len()) as u64);
-    head.extend_from_slice(&scope);
-    let mut tail = Vec::new();
-    string(&mut tail, 3, schema_url.unwrap_or_default());
-    let mut body = Vec::with_capacity(head.len() + encoded.len() + tail.len() + 8);
-    tag(&mut body, 1, LEN);
-    varint(&mut body, (head.len() + encoded.len() + tail.len()) as u64);
-    body.extend_from_slice(&head);
-    body.extend_from_slice(&encoded);
-    body.extend_from_slice(&tail);
-    body
-}
+/// The instrumentation scope of every span.
+const SCOPE: &str = "service-server";
 
-/// A `Span` message's fields.
-fn write_span(out: &mut Vec<u8>, span: &SpanData) {
-    let context = &span.span_context;
+/// A `Span` message's fields: `span`, ended at `end`.
+pub(super) fn write_span(out: &mut Vec<u8>, span: &Recording, end: SystemTime) {
+    let context = &span.context;
     bytes(out, 1, &context.trace_id().to_bytes());
     bytes(out, 2, &context.span_id().to_bytes());
     string(out, 3, &context.trace_state().header());
-    if span.parent_span_id != opentelemetry::trace::SpanId::INVALID {
-        bytes(out, 4, &span.parent_span_id.to_bytes());
+    if span.parent != opentelemetry::trace::SpanId::INVALID {
+        bytes(out, 4, &span.parent.to_bytes());
     }
     string(out, 5, &span.name);
-    let kind = match span.span_kind {
+    let kind = match span.kind {
         SpanKind::Internal => 1,
         SpanKind::Server => 2,
         SpanKind::Client => 3,
@@ -180,42 +307,34 @@ fn write_span(out: &mut Vec<u8>, span: &SpanData) {
     };
     tag(out, 6, VARINT);
     varint(out, kind);
-    fixed64(out, 7, nanos(span.start_time));
-    fixed64(out, 8, nanos(span.end_time));
+    fixed64(out, 7, nanos(span.start));
+    fixed64(out, 8, nanos(end));
     for attribute in &span.attributes {
         nested(out, 9, |out| {
             key_value(out, &attribute.key, &attribute.value)
         });
     }
-    uint(out, 10, span.dropped_attributes_count.into());
-    for event in span.events.iter() {
+    for event in &span.events {
         nested(out, 11, |out| {
             fixed64(out, 1, nanos(event.timestamp));
             string(out, 2, &event.name);
             for KeyValue { key, value, .. } in &event.attributes {
                 nested(out, 3, |out| key_value(out, key, value));
             }
-            uint(out, 4, event.dropped_attributes_count.into());
         });
     }
-    uint(out, 12, span.events.dropped_count.into());
-    uint(out, 14, span.links.dropped_count.into());
+    let (code, message) = match &span.status {
+        Status::Unset => (0, ""),
+        Status::Ok => (1, ""),
+        Status::Error { description } => (2, description.as_ref()),
+    };
     nested(out, 15, |out| {
-        let (code, message) = match &span.status {
-            Status::Unset => (0, ""),
-            Status::Ok => (1, ""),
-            Status::Error { description } => (2, description.as_ref()),
-        };
         string(out, 2, message);
         uint(out, 3, code);
     });
     // The trace flags, and whether the parent is remote (with the bit saying it is
     // known).
-    let remote = if span.parent_span_is_remote {
-        0x300
-    } else {
-        0x100
-    };
+    let remote = if span.remote_parent { 0x300 } else { 0x100 };
     tag(out, 16, FIXED32);
     out.extend_from_slice(&(u32::from(context.trace_flags().to_u8()) | remote).to_le_bytes());
 }
@@ -337,38 +456,33 @@ fn nanos(time: SystemTime) -> u64 {
 mod tests {
     use std::borrow::Cow;
 
-    use opentelemetry::InstrumentationScope;
     use opentelemetry::trace::{Event, SpanContext, SpanId, TraceFlags, TraceId, TraceState};
     use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
-    use opentelemetry_proto::transform::common::tonic::ResourceAttributesWithSchema;
-    use opentelemetry_proto::transform::trace::tonic::group_spans_by_resource_and_scope;
-    use opentelemetry_sdk::trace::{SpanEvents, SpanLinks};
+    use opentelemetry_proto::tonic::common::v1::{
+        AnyValue, InstrumentationScope, KeyValue as ProtoKeyValue, any_value,
+    };
+    use opentelemetry_proto::tonic::resource::v1::Resource as ProtoResource;
+    use opentelemetry_proto::tonic::trace::v1::{
+        ResourceSpans, ScopeSpans, Span as ProtoSpan, Status as ProtoStatus, span,
+    };
     use prost::Message;
 
     use super::*;
 
-    fn span(parent: SpanId, remote: bool, status: Status) -> SpanData {
-        let mut events = SpanEvents::default();
-        events.events.push(Event::new(
-            "the store is slow",
-            SystemTime::UNIX_EPOCH + Duration::from_millis(1500),
-            vec![KeyValue::new("level", "WARN")],
-            0,
-        ));
-        SpanData {
-            span_context: SpanContext::new(
+    fn recording(parent: SpanId, remote: bool, status: Status) -> Recording {
+        Recording {
+            context: SpanContext::new(
                 TraceId::from(0x4bf9_2f35_77b3_4da6_a3ce_929d_0e0e_4736),
                 SpanId::from(0x00f0_67aa_0ba9_02b7),
                 TraceFlags::SAMPLED,
                 false,
                 TraceState::NONE,
             ),
-            parent_span_id: parent,
-            parent_span_is_remote: remote,
-            span_kind: SpanKind::Server,
+            parent,
+            remote_parent: remote,
             name: Cow::Borrowed("POST /runs/wait"),
-            start_time: SystemTime::UNIX_EPOCH + Duration::from_millis(1000),
-            end_time: SystemTime::UNIX_EPOCH + Duration::from_millis(2000),
+            kind: SpanKind::Server,
+            start: SystemTime::UNIX_EPOCH + Duration::from_millis(1000),
             attributes: vec![
                 KeyValue::new("url.path", "/runs/wait"),
                 KeyValue::new("http.response.status_code", 200),
@@ -378,48 +492,156 @@ mod tests {
                 KeyValue::new("flag", true),
                 KeyValue::new("ratio", 0.5),
                 KeyValue::new("negative", -3),
-                KeyValue::new(
-                    "list",
-                    Value::Array(Array::String(vec!["a".into(), "b".into()])),
-                ),
             ],
-            dropped_attributes_count: 0,
-            events,
-            links: SpanLinks::default(),
+            events: vec![Event::new(
+                "the store is slow",
+                SystemTime::UNIX_EPOCH + Duration::from_millis(1500),
+                vec![KeyValue::new("level", "WARN")],
+                0,
+            )],
             status,
-            instrumentation_scope: InstrumentationScope::builder("service-server").build(),
         }
     }
 
-    /// What the exporter sends decodes to what the OTLP project's own conversion
-    /// makes of the same spans.
-    #[test]
-    fn a_batch_encodes_as_the_otlp_conversion_does() {
-        let resource = Resource::builder_empty()
-            .with_attributes([
-                KeyValue::new("service.name", "agents"),
-                KeyValue::new("deployment", "test"),
-            ])
-            .build();
-        let spans = vec![
-            span(SpanId::from(0x1111_2222_3333_4444), true, Status::Unset),
-            span(SpanId::INVALID, false, Status::error("failed")),
-            span(SpanId::from(0x5555), false, Status::Ok),
-        ];
-        let mut resource_fields = Vec::new();
-        for (key, value) in resource.iter() {
-            nested(&mut resource_fields, 1, |out| key_value(out, key, value));
+    fn text(value: &str) -> Option<AnyValue> {
+        Some(AnyValue {
+            value: Some(any_value::Value::StringValue(value.to_owned())),
+        })
+    }
+
+    fn attribute(key: &str, value: any_value::Value) -> ProtoKeyValue {
+        ProtoKeyValue {
+            key: key.to_owned(),
+            value: Some(AnyValue { value: Some(value) }),
+            ..ProtoKeyValue::default()
         }
-        let ours =
-            ExportTraceServiceRequest::decode(encode(&resource_fields, None, &spans).as_slice())
-                .unwrap();
-        let expected = ExportTraceServiceRequest {
-            resource_spans: group_spans_by_resource_and_scope(
-                spans,
-                &ResourceAttributesWithSchema::from(&resource),
-            ),
+    }
+
+    /// The span `recording` makes, as the OTLP project's generated types hold it.
+    fn expected(parent: &[u8], flags: u32, status: ProtoStatus) -> ProtoSpan {
+        use any_value::Value::*;
+        ProtoSpan {
+            trace_id: 0x4bf9_2f35_77b3_4da6_a3ce_929d_0e0e_4736_u128
+                .to_be_bytes()
+                .to_vec(),
+            span_id: 0x00f0_67aa_0ba9_02b7_u64.to_be_bytes().to_vec(),
+            parent_span_id: parent.to_vec(),
+            name: "POST /runs/wait".to_owned(),
+            kind: span::SpanKind::Server as i32,
+            start_time_unix_nano: 1_000_000_000,
+            end_time_unix_nano: 2_000_000_000,
+            attributes: vec![
+                attribute("url.path", StringValue("/runs/wait".to_owned())),
+                attribute("http.response.status_code", IntValue(200)),
+                attribute("empty", StringValue(String::new())),
+                attribute("long", StringValue("x".repeat(300))),
+                attribute("flag", BoolValue(true)),
+                attribute("ratio", DoubleValue(0.5)),
+                attribute("negative", IntValue(-3)),
+            ],
+            events: vec![span::Event {
+                time_unix_nano: 1_500_000_000,
+                name: "the store is slow".to_owned(),
+                attributes: vec![ProtoKeyValue {
+                    key: "level".to_owned(),
+                    value: text("WARN"),
+                    ..ProtoKeyValue::default()
+                }],
+                dropped_attributes_count: 0,
+            }],
+            status: Some(status),
+            flags,
+            ..ProtoSpan::default()
+        }
+    }
+
+    /// What the exporter sends decodes, with the OTLP project's generated types, to
+    /// the spans and resource it was given.
+    #[test]
+    fn a_batch_decodes_as_the_spans_it_was_given() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let _entered = runtime.enter();
+        let mut exporter = Exporter::from_vars(|name| {
+            (name == "OTEL_EXPORTER_OTLP_ENDPOINT").then(|| "http://collector:4318".to_owned())
+        })
+        .unwrap();
+        exporter.set_resource(
+            &Resource::builder_empty()
+                .with_attributes([KeyValue::new("service.name", "agents")])
+                .build(),
+        );
+        let spans = Spans::new(BatchSettings::from_vars(|_| None));
+        let end = SystemTime::UNIX_EPOCH + Duration::from_millis(2000);
+        for (parent, remote, status) in [
+            (SpanId::from(0x1111_2222_3333_4444), true, Status::Unset),
+            (SpanId::INVALID, false, Status::error("failed")),
+            (SpanId::from(0x5555), false, Status::Ok),
+        ] {
+            spans.push(|out| write_span(out, &recording(parent, remote, status), end));
+        }
+        let (batch, dropped) = spans.take(true).unwrap();
+        assert_eq!(dropped, 0);
+        assert!(spans.take(true).is_none());
+        let ours = ExportTraceServiceRequest::decode(exporter.body(&batch).as_slice()).unwrap();
+        let status = |code: i32, message: &str| ProtoStatus {
+            code,
+            message: message.to_owned(),
         };
-        assert_eq!(ours, expected);
+        assert_eq!(
+            ours,
+            ExportTraceServiceRequest {
+                resource_spans: vec![ResourceSpans {
+                    resource: Some(ProtoResource {
+                        attributes: vec![ProtoKeyValue {
+                            key: "service.name".to_owned(),
+                            value: text("agents"),
+                            ..ProtoKeyValue::default()
+                        }],
+                        ..ProtoResource::default()
+                    }),
+                    scope_spans: vec![ScopeSpans {
+                        scope: Some(InstrumentationScope {
+                            name: "service-server".to_owned(),
+                            ..InstrumentationScope::default()
+                        }),
+                        spans: vec![
+                            expected(
+                                &0x1111_2222_3333_4444_u64.to_be_bytes(),
+                                0x301,
+                                status(0, "")
+                            ),
+                            expected(&[], 0x101, status(2, "failed")),
+                            expected(&0x5555_u64.to_be_bytes(), 0x101, status(1, "")),
+                        ],
+                        schema_url: String::new(),
+                    }],
+                    schema_url: String::new(),
+                }],
+            }
+        );
+    }
+
+    /// A full queue drops spans (and says how many), a full batch is posted alone.
+    #[test]
+    fn spans_are_batched_and_dropped_beyond_the_queue() {
+        let spans = Spans::new(BatchSettings::from_vars(|name| match name {
+            "OTEL_BSP_MAX_QUEUE_SIZE" => Some("3".to_owned()),
+            "OTEL_BSP_MAX_EXPORT_BATCH_SIZE" => Some("2".to_owned()),
+            _ => None,
+        }));
+        for name in ["a", "b", "c", "d"] {
+            spans.push(|out| string(out, 5, name));
+        }
+        // Only the full batch, unless all are asked for.
+        let (first, dropped) = spans.take(false).unwrap();
+        assert_eq!((first.len(), dropped), (10, 1));
+        assert!(spans.take(false).is_none());
+        spans.push(|out| string(out, 5, "e"));
+        let (second, _) = spans.take(false).unwrap();
+        assert_eq!(second.len(), 10);
+        assert!(spans.take(true).is_none());
     }
 
     #[test]

@@ -17,12 +17,11 @@ use opentelemetry::trace::{
     Event as OtelEvent, SpanContext, SpanId, SpanKind, Status, TraceContextExt, TraceFlags,
     TraceId, TraceState,
 };
-use opentelemetry::{Context as OtelContext, InstrumentationScope, Key, KeyValue};
-use opentelemetry_sdk::trace::{
-    BatchSpanProcessor, IdGenerator, RandomIdGenerator, SamplingDecision, ShouldSample, SpanData,
-    SpanEvents, SpanLinks, SpanProcessor,
-};
+use opentelemetry::{Context as OtelContext, Key, KeyValue};
+use opentelemetry_sdk::trace::{IdGenerator, RandomIdGenerator, SamplingDecision, ShouldSample};
 use service_graph::trace_context::{self, Scope, Unsampled};
+
+use super::export::Spans;
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
 use tracing::subscriber::Interest;
@@ -35,22 +34,20 @@ use tracing_subscriber::registry::{LookupSpan, SpanRef};
 /// the propagator.
 #[derive(Debug)]
 pub(super) struct Exporter {
-    pub(super) processor: BatchSpanProcessor,
+    pub(super) spans: Arc<Spans>,
     sampler: Box<dyn ShouldSample>,
     ids: RandomIdGenerator,
-    scope: InstrumentationScope,
     /// Whether the log may show `trace`-level spans (then a trace not sampled has its
     /// spans made for it, with nothing recorded).
     pub(super) spans_logged: AtomicBool,
 }
 
 impl Exporter {
-    pub(super) fn new(processor: BatchSpanProcessor, sampler: Box<dyn ShouldSample>) -> Self {
+    pub(super) fn new(spans: Arc<Spans>, sampler: Box<dyn ShouldSample>) -> Self {
         Self {
-            processor,
+            spans,
             sampler,
             ids: RandomIdGenerator::default(),
-            scope: InstrumentationScope::builder("service-server").build(),
             spans_logged: AtomicBool::new(false),
         }
     }
@@ -169,25 +166,11 @@ impl Exporter {
         })
     }
 
-    /// Hands a closed, sampled span to the batch processor.
+    /// Encodes a closed, sampled span into the batch being filled.
     fn export(&self, recording: Recording) {
-        let mut events = SpanEvents::default();
-        events.events = recording.events;
-        self.processor.on_end(SpanData {
-            span_context: recording.context,
-            parent_span_id: recording.parent,
-            parent_span_is_remote: recording.remote_parent,
-            span_kind: recording.kind,
-            name: recording.name,
-            start_time: recording.start,
-            end_time: SystemTime::now(),
-            attributes: recording.attributes,
-            dropped_attributes_count: 0,
-            events,
-            links: SpanLinks::default(),
-            status: recording.status,
-            instrumentation_scope: self.scope.clone(),
-        });
+        let end = SystemTime::now();
+        self.spans
+            .push(|out| super::export::write_span(out, &recording, end));
     }
 }
 
@@ -214,18 +197,18 @@ enum State {
     Dropped(SpanContext),
 }
 
-struct Recording {
+pub(super) struct Recording {
     /// Its trace and own ids.
-    context: SpanContext,
-    parent: SpanId,
+    pub(super) context: SpanContext,
+    pub(super) parent: SpanId,
     /// Whether `parent` is a remote span (a request's `traceparent`, a run's stored one).
-    remote_parent: bool,
-    name: Cow<'static, str>,
-    kind: SpanKind,
-    start: SystemTime,
-    attributes: Vec<KeyValue>,
-    events: Vec<OtelEvent>,
-    status: Status,
+    pub(super) remote_parent: bool,
+    pub(super) name: Cow<'static, str>,
+    pub(super) kind: SpanKind,
+    pub(super) start: SystemTime,
+    pub(super) attributes: Vec<KeyValue>,
+    pub(super) events: Vec<OtelEvent>,
+    pub(super) status: Status,
 }
 
 /// The layer, behind [`Wanted`].

@@ -20,7 +20,7 @@ use axum::extract::{MatchedPath, Request};
 use axum::http::Method;
 use axum::response::Response;
 use opentelemetry_sdk::Resource;
-use opentelemetry_sdk::trace::{BatchSpanProcessor, Config, SpanProcessor};
+use opentelemetry_sdk::trace::Config;
 use service_graph::trace_context::{self, InScope, Propagator, Scope};
 use tower::Service;
 use tracing::Span;
@@ -33,6 +33,8 @@ use crate::env::ConfigError;
 #[derive(Debug)]
 pub(crate) struct Tracing {
     exporter: Arc<layer::Exporter>,
+    /// The task posting the batches.
+    exporting: tokio::task::JoinHandle<()>,
 }
 
 /// A layer the logging set-up adds to its subscriber.
@@ -79,7 +81,7 @@ impl Tracing {
         }
         // The endpoint, headers and timeout come from the OTEL_EXPORTER_OTLP_* variables
         // (the traces-specific ones first).
-        let exporter = export::Exporter::from_vars(var)
+        let mut exporter = export::Exporter::from_vars(var)
             .map_err(|error| ConfigError(format!("cannot export traces: {error}")))?;
         let mut resource = Resource::builder();
         let named = var("OTEL_SERVICE_NAME").is_some()
@@ -87,14 +89,20 @@ impl Tracing {
         if !named {
             resource = resource.with_service_name("service-server");
         }
-        // The batch processor reads the OTEL_BSP_* variables, the default configuration
-        // the OTEL_TRACES_SAMPLER ones.
-        let mut processor = BatchSpanProcessor::builder(exporter).build();
-        processor.set_resource(&resource.build());
+        exporter.set_resource(&resource.build());
+        let spans = Arc::new(export::Spans::new(export::BatchSettings::from_vars(var)));
+        let exporting = tokio::spawn({
+            let spans = Arc::clone(&spans);
+            async move { spans.export(exporter).await }
+        });
+        // The default configuration reads the OTEL_TRACES_SAMPLER variables.
         let sampler = Config::default().sampler;
-        let exporter = Arc::new(layer::Exporter::new(processor, sampler));
+        let exporter = Arc::new(layer::Exporter::new(spans, sampler));
         trace_context::install(Box::new(W3c(Arc::clone(&exporter))));
-        Ok(Some(Self { exporter }))
+        Ok(Some(Self {
+            exporter,
+            exporting,
+        }))
     }
 
     /// The layer turning the service's spans into OpenTelemetry spans (and its
@@ -130,12 +138,8 @@ impl Tracing {
 
     /// Exports what is still buffered; the server calls it as it stops.
     pub(crate) async fn shutdown(self) {
-        let exporter = self.exporter;
-        // Blocks until the batch thread's last export, which runs on this runtime.
-        let stopped = tokio::task::spawn_blocking(move || exporter.processor.shutdown()).await;
-        if let Ok(Err(error)) = stopped {
-            tracing::warn!(%error, "exporting the last traces failed");
-        }
+        self.exporter.spans.stop();
+        let _ = self.exporting.await;
     }
 }
 
