@@ -7,15 +7,13 @@
 
 use std::time::{Duration, SystemTime};
 
-use opentelemetry::trace::{SpanKind, Status};
-use opentelemetry::{Array, Key, KeyValue, Value};
-use opentelemetry_sdk::Resource;
+use bytes::Bytes;
 use parking_lot::Mutex;
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use std::collections::VecDeque;
 use tokio::sync::Notify;
 
-use super::layer::Recording;
+use service_graph::trace_context::{Ended, SpanKind, Value};
 
 /// How long one export may take unless `OTEL_EXPORTER_OTLP_TIMEOUT` says (OTLP's
 /// default).
@@ -28,7 +26,6 @@ pub(super) struct Exporter {
     headers: HeaderMap,
     /// The resource, as the `Resource` message's fields.
     resource: Vec<u8>,
-    schema_url: Option<String>,
 }
 
 impl Exporter {
@@ -75,8 +72,7 @@ impl Exporter {
             client,
             endpoint,
             headers,
-            resource: Vec::new(),
-            schema_url: None,
+            resource: resource(&var),
         })
     }
 }
@@ -95,7 +91,7 @@ fn parse_headers(list: &str) -> impl Iterator<Item = (HeaderName, HeaderValue)> 
 
 impl Exporter {
     /// Posts one `ExportTraceServiceRequest` body to the collector.
-    async fn post(&self, body: Vec<u8>) -> Result<(), String> {
+    async fn post(&self, body: Bytes) -> Result<(), String> {
         let response = self
             .client
             .post(&self.endpoint)
@@ -146,6 +142,8 @@ impl BatchSettings {
 #[derive(Debug)]
 pub(super) struct Spans {
     settings: BatchSettings,
+    /// Bytes kept free in front of each batch ([`Exporter::head_room`]).
+    head_room: usize,
     pending: Mutex<Pending>,
     /// Wakes the task: a batch is full, or the server stops.
     wake: Notify,
@@ -166,9 +164,10 @@ struct Pending {
 }
 
 impl Spans {
-    pub(super) fn new(settings: BatchSettings) -> Self {
+    pub(super) fn new(settings: BatchSettings, head_room: usize) -> Self {
         Self {
             settings,
+            head_room,
             pending: Mutex::new(Pending::default()),
             wake: Notify::new(),
         }
@@ -184,6 +183,9 @@ impl Spans {
         }
         pending.queued += 1;
         pending.filling_spans += 1;
+        if pending.filling.is_empty() {
+            pending.filling.resize(self.head_room, 0);
+        }
         nested(&mut pending.filling, 2, write);
         if pending.filling_spans >= self.settings.max_batch {
             let batch = std::mem::take(&mut pending.filling);
@@ -230,7 +232,7 @@ impl Spans {
                 if batch.is_empty() {
                     continue;
                 }
-                let body = exporter.body(&batch);
+                let body = exporter.body(batch);
                 if let Err(error) = exporter.post(body).await {
                     tracing::warn!(%error, "exporting traces failed");
                 }
@@ -249,136 +251,146 @@ impl Spans {
 }
 
 impl Exporter {
-    /// The resource, as the `Resource` message's fields.
-    pub(super) fn set_resource(&mut self, resource: &Resource) {
-        let mut fields = Vec::new();
-        for (key, value) in resource.iter() {
-            nested(&mut fields, 1, |out| key_value(out, key, value));
-        }
-        self.resource = fields;
-        self.schema_url = resource.schema_url().map(str::to_owned);
+    /// Room kept free in front of each batch's spans for the messages around them.
+    pub(super) fn head_room(&self) -> usize {
+        // The resource, the scope, three tags and three lengths.
+        self.resource.len() + SCOPE.len() + 64
     }
 
-    /// An `ExportTraceServiceRequest` of `spans` (encoded `ScopeSpans.spans` entries),
-    /// all of the server's scope, under the resource.
-    fn body(&self, spans: &[u8]) -> Vec<u8> {
-        let resource = &self.resource;
+    /// An `ExportTraceServiceRequest` of `batch`'s spans (`ScopeSpans.spans` entries
+    /// after [`Exporter::head_room`] bytes), all of the server's scope, under the
+    /// resource: the messages around them are written into the room in front, so the
+    /// spans are not copied.
+    fn body(&self, mut batch: Vec<u8>) -> Bytes {
+        let room = self.head_room();
+        let spans = batch.len() - room;
         let mut scope = Vec::new();
         nested(&mut scope, 1, |out| string(out, 1, SCOPE));
         // ResourceSpans: the resource, one ScopeSpans (its scope, then the spans).
-        let mut head = Vec::with_capacity(resource.len() + scope.len() + 32);
+        let mut resource_spans = Vec::with_capacity(room);
+        tag(&mut resource_spans, 1, LEN);
+        varint(&mut resource_spans, self.resource.len() as u64);
+        resource_spans.extend_from_slice(&self.resource);
+        tag(&mut resource_spans, 2, LEN);
+        varint(&mut resource_spans, (scope.len() + spans) as u64);
+        resource_spans.extend_from_slice(&scope);
+        let mut head = Vec::with_capacity(room);
         tag(&mut head, 1, LEN);
-        varint(&mut head, resource.len() as u64);
-        head.extend_from_slice(resource);
-        tag(&mut head, 2, LEN);
-        varint(&mut head, (scope.len() + spans.len()) as u64);
-        head.extend_from_slice(&scope);
-        let mut tail = Vec::new();
-        string(&mut tail, 3, self.schema_url.as_deref().unwrap_or_default());
-        let mut body = Vec::with_capacity(head.len() + spans.len() + tail.len() + 8);
-        tag(&mut body, 1, LEN);
-        varint(&mut body, (head.len() + spans.len() + tail.len()) as u64);
-        body.extend_from_slice(&head);
-        body.extend_from_slice(spans);
-        body.extend_from_slice(&tail);
-        body
+        varint(&mut head, (resource_spans.len() + spans) as u64);
+        head.extend_from_slice(&resource_spans);
+        let start = room - head.len();
+        batch[start..room].copy_from_slice(&head);
+        Bytes::from(batch).slice(start..)
     }
 }
 
 /// The instrumentation scope of every span.
 const SCOPE: &str = "service-server";
 
-/// A `Span` message's fields: `span`, ended at `end`.
-pub(super) fn write_span(out: &mut Vec<u8>, span: &Recording, end: SystemTime) {
-    let context = &span.context;
-    bytes(out, 1, &context.trace_id().to_bytes());
-    bytes(out, 2, &context.span_id().to_bytes());
-    string(out, 3, &context.trace_state().header());
-    if span.parent != opentelemetry::trace::SpanId::INVALID {
-        bytes(out, 4, &span.parent.to_bytes());
+/// A `Span` message's fields.
+pub(super) fn write_span(out: &mut Vec<u8>, span: &Ended<'_>) {
+    let (context, fields) = (&span.context, span.fields);
+    bytes(out, 1, &context.trace_id.to_be_bytes());
+    bytes(out, 2, &context.span_id.to_be_bytes());
+    if let Some((parent, _)) = span.parent {
+        bytes(out, 4, &parent.to_be_bytes());
     }
-    string(out, 5, &span.name);
+    string(out, 5, &fields.name);
     let kind = match span.kind {
         SpanKind::Internal => 1,
         SpanKind::Server => 2,
         SpanKind::Client => 3,
-        SpanKind::Producer => 4,
-        SpanKind::Consumer => 5,
     };
     tag(out, 6, VARINT);
     varint(out, kind);
     fixed64(out, 7, nanos(span.start));
-    fixed64(out, 8, nanos(end));
-    for attribute in &span.attributes {
-        nested(out, 9, |out| {
-            key_value(out, &attribute.key, &attribute.value)
-        });
+    fixed64(out, 8, nanos(span.end));
+    for (key, value) in &fields.attributes {
+        nested(out, 9, |out| key_value(out, key, value));
     }
-    for event in &span.events {
+    for event in &fields.events {
         nested(out, 11, |out| {
-            fixed64(out, 1, nanos(event.timestamp));
+            fixed64(out, 1, nanos(event.time));
             string(out, 2, &event.name);
-            for KeyValue { key, value, .. } in &event.attributes {
+            for (key, value) in &event.attributes {
                 nested(out, 3, |out| key_value(out, key, value));
             }
         });
     }
-    let (code, message) = match &span.status {
-        Status::Unset => (0, ""),
-        Status::Ok => (1, ""),
-        Status::Error { description } => (2, description.as_ref()),
-    };
     nested(out, 15, |out| {
-        string(out, 2, message);
-        uint(out, 3, code);
+        if let Some(message) = &fields.error {
+            string(out, 2, message);
+            uint(out, 3, 2);
+        }
     });
-    // The trace flags, and whether the parent is remote (with the bit saying it is
-    // known).
-    let remote = if span.remote_parent { 0x300 } else { 0x100 };
+    // The trace flags (sampled), and whether the parent is remote (with the bit saying
+    // it is known).
+    let remote = match span.parent {
+        Some((_, true)) => 0x300,
+        _ => 0x100,
+    };
     tag(out, 16, FIXED32);
-    out.extend_from_slice(&(u32::from(context.trace_flags().to_u8()) | remote).to_le_bytes());
+    out.extend_from_slice(&(1_u32 | remote).to_le_bytes());
 }
 
 /// A `KeyValue` message's fields.
-fn key_value(out: &mut Vec<u8>, key: &Key, value: &Value) {
-    string(out, 1, key.as_str());
-    nested(out, 2, |out| any_value(out, value));
-}
-
-/// An `AnyValue` message's fields.
-fn any_value(out: &mut Vec<u8>, value: &Value) {
-    match value {
+fn key_value(out: &mut Vec<u8>, key: &str, value: &Value) {
+    string(out, 1, key);
+    nested(out, 2, |out| match value {
         Value::String(text) => {
             // Written even when empty: the value is the empty string.
             tag(out, 1, LEN);
-            varint(out, text.as_str().len() as u64);
-            out.extend_from_slice(text.as_str().as_bytes());
+            varint(out, text.len() as u64);
+            out.extend_from_slice(text.as_bytes());
         }
         Value::Bool(flag) => {
             tag(out, 2, VARINT);
             varint(out, u64::from(*flag));
         }
-        Value::I64(number) => {
+        Value::Int(number) => {
             tag(out, 3, VARINT);
             // Two's complement, as protobuf's int64.
             varint(out, *number as u64);
         }
-        Value::F64(number) => {
+        Value::Float(number) => {
             tag(out, 4, FIXED64);
             out.extend_from_slice(&number.to_le_bytes());
         }
-        Value::Array(array) => nested(out, 5, |out| {
-            let mut each = |value: Value| nested(out, 1, |out| any_value(out, &value));
-            match array {
-                Array::Bool(values) => values.iter().for_each(|v| each(Value::Bool(*v))),
-                Array::I64(values) => values.iter().for_each(|v| each(Value::I64(*v))),
-                Array::F64(values) => values.iter().for_each(|v| each(Value::F64(*v))),
-                Array::String(values) => values.iter().for_each(|v| each(Value::String(v.clone()))),
-                _ => {}
-            }
-        }),
-        _ => {}
+    });
+}
+
+/// The `Resource` message's fields: `service.name` (`OTEL_SERVICE_NAME`, else the
+/// one in `OTEL_RESOURCE_ATTRIBUTES`, else `service-server`), the
+/// `OTEL_RESOURCE_ATTRIBUTES` (`key=value,...`), and what wrote the spans.
+fn resource(var: impl Fn(&str) -> Option<String>) -> Vec<u8> {
+    let mut attributes: Vec<(String, String)> = vec![
+        ("service.name".into(), "service-server".into()),
+        ("telemetry.sdk.name".into(), "service-server".into()),
+        ("telemetry.sdk.language".into(), "rust".into()),
+        (
+            "telemetry.sdk.version".into(),
+            env!("CARGO_PKG_VERSION").into(),
+        ),
+    ];
+    let listed = var("OTEL_RESOURCE_ATTRIBUTES").unwrap_or_default();
+    let named = var("OTEL_SERVICE_NAME").map(|name| ("service.name", name));
+    let pairs = listed.split_terminator(',').filter_map(|entry| {
+        let (key, value) = entry.split_once('=')?;
+        Some((key.trim(), value.trim().to_owned()))
+    });
+    for (key, value) in pairs.chain(named) {
+        match attributes.iter_mut().find(|(name, _)| name == key) {
+            Some(existing) => existing.1 = value,
+            None => attributes.push((key.to_owned(), value)),
+        }
     }
+    let mut fields = Vec::new();
+    for (key, value) in &attributes {
+        nested(&mut fields, 1, |out| {
+            key_value(out, key, &Value::String(value.clone().into()))
+        });
+    }
+    fields
 }
 
 const VARINT: u8 = 0;
@@ -390,12 +402,9 @@ fn tag(out: &mut Vec<u8>, field: u32, wire: u8) {
     varint(out, u64::from(field << 3 | u32::from(wire)));
 }
 
-fn varint(out: &mut Vec<u8>, mut value: u64) {
-    while value >= 0x80 {
-        out.push(value as u8 | 0x80);
-        value >>= 7;
-    }
-    out.push(value as u8);
+fn varint(out: &mut Vec<u8>, value: u64) {
+    let (bytes, size) = varint_bytes(value);
+    out.extend_from_slice(&bytes[..size]);
 }
 
 /// A length-delimited field whose content `write` appends; its length is put in
@@ -410,12 +419,23 @@ fn nested(out: &mut Vec<u8>, field: u32, write: impl FnOnce(&mut Vec<u8>)) {
         out[start] = length as u8;
         return;
     }
-    let mut prefix = Vec::with_capacity(10);
-    varint(&mut prefix, length as u64);
-    let extra = prefix.len() - 1;
-    out.resize(out.len() + extra, 0);
-    out.copy_within(start + 1..start + 1 + length, start + prefix.len());
-    out[start..start + prefix.len()].copy_from_slice(&prefix);
+    let (prefix, size) = varint_bytes(length as u64);
+    out.resize(out.len() + size - 1, 0);
+    out.copy_within(start + 1..start + 1 + length, start + size);
+    out[start..start + size].copy_from_slice(&prefix[..size]);
+}
+
+/// `value` as a varint, and its length.
+fn varint_bytes(mut value: u64) -> ([u8; 10], usize) {
+    let mut bytes = [0; 10];
+    let mut size = 0;
+    while value >= 0x80 {
+        bytes[size] = value as u8 | 0x80;
+        value >>= 7;
+        size += 1;
+    }
+    bytes[size] = value as u8;
+    (bytes, size + 1)
 }
 
 /// A string field, left out when empty (proto3's default).
@@ -456,7 +476,6 @@ fn nanos(time: SystemTime) -> u64 {
 mod tests {
     use std::borrow::Cow;
 
-    use opentelemetry::trace::{Event, SpanContext, SpanId, TraceFlags, TraceId, TraceState};
     use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
     use opentelemetry_proto::tonic::common::v1::{
         AnyValue, InstrumentationScope, KeyValue as ProtoKeyValue, any_value,
@@ -466,40 +485,44 @@ mod tests {
         ResourceSpans, ScopeSpans, Span as ProtoSpan, Status as ProtoStatus, span,
     };
     use prost::Message;
+    use service_graph::trace_context::{SpanContext, SpanEvent, SpanFields};
 
     use super::*;
 
-    fn recording(parent: SpanId, remote: bool, status: Status) -> Recording {
-        Recording {
-            context: SpanContext::new(
-                TraceId::from(0x4bf9_2f35_77b3_4da6_a3ce_929d_0e0e_4736),
-                SpanId::from(0x00f0_67aa_0ba9_02b7),
-                TraceFlags::SAMPLED,
-                false,
-                TraceState::NONE,
-            ),
-            parent,
-            remote_parent: remote,
+    fn fields(error: Option<&str>) -> SpanFields {
+        SpanFields {
             name: Cow::Borrowed("POST /runs/wait"),
+            attributes: vec![
+                ("url.path", "/runs/wait".into()),
+                ("http.response.status_code", 200_i64.into()),
+                ("empty", "".into()),
+                // Longer than a one-byte length.
+                ("long", "x".repeat(300).into()),
+                ("flag", true.into()),
+                ("ratio", 0.5.into()),
+                ("negative", (-3_i64).into()),
+            ],
+            events: vec![SpanEvent {
+                time: SystemTime::UNIX_EPOCH + Duration::from_millis(1500),
+                name: "the store is slow".to_owned(),
+                attributes: vec![("level", "WARN".into())],
+            }],
+            error: error.map(str::to_owned),
+        }
+    }
+
+    fn ended(parent: Option<(u64, bool)>, fields: &SpanFields) -> Ended<'_> {
+        Ended {
+            context: SpanContext {
+                trace_id: 0x4bf9_2f35_77b3_4da6_a3ce_929d_0e0e_4736,
+                span_id: 0x00f0_67aa_0ba9_02b7,
+                sampled: true,
+            },
+            parent,
             kind: SpanKind::Server,
             start: SystemTime::UNIX_EPOCH + Duration::from_millis(1000),
-            attributes: vec![
-                KeyValue::new("url.path", "/runs/wait"),
-                KeyValue::new("http.response.status_code", 200),
-                KeyValue::new("empty", ""),
-                // Longer than a one-byte length.
-                KeyValue::new("long", "x".repeat(300)),
-                KeyValue::new("flag", true),
-                KeyValue::new("ratio", 0.5),
-                KeyValue::new("negative", -3),
-            ],
-            events: vec![Event::new(
-                "the store is slow",
-                SystemTime::UNIX_EPOCH + Duration::from_millis(1500),
-                vec![KeyValue::new("level", "WARN")],
-                0,
-            )],
-            status,
+            end: SystemTime::UNIX_EPOCH + Duration::from_millis(2000),
+            fields,
         }
     }
 
@@ -563,28 +586,25 @@ mod tests {
             .build()
             .unwrap();
         let _entered = runtime.enter();
-        let mut exporter = Exporter::from_vars(|name| {
-            (name == "OTEL_EXPORTER_OTLP_ENDPOINT").then(|| "http://collector:4318".to_owned())
+        let exporter = Exporter::from_vars(|name| match name {
+            "OTEL_EXPORTER_OTLP_ENDPOINT" => Some("http://collector:4318".to_owned()),
+            "OTEL_SERVICE_NAME" => Some("agents".to_owned()),
+            _ => None,
         })
         .unwrap();
-        exporter.set_resource(
-            &Resource::builder_empty()
-                .with_attributes([KeyValue::new("service.name", "agents")])
-                .build(),
-        );
-        let spans = Spans::new(BatchSettings::from_vars(|_| None));
-        let end = SystemTime::UNIX_EPOCH + Duration::from_millis(2000);
-        for (parent, remote, status) in [
-            (SpanId::from(0x1111_2222_3333_4444), true, Status::Unset),
-            (SpanId::INVALID, false, Status::error("failed")),
-            (SpanId::from(0x5555), false, Status::Ok),
+        let spans = Spans::new(BatchSettings::from_vars(|_| None), exporter.head_room());
+        let (succeeded, failed) = (fields(None), fields(Some("failed")));
+        for span in [
+            ended(Some((0x1111_2222_3333_4444, true)), &succeeded),
+            ended(None, &failed),
+            ended(Some((0x5555, false)), &succeeded),
         ] {
-            spans.push(|out| write_span(out, &recording(parent, remote, status), end));
+            spans.push(|out| write_span(out, &span));
         }
         let (batch, dropped) = spans.take(true).unwrap();
         assert_eq!(dropped, 0);
         assert!(spans.take(true).is_none());
-        let ours = ExportTraceServiceRequest::decode(exporter.body(&batch).as_slice()).unwrap();
+        let ours = ExportTraceServiceRequest::decode(exporter.body(batch)).unwrap();
         let status = |code: i32, message: &str| ProtoStatus {
             code,
             message: message.to_owned(),
@@ -594,11 +614,24 @@ mod tests {
             ExportTraceServiceRequest {
                 resource_spans: vec![ResourceSpans {
                     resource: Some(ProtoResource {
-                        attributes: vec![ProtoKeyValue {
-                            key: "service.name".to_owned(),
-                            value: text("agents"),
-                            ..ProtoKeyValue::default()
-                        }],
+                        attributes: vec![
+                            attribute(
+                                "service.name",
+                                any_value::Value::StringValue("agents".to_owned())
+                            ),
+                            attribute(
+                                "telemetry.sdk.name",
+                                any_value::Value::StringValue("service-server".to_owned())
+                            ),
+                            attribute(
+                                "telemetry.sdk.language",
+                                any_value::Value::StringValue("rust".to_owned())
+                            ),
+                            attribute(
+                                "telemetry.sdk.version",
+                                any_value::Value::StringValue(env!("CARGO_PKG_VERSION").to_owned()),
+                            ),
+                        ],
                         ..ProtoResource::default()
                     }),
                     scope_spans: vec![ScopeSpans {
@@ -613,7 +646,7 @@ mod tests {
                                 status(0, "")
                             ),
                             expected(&[], 0x101, status(2, "failed")),
-                            expected(&0x5555_u64.to_be_bytes(), 0x101, status(1, "")),
+                            expected(&0x5555_u64.to_be_bytes(), 0x101, status(0, "")),
                         ],
                         schema_url: String::new(),
                     }],
@@ -626,11 +659,12 @@ mod tests {
     /// A full queue drops spans (and says how many), a full batch is posted alone.
     #[test]
     fn spans_are_batched_and_dropped_beyond_the_queue() {
-        let spans = Spans::new(BatchSettings::from_vars(|name| match name {
+        let settings = BatchSettings::from_vars(|name| match name {
             "OTEL_BSP_MAX_QUEUE_SIZE" => Some("3".to_owned()),
             "OTEL_BSP_MAX_EXPORT_BATCH_SIZE" => Some("2".to_owned()),
             _ => None,
-        }));
+        });
+        let spans = Spans::new(settings, 0);
         for name in ["a", "b", "c", "d"] {
             spans.push(|out| string(out, 5, name));
         }
