@@ -348,8 +348,10 @@ impl Engine {
         // run), so the run's spans and its webhook's attempts share one trace.
         let scope = crate::trace_context::child_of(
             None,
-            || tracing::trace_span!("cron.fire", cron_id = %cron.cron_id),
+            "cron.fire",
+            crate::trace_context::SpanKind::Internal,
         );
+        scope.record(|span| span.set("cron_id", cron.cron_id.to_string()));
         match scope
             .instrument(self.create_run(&creator, target, body))
             .await

@@ -7,10 +7,10 @@ use std::time::Duration;
 
 use futures::{FutureExt, StreamExt};
 use serde_json::Value;
+use service_graph::trace_context::{self, SpanKind};
 use service_graph::{AgentGraph, Chunk, FinalState, GraphError, RunContext, RunInput};
 use service_types::{Run, RunError, StreamMode};
 use tokio_util::sync::CancellationToken;
-use tracing::Instrument;
 
 use service_graph::{GraphResolver, LongTermStore};
 use service_store::Store;
@@ -95,9 +95,9 @@ impl Driver {
     ) -> Driven {
         let coordinator = &self.coordinator;
         let graph_id = options.graph_id().unwrap_or_default();
-        let driving = self
-            .drive(run, options, cancel.clone(), final_state)
-            .instrument(tracing::trace_span!("graph", graph_id));
+        let scope = trace_context::span("graph", SpanKind::Internal);
+        scope.record(|span| span.set("graph_id", graph_id.to_owned()));
+        let driving = scope.instrument(self.drive(run, options, cancel.clone(), final_state));
         let Some(delay) = coordinator.tuning().map(|tuning| tuning.claim_delay) else {
             return driving.await;
         };

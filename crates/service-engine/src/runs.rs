@@ -67,8 +67,22 @@ impl Engine {
         Ok((run, subscription.unwrap_or_else(crate::bus::unavailable)))
     }
 
-    #[tracing::instrument(level = "trace", name = "run.create", skip_all)]
     async fn create(
+        &self,
+        caller: &Caller,
+        target: RunTarget,
+        body: RunCreate,
+        watch: bool,
+    ) -> EngineResult<(Run, Option<Subscription>)> {
+        service_graph::trace_context::span(
+            "run.create",
+            service_graph::trace_context::SpanKind::Internal,
+        )
+        .instrument(self.create_traced(caller, target, body, watch))
+        .await
+    }
+
+    async fn create_traced(
         &self,
         caller: &Caller,
         target: RunTarget,

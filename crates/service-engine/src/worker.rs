@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use service_graph::FinalState;
+use service_graph::trace_context::{self, SpanKind};
 use service_types::Run;
-use tracing::Instrument;
 
 use crate::Engine;
 use crate::active::ActiveRun;
@@ -209,11 +209,9 @@ impl Engine {
             started,
             started_at,
         };
-        let Settled { others_wait, next } = self
-            .inner
-            .settler
-            .settle(finished, next)
-            .instrument(tracing::trace_span!("run.settle"))
+        let settling = self.inner.settler.settle(finished, next);
+        let Settled { others_wait, next } = trace_context::span("run.settle", SpanKind::Internal)
+            .instrument(settling)
             .await;
         self.inner.active.remove(run_id);
         // Only runs of this thread became claimable; this worker looks for work next
@@ -227,17 +225,21 @@ impl Engine {
 
 /// The scope of a run's execution, a child of the request that created it (its
 /// `traceparent` is stored with the run, which may execute on another instance).
-fn run_scope(run: &Run) -> service_graph::trace_context::Scope {
+fn run_scope(run: &Run) -> trace_context::Scope {
     let parent = run.kwargs.get("traceparent").and_then(Value::as_str);
-    service_graph::trace_context::child_of(parent, || {
-        tracing::trace_span!(
-            "run",
-            run_id = %run.run_id,
-            thread_id = %run.thread_id,
-            assistant_id = %run.assistant_id,
-            graph_id = run.kwargs["config"]["configurable"]["graph_id"]
-                .as_str()
-                .unwrap_or_default(),
-        )
-    })
+    let scope = trace_context::child_of(parent, "run", SpanKind::Internal);
+    // Written straight from the bytes (`to_string` goes through the formatter).
+    let text = |id: uuid::Uuid| {
+        id.hyphenated()
+            .encode_lower(&mut uuid::Uuid::encode_buffer())
+            .to_owned()
+    };
+    scope.record(|span| {
+        span.set("run_id", text(run.run_id));
+        span.set("thread_id", text(run.thread_id));
+        span.set("assistant_id", text(run.assistant_id));
+        let graph_id = &run.kwargs["config"]["configurable"]["graph_id"];
+        span.set("graph_id", graph_id.as_str().unwrap_or_default().to_owned());
+    });
+    scope
 }

@@ -13,12 +13,12 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use serde_json::{Map, Value, json};
+use service_graph::trace_context::{Scope, SpanKind};
 use service_graph::{Checkpointer, GraphError, LongTermStore};
 use service_types::RunError;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::sync::mpsc;
-use tracing::Instrument;
 
 use crate::calls;
 use crate::error::{BridgeError, python_error};
@@ -75,8 +75,8 @@ struct Pending {
 /// reported started and not yet ended (closed when dropped, so a request that ends
 /// or dies mid-node closes them).
 struct Trace {
-    span: tracing::Span,
-    nodes: HashMap<String, tracing::Span>,
+    scope: Scope,
+    nodes: HashMap<String, Scope>,
 }
 
 impl Trace {
@@ -84,33 +84,29 @@ impl Trace {
     fn node(&mut self, node: &Value) {
         let task = node["task"].as_str().unwrap_or_default().to_owned();
         if node["end"].as_bool() == Some(true) {
-            if let (Some(span), Some(error)) = (self.nodes.remove(&task), node["error"].as_str()) {
-                span.record("otel.status_code", "ERROR");
-                span.record("otel.status_message", error);
+            if let (Some(scope), Some(error)) = (self.nodes.remove(&task), node["error"].as_str()) {
+                scope.record(|span| span.error = Some(error.to_owned()));
             }
             return;
         }
         let name = node["name"].as_str().unwrap_or_default();
         let namespace = node["ns"].as_array().map_or(0, Vec::len);
-        let span = tracing::trace_span!(
-            parent: &self.span,
-            "node",
-            otel.name = %format_args!("node {name}"),
-            langgraph.node = name,
-            langgraph.task_id = task.as_str(),
-            langgraph.namespace_depth = namespace,
-            otel.status_code = tracing::field::Empty,
-            otel.status_message = tracing::field::Empty,
-        );
-        self.nodes.insert(task, span);
+        let scope = self.scope.child("node", SpanKind::Internal);
+        scope.record(|span| {
+            span.name = format!("node {name}").into();
+            span.set("langgraph.node", name.to_owned());
+            span.set("langgraph.task_id", task.clone());
+            span.set("langgraph.namespace_depth", namespace as u64);
+        });
+        self.nodes.insert(task, scope);
     }
 
     /// Where a call the worker makes meanwhile belongs: the node running, when only
     /// one is, else the request.
-    fn call_span(&self) -> tracing::Span {
+    fn call_scope(&self) -> Scope {
         match self.nodes.values().next() {
             Some(node) if self.nodes.len() == 1 => node.clone(),
-            _ => self.span.clone(),
+            _ => self.scope.clone(),
         }
     }
 }
@@ -140,14 +136,11 @@ impl Worker {
     }
 
     /// The long-term store of `request`, and the span its calls belong to.
-    fn call_context(
-        &self,
-        request: u64,
-    ) -> (Option<Arc<dyn LongTermStore>>, Option<tracing::Span>) {
+    fn call_context(&self, request: u64) -> (Option<Arc<dyn LongTermStore>>, Option<Scope>) {
         self.lock().get(&request).map_or((None, None), |pending| {
             (
                 pending.store.clone(),
-                pending.trace.as_ref().map(Trace::call_span),
+                pending.trace.as_ref().map(Trace::call_scope),
             )
         })
     }
@@ -293,7 +286,7 @@ impl Pool {
         let traceparent = service_graph::trace_context::current()
             .filter(|traceparent| traceparent.ends_with("-01"));
         let trace = traceparent.as_ref().map(|_| Trace {
-            span: tracing::Span::current(),
+            scope: Scope::current(),
             nodes: HashMap::new(),
         });
         worker.lock().insert(
@@ -636,7 +629,7 @@ async fn replace(pool: Weak<Pool>, dead: Arc<Worker>) {
 /// a frame of a request.
 fn dispatch(pool: &Weak<Pool>, worker: &Arc<Worker>, mut message: Map<String, Value>) {
     if let Some(call) = message.get("call").and_then(Value::as_u64) {
-        let (store, span) = message
+        let (store, scope) = message
             .get("id")
             .and_then(Value::as_u64)
             .map_or((None, None), |request| worker.call_context(request));
@@ -651,8 +644,8 @@ fn dispatch(pool: &Weak<Pool>, worker: &Arc<Worker>, mut message: Map<String, Va
             };
             worker.send(&reply);
         };
-        match span {
-            Some(span) => tokio::spawn(serve.instrument(span)),
+        match scope {
+            Some(scope) => tokio::spawn(scope.instrument(serve)),
             None => tokio::spawn(serve),
         };
         return;

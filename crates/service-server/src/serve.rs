@@ -41,10 +41,7 @@ pub(crate) async fn serve(
         &config.log_filter,
         config.log_format,
         &logger,
-        traces
-            .iter()
-            .map(|traces| traces.layer(&config.log_filter))
-            .collect(),
+        traces.iter().map(crate::otel::Tracing::layer).collect(),
     );
     for warning in config
         .warnings

@@ -13,7 +13,7 @@ use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, header};
 use serde_json::Value;
 use service_engine::metrics::{DeliveryCounter, DeliveryOutcome};
-use service_engine::trace_context::Scope;
+use service_engine::trace_context::SpanKind;
 use service_engine::{Outgoing, Webhooks};
 use service_store::{AttemptOutcome, Clock, DeliveryRecord, Store};
 use service_types::{Metadata, Timestamp};
@@ -139,11 +139,7 @@ impl Webhooks for Outbox {
         // A child of the settling run's span: the POST's `traceparent` names it. A trace
         // not sampled makes no span: the attempt carries the settling run's scope on,
         // and its POST that trace's context (marked not sampled).
-        let span = tracing::trace_span!("webhook.deliver", otel.kind = "client");
-        let scope = match span.is_disabled() {
-            true => Scope::current(),
-            false => Scope::span(span),
-        };
+        let scope = service_engine::trace_context::span("webhook.deliver", SpanKind::Client);
         self.shared.attempts.spawn(scope.instrument(async move {
             let Ok(_permit) = Arc::clone(&shared.permits).acquire_owned().await else {
                 return;
@@ -363,9 +359,8 @@ impl Shared {
             .as_ref()
             .and_then(|run| run.kwargs.get("traceparent"))
             .and_then(Value::as_str);
-        let scope = service_engine::trace_context::child_of(parent, || {
-            tracing::trace_span!("webhook.deliver", otel.kind = "client")
-        });
+        let scope =
+            service_engine::trace_context::child_of(parent, "webhook.deliver", SpanKind::Client);
         scope.instrument(self.attempt(record)).await;
     }
 

@@ -530,12 +530,12 @@ impl Session {
             _ => {
                 // The upgrade request's span has ended: each command is a span of its
                 // own in the request's trace, so the runs it starts are too.
-                let scope = service_engine::trace_context::child_of(self.trace.as_deref(), || {
-                    tracing::trace_span!(
-                        "protocol.command",
-                        otel.name = %format_args!("protocol {}", command.method),
-                    )
-                });
+                let scope = service_engine::trace_context::child_of(
+                    self.trace.as_deref(),
+                    "protocol.command",
+                    service_engine::trace_context::SpanKind::Internal,
+                );
+                scope.record(|span| span.name = format!("protocol {}", command.method).into());
                 let answer = scope
                     .instrument(dispatch(
                         &self.engine,

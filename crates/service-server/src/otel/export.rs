@@ -7,13 +7,13 @@
 
 use std::time::{Duration, SystemTime};
 
-use opentelemetry::trace::{SpanKind, Status};
-use opentelemetry::{Array, Key, KeyValue, Value};
-use opentelemetry_sdk::Resource;
-use opentelemetry_sdk::error::{OTelSdkError, OTelSdkResult};
-use opentelemetry_sdk::trace::{SpanData, SpanExporter};
+use bytes::Bytes;
+use parking_lot::Mutex;
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
-use tokio::runtime::Handle;
+use std::collections::VecDeque;
+use tokio::sync::Notify;
+
+use service_graph::trace_context::{Ended, SpanKind, Value};
 
 /// How long one export may take unless `OTEL_EXPORTER_OTLP_TIMEOUT` says (OTLP's
 /// default).
@@ -22,12 +22,10 @@ const EXPORT_TIMEOUT: Duration = Duration::from_secs(10);
 #[derive(Debug)]
 pub(super) struct Exporter {
     client: reqwest::Client,
-    runtime: Handle,
     endpoint: String,
     headers: HeaderMap,
     /// The resource, as the `Resource` message's fields.
     resource: Vec<u8>,
-    schema_url: Option<String>,
 }
 
 impl Exporter {
@@ -72,11 +70,9 @@ impl Exporter {
             .map_err(|error| error.to_string())?;
         Ok(Self {
             client,
-            runtime: Handle::current(),
             endpoint,
             headers,
-            resource: Vec::new(),
-            schema_url: None,
+            resource: resource(&var),
         })
     }
 }
@@ -93,173 +89,308 @@ fn parse_headers(list: &str) -> impl Iterator<Item = (HeaderName, HeaderValue)> 
     })
 }
 
-impl SpanExporter for Exporter {
-    async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
-        let body = encode(&self.resource, self.schema_url.as_deref(), &batch);
-        let request = self
+impl Exporter {
+    /// Posts one `ExportTraceServiceRequest` body to the collector.
+    async fn post(&self, body: Bytes) -> Result<(), String> {
+        let response = self
             .client
             .post(&self.endpoint)
             .headers(self.headers.clone())
-            .body(body);
-        let sent = self.runtime.spawn(async move {
-            let response = request.send().await?;
-            let status = response.status();
-            // Read to the end, so the connection is kept for the next export.
-            response.bytes().await?;
-            Ok::<_, reqwest::Error>(status)
-        });
-        match sent.await {
-            Ok(Ok(status)) if status.is_success() => Ok(()),
-            Ok(Ok(status)) => Err(OTelSdkError::InternalFailure(format!(
-                "the collector answered {status}"
-            ))),
-            Ok(Err(error)) => Err(OTelSdkError::InternalFailure(error.to_string())),
-            Err(error) => Err(OTelSdkError::InternalFailure(error.to_string())),
+            .body(body)
+            .send()
+            .await
+            .map_err(|error| error.to_string())?;
+        let status = response.status();
+        // Read to the end, so the connection is kept for the next export.
+        response.bytes().await.map_err(|error| error.to_string())?;
+        match status.is_success() {
+            true => Ok(()),
+            false => Err(format!("the collector answered {status}")),
         }
-    }
-
-    fn set_resource(&mut self, resource: &Resource) {
-        let mut fields = Vec::new();
-        for (key, value) in resource.iter() {
-            nested(&mut fields, 1, |out| key_value(out, key, value));
-        }
-        self.resource = fields;
-        self.schema_url = resource.schema_url().map(str::to_owned);
     }
 }
 
-/// An `ExportTraceServiceRequest` of `spans`, all of one scope, under `resource`.
-fn encode(resource: &[u8], schema_url: Option<&str>, spans: &[SpanData]) -> Vec<u8> {
-    let mut encoded = Vec::with_capacity(spans.len() * 256);
-    for span in spans {
-        nested(&mut encoded, 2, |out| write_span(out, span));
-    }
-    let mut scope = Vec::new();
-    if let Some(first) = spans.first() {
-        let first = &first.instrumentation_scope;
-        nested(&mut scope, 1, |out| {
-            string(out, 1, first.name());
-            string(out, 2, first.version().unwrap_or_default());
-        });
-    }
-    // ResourceSpans: the resource, one ScopeSpans (its scope, then the spans).
-    let mut head = Vec::with_capacity(resource.len() + scope.len() + 32);
-    tag(&mut head, 1, LEN);
-    varint(&mut head, resource.len() as u64);
-    head.extend_from_slice(resource);
-    tag(&mut head, 2, LEN);
-    varint(&mut head, (scope.len() + encoded.len()) as u64);
-    head.extend_from_slice(&scope);
-    let mut tail = Vec::new();
-    string(&mut tail, 3, schema_url.unwrap_or_default());
-    let mut body = Vec::with_capacity(head.len() + encoded.len() + tail.len() + 8);
-    tag(&mut body, 1, LEN);
-    varint(&mut body, (head.len() + encoded.len() + tail.len()) as u64);
-    body.extend_from_slice(&head);
-    body.extend_from_slice(&encoded);
-    body.extend_from_slice(&tail);
-    body
+/// The batch settings the `OTEL_BSP_*` variables describe.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct BatchSettings {
+    delay: Duration,
+    max_queue: usize,
+    max_batch: usize,
 }
+
+impl BatchSettings {
+    pub(super) fn from_vars(var: impl Fn(&str) -> Option<String>) -> Self {
+        let number = |name: &str, default: usize| {
+            var(name)
+                .and_then(|value| value.trim().parse().ok())
+                .filter(|value| *value > 0)
+                .unwrap_or(default)
+        };
+        let max_queue = number("OTEL_BSP_MAX_QUEUE_SIZE", 2048);
+        Self {
+            delay: Duration::from_millis(number("OTEL_BSP_SCHEDULE_DELAY", 5000) as u64),
+            max_queue,
+            max_batch: number("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", 512).min(max_queue),
+        }
+    }
+}
+
+/// Ended spans, already encoded as the `Span` entries of a `ScopeSpans` message, in
+/// batches of at most `max_batch` spans; a background task posts them every `delay`
+/// or as soon as a batch is full (docs/performance.md §17: no span is copied or
+/// queued as a structure, and no thread of its own).
+#[derive(Debug)]
+pub(super) struct Spans {
+    settings: BatchSettings,
+    /// Bytes kept free in front of each batch ([`Exporter::head_room`]).
+    head_room: usize,
+    pending: Mutex<Pending>,
+    /// Wakes the task: a batch is full, or the server stops.
+    wake: Notify,
+}
+
+#[derive(Debug, Default)]
+struct Pending {
+    /// The batch being filled, and its spans.
+    filling: Vec<u8>,
+    filling_spans: usize,
+    /// Full batches, oldest first, and their spans.
+    full: VecDeque<(Vec<u8>, usize)>,
+    /// Spans in both.
+    queued: usize,
+    /// Spans turned away because the queue was full, since last logged.
+    dropped: u64,
+    stopping: bool,
+}
+
+impl Spans {
+    pub(super) fn new(settings: BatchSettings, head_room: usize) -> Self {
+        Self {
+            settings,
+            head_room,
+            pending: Mutex::new(Pending::default()),
+            wake: Notify::new(),
+        }
+    }
+
+    /// Appends one span that `write` encodes (a `Span` message's fields); dropped
+    /// when `max_queue` spans wait already (the server never waits for the collector).
+    pub(super) fn push(&self, write: impl FnOnce(&mut Vec<u8>)) {
+        let mut pending = self.pending.lock();
+        if pending.queued >= self.settings.max_queue {
+            pending.dropped += 1;
+            return;
+        }
+        pending.queued += 1;
+        pending.filling_spans += 1;
+        if pending.filling.is_empty() {
+            pending.filling.resize(self.head_room, 0);
+        }
+        nested(&mut pending.filling, 2, write);
+        if pending.filling_spans >= self.settings.max_batch {
+            let batch = std::mem::take(&mut pending.filling);
+            let spans = std::mem::take(&mut pending.filling_spans);
+            pending.full.push_back((batch, spans));
+            drop(pending);
+            self.wake.notify_one();
+        }
+    }
+
+    /// The next batch to post: a full one, else (`all`) the one being filled.
+    fn take(&self, all: bool) -> Option<(Vec<u8>, u64)> {
+        let mut pending = self.pending.lock();
+        let dropped = std::mem::take(&mut pending.dropped);
+        let (batch, spans) = match pending.full.pop_front() {
+            Some(full) => full,
+            None if all && pending.filling_spans > 0 => (
+                std::mem::take(&mut pending.filling),
+                std::mem::take(&mut pending.filling_spans),
+            ),
+            None => return (dropped > 0).then(|| (Vec::new(), dropped)),
+        };
+        pending.queued -= spans;
+        Some((batch, dropped))
+    }
+
+    /// Posts the batches with `exporter` until the server stops, then what is left.
+    pub(super) async fn export(&self, exporter: Exporter) {
+        loop {
+            let stopping = self.pending.lock().stopping;
+            let timed_out = !stopping
+                && tokio::time::timeout(self.settings.delay, self.wake.notified())
+                    .await
+                    .is_err();
+            // Every batch when the delay passed or the server stops, else the full ones.
+            let all = timed_out || self.pending.lock().stopping;
+            while let Some((batch, dropped)) = self.take(all) {
+                if dropped > 0 {
+                    tracing::warn!(
+                        dropped,
+                        "spans were dropped: the export queue was full (OTEL_BSP_MAX_QUEUE_SIZE)"
+                    );
+                }
+                if batch.is_empty() {
+                    continue;
+                }
+                let body = exporter.body(batch);
+                if let Err(error) = exporter.post(body).await {
+                    tracing::warn!(%error, "exporting traces failed");
+                }
+            }
+            if self.pending.lock().stopping {
+                return;
+            }
+        }
+    }
+
+    /// Has [`Spans::export`] post what is left and return.
+    pub(super) fn stop(&self) {
+        self.pending.lock().stopping = true;
+        self.wake.notify_one();
+    }
+}
+
+impl Exporter {
+    /// Room kept free in front of each batch's spans for the messages around them.
+    pub(super) fn head_room(&self) -> usize {
+        // The resource, the scope, three tags and three lengths.
+        self.resource.len() + SCOPE.len() + 64
+    }
+
+    /// An `ExportTraceServiceRequest` of `batch`'s spans (`ScopeSpans.spans` entries
+    /// after [`Exporter::head_room`] bytes), all of the server's scope, under the
+    /// resource: the messages around them are written into the room in front, so the
+    /// spans are not copied.
+    fn body(&self, mut batch: Vec<u8>) -> Bytes {
+        let room = self.head_room();
+        let spans = batch.len() - room;
+        let mut scope = Vec::new();
+        nested(&mut scope, 1, |out| string(out, 1, SCOPE));
+        // ResourceSpans: the resource, one ScopeSpans (its scope, then the spans).
+        let mut resource_spans = Vec::with_capacity(room);
+        tag(&mut resource_spans, 1, LEN);
+        varint(&mut resource_spans, self.resource.len() as u64);
+        resource_spans.extend_from_slice(&self.resource);
+        tag(&mut resource_spans, 2, LEN);
+        varint(&mut resource_spans, (scope.len() + spans) as u64);
+        resource_spans.extend_from_slice(&scope);
+        let mut head = Vec::with_capacity(room);
+        tag(&mut head, 1, LEN);
+        varint(&mut head, (resource_spans.len() + spans) as u64);
+        head.extend_from_slice(&resource_spans);
+        let start = room - head.len();
+        batch[start..room].copy_from_slice(&head);
+        Bytes::from(batch).slice(start..)
+    }
+}
+
+/// The instrumentation scope of every span.
+const SCOPE: &str = "service-server";
 
 /// A `Span` message's fields.
-fn write_span(out: &mut Vec<u8>, span: &SpanData) {
-    let context = &span.span_context;
-    bytes(out, 1, &context.trace_id().to_bytes());
-    bytes(out, 2, &context.span_id().to_bytes());
-    string(out, 3, &context.trace_state().header());
-    if span.parent_span_id != opentelemetry::trace::SpanId::INVALID {
-        bytes(out, 4, &span.parent_span_id.to_bytes());
+pub(super) fn write_span(out: &mut Vec<u8>, span: &Ended<'_>) {
+    let (context, fields) = (&span.context, span.fields);
+    bytes(out, 1, &context.trace_id.to_be_bytes());
+    bytes(out, 2, &context.span_id.to_be_bytes());
+    if let Some((parent, _)) = span.parent {
+        bytes(out, 4, &parent.to_be_bytes());
     }
-    string(out, 5, &span.name);
-    let kind = match span.span_kind {
+    string(out, 5, &fields.name);
+    let kind = match span.kind {
         SpanKind::Internal => 1,
         SpanKind::Server => 2,
         SpanKind::Client => 3,
-        SpanKind::Producer => 4,
-        SpanKind::Consumer => 5,
     };
     tag(out, 6, VARINT);
     varint(out, kind);
-    fixed64(out, 7, nanos(span.start_time));
-    fixed64(out, 8, nanos(span.end_time));
-    for attribute in &span.attributes {
-        nested(out, 9, |out| {
-            key_value(out, &attribute.key, &attribute.value)
-        });
+    fixed64(out, 7, nanos(span.start));
+    fixed64(out, 8, nanos(span.end));
+    for (key, value) in &fields.attributes {
+        nested(out, 9, |out| key_value(out, key, value));
     }
-    uint(out, 10, span.dropped_attributes_count.into());
-    for event in span.events.iter() {
+    for event in &fields.events {
         nested(out, 11, |out| {
-            fixed64(out, 1, nanos(event.timestamp));
+            fixed64(out, 1, nanos(event.time));
             string(out, 2, &event.name);
-            for KeyValue { key, value, .. } in &event.attributes {
+            for (key, value) in &event.attributes {
                 nested(out, 3, |out| key_value(out, key, value));
             }
-            uint(out, 4, event.dropped_attributes_count.into());
         });
     }
-    uint(out, 12, span.events.dropped_count.into());
-    uint(out, 14, span.links.dropped_count.into());
     nested(out, 15, |out| {
-        let (code, message) = match &span.status {
-            Status::Unset => (0, ""),
-            Status::Ok => (1, ""),
-            Status::Error { description } => (2, description.as_ref()),
-        };
-        string(out, 2, message);
-        uint(out, 3, code);
+        if let Some(message) = &fields.error {
+            string(out, 2, message);
+            uint(out, 3, 2);
+        }
     });
-    // The trace flags, and whether the parent is remote (with the bit saying it is
-    // known).
-    let remote = if span.parent_span_is_remote {
-        0x300
-    } else {
-        0x100
+    // The trace flags (sampled), and whether the parent is remote (with the bit saying
+    // it is known).
+    let remote = match span.parent {
+        Some((_, true)) => 0x300,
+        _ => 0x100,
     };
     tag(out, 16, FIXED32);
-    out.extend_from_slice(&(u32::from(context.trace_flags().to_u8()) | remote).to_le_bytes());
+    out.extend_from_slice(&(1_u32 | remote).to_le_bytes());
 }
 
 /// A `KeyValue` message's fields.
-fn key_value(out: &mut Vec<u8>, key: &Key, value: &Value) {
-    string(out, 1, key.as_str());
-    nested(out, 2, |out| any_value(out, value));
-}
-
-/// An `AnyValue` message's fields.
-fn any_value(out: &mut Vec<u8>, value: &Value) {
-    match value {
+fn key_value(out: &mut Vec<u8>, key: &str, value: &Value) {
+    string(out, 1, key);
+    nested(out, 2, |out| match value {
         Value::String(text) => {
             // Written even when empty: the value is the empty string.
             tag(out, 1, LEN);
-            varint(out, text.as_str().len() as u64);
-            out.extend_from_slice(text.as_str().as_bytes());
+            varint(out, text.len() as u64);
+            out.extend_from_slice(text.as_bytes());
         }
         Value::Bool(flag) => {
             tag(out, 2, VARINT);
             varint(out, u64::from(*flag));
         }
-        Value::I64(number) => {
+        Value::Int(number) => {
             tag(out, 3, VARINT);
             // Two's complement, as protobuf's int64.
             varint(out, *number as u64);
         }
-        Value::F64(number) => {
+        Value::Float(number) => {
             tag(out, 4, FIXED64);
             out.extend_from_slice(&number.to_le_bytes());
         }
-        Value::Array(array) => nested(out, 5, |out| {
-            let mut each = |value: Value| nested(out, 1, |out| any_value(out, &value));
-            match array {
-                Array::Bool(values) => values.iter().for_each(|v| each(Value::Bool(*v))),
-                Array::I64(values) => values.iter().for_each(|v| each(Value::I64(*v))),
-                Array::F64(values) => values.iter().for_each(|v| each(Value::F64(*v))),
-                Array::String(values) => values.iter().for_each(|v| each(Value::String(v.clone()))),
-                _ => {}
-            }
-        }),
-        _ => {}
+    });
+}
+
+/// The `Resource` message's fields: `service.name` (`OTEL_SERVICE_NAME`, else the
+/// one in `OTEL_RESOURCE_ATTRIBUTES`, else `service-server`), the
+/// `OTEL_RESOURCE_ATTRIBUTES` (`key=value,...`), and what wrote the spans.
+fn resource(var: impl Fn(&str) -> Option<String>) -> Vec<u8> {
+    let mut attributes: Vec<(String, String)> = vec![
+        ("service.name".into(), "service-server".into()),
+        ("telemetry.sdk.name".into(), "service-server".into()),
+        ("telemetry.sdk.language".into(), "rust".into()),
+        (
+            "telemetry.sdk.version".into(),
+            env!("CARGO_PKG_VERSION").into(),
+        ),
+    ];
+    let listed = var("OTEL_RESOURCE_ATTRIBUTES").unwrap_or_default();
+    let named = var("OTEL_SERVICE_NAME").map(|name| ("service.name", name));
+    let pairs = listed.split_terminator(',').filter_map(|entry| {
+        let (key, value) = entry.split_once('=')?;
+        Some((key.trim(), value.trim().to_owned()))
+    });
+    for (key, value) in pairs.chain(named) {
+        match attributes.iter_mut().find(|(name, _)| name == key) {
+            Some(existing) => existing.1 = value,
+            None => attributes.push((key.to_owned(), value)),
+        }
     }
+    let mut fields = Vec::new();
+    for (key, value) in &attributes {
+        nested(&mut fields, 1, |out| {
+            key_value(out, key, &Value::String(value.clone().into()))
+        });
+    }
+    fields
 }
 
 const VARINT: u8 = 0;
@@ -271,12 +402,9 @@ fn tag(out: &mut Vec<u8>, field: u32, wire: u8) {
     varint(out, u64::from(field << 3 | u32::from(wire)));
 }
 
-fn varint(out: &mut Vec<u8>, mut value: u64) {
-    while value >= 0x80 {
-        out.push(value as u8 | 0x80);
-        value >>= 7;
-    }
-    out.push(value as u8);
+fn varint(out: &mut Vec<u8>, value: u64) {
+    let (bytes, size) = varint_bytes(value);
+    out.extend_from_slice(&bytes[..size]);
 }
 
 /// A length-delimited field whose content `write` appends; its length is put in
@@ -291,12 +419,23 @@ fn nested(out: &mut Vec<u8>, field: u32, write: impl FnOnce(&mut Vec<u8>)) {
         out[start] = length as u8;
         return;
     }
-    let mut prefix = Vec::with_capacity(10);
-    varint(&mut prefix, length as u64);
-    let extra = prefix.len() - 1;
-    out.resize(out.len() + extra, 0);
-    out.copy_within(start + 1..start + 1 + length, start + prefix.len());
-    out[start..start + prefix.len()].copy_from_slice(&prefix);
+    let (prefix, size) = varint_bytes(length as u64);
+    out.resize(out.len() + size - 1, 0);
+    out.copy_within(start + 1..start + 1 + length, start + size);
+    out[start..start + size].copy_from_slice(&prefix[..size]);
+}
+
+/// `value` as a varint, and its length.
+fn varint_bytes(mut value: u64) -> ([u8; 10], usize) {
+    let mut bytes = [0; 10];
+    let mut size = 0;
+    while value >= 0x80 {
+        bytes[size] = value as u8 | 0x80;
+        value >>= 7;
+        size += 1;
+    }
+    bytes[size] = value as u8;
+    (bytes, size + 1)
 }
 
 /// A string field, left out when empty (proto3's default).
@@ -337,89 +476,206 @@ fn nanos(time: SystemTime) -> u64 {
 mod tests {
     use std::borrow::Cow;
 
-    use opentelemetry::InstrumentationScope;
-    use opentelemetry::trace::{Event, SpanContext, SpanId, TraceFlags, TraceId, TraceState};
     use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
-    use opentelemetry_proto::transform::common::tonic::ResourceAttributesWithSchema;
-    use opentelemetry_proto::transform::trace::tonic::group_spans_by_resource_and_scope;
-    use opentelemetry_sdk::trace::{SpanEvents, SpanLinks};
+    use opentelemetry_proto::tonic::common::v1::{
+        AnyValue, InstrumentationScope, KeyValue as ProtoKeyValue, any_value,
+    };
+    use opentelemetry_proto::tonic::resource::v1::Resource as ProtoResource;
+    use opentelemetry_proto::tonic::trace::v1::{
+        ResourceSpans, ScopeSpans, Span as ProtoSpan, Status as ProtoStatus, span,
+    };
     use prost::Message;
+    use service_graph::trace_context::{SpanContext, SpanEvent, SpanFields};
 
     use super::*;
 
-    fn span(parent: SpanId, remote: bool, status: Status) -> SpanData {
-        let mut events = SpanEvents::default();
-        events.events.push(Event::new(
-            "the store is slow",
-            SystemTime::UNIX_EPOCH + Duration::from_millis(1500),
-            vec![KeyValue::new("level", "WARN")],
-            0,
-        ));
-        SpanData {
-            span_context: SpanContext::new(
-                TraceId::from(0x4bf9_2f35_77b3_4da6_a3ce_929d_0e0e_4736),
-                SpanId::from(0x00f0_67aa_0ba9_02b7),
-                TraceFlags::SAMPLED,
-                false,
-                TraceState::NONE,
-            ),
-            parent_span_id: parent,
-            parent_span_is_remote: remote,
-            span_kind: SpanKind::Server,
+    fn fields(error: Option<&str>) -> SpanFields {
+        SpanFields {
             name: Cow::Borrowed("POST /runs/wait"),
-            start_time: SystemTime::UNIX_EPOCH + Duration::from_millis(1000),
-            end_time: SystemTime::UNIX_EPOCH + Duration::from_millis(2000),
             attributes: vec![
-                KeyValue::new("url.path", "/runs/wait"),
-                KeyValue::new("http.response.status_code", 200),
-                KeyValue::new("empty", ""),
+                ("url.path", "/runs/wait".into()),
+                ("http.response.status_code", 200_i64.into()),
+                ("empty", "".into()),
                 // Longer than a one-byte length.
-                KeyValue::new("long", "x".repeat(300)),
-                KeyValue::new("flag", true),
-                KeyValue::new("ratio", 0.5),
-                KeyValue::new("negative", -3),
-                KeyValue::new(
-                    "list",
-                    Value::Array(Array::String(vec!["a".into(), "b".into()])),
-                ),
+                ("long", "x".repeat(300).into()),
+                ("flag", true.into()),
+                ("ratio", 0.5.into()),
+                ("negative", (-3_i64).into()),
             ],
-            dropped_attributes_count: 0,
-            events,
-            links: SpanLinks::default(),
-            status,
-            instrumentation_scope: InstrumentationScope::builder("service-server").build(),
+            events: vec![SpanEvent {
+                time: SystemTime::UNIX_EPOCH + Duration::from_millis(1500),
+                name: "the store is slow".to_owned(),
+                attributes: vec![("level", "WARN".into())],
+            }],
+            error: error.map(str::to_owned),
         }
     }
 
-    /// What the exporter sends decodes to what the OTLP project's own conversion
-    /// makes of the same spans.
-    #[test]
-    fn a_batch_encodes_as_the_otlp_conversion_does() {
-        let resource = Resource::builder_empty()
-            .with_attributes([
-                KeyValue::new("service.name", "agents"),
-                KeyValue::new("deployment", "test"),
-            ])
-            .build();
-        let spans = vec![
-            span(SpanId::from(0x1111_2222_3333_4444), true, Status::Unset),
-            span(SpanId::INVALID, false, Status::error("failed")),
-            span(SpanId::from(0x5555), false, Status::Ok),
-        ];
-        let mut resource_fields = Vec::new();
-        for (key, value) in resource.iter() {
-            nested(&mut resource_fields, 1, |out| key_value(out, key, value));
+    fn ended(parent: Option<(u64, bool)>, fields: &SpanFields) -> Ended<'_> {
+        Ended {
+            context: SpanContext {
+                trace_id: 0x4bf9_2f35_77b3_4da6_a3ce_929d_0e0e_4736,
+                span_id: 0x00f0_67aa_0ba9_02b7,
+                sampled: true,
+            },
+            parent,
+            kind: SpanKind::Server,
+            start: SystemTime::UNIX_EPOCH + Duration::from_millis(1000),
+            end: SystemTime::UNIX_EPOCH + Duration::from_millis(2000),
+            fields,
         }
-        let ours =
-            ExportTraceServiceRequest::decode(encode(&resource_fields, None, &spans).as_slice())
-                .unwrap();
-        let expected = ExportTraceServiceRequest {
-            resource_spans: group_spans_by_resource_and_scope(
-                spans,
-                &ResourceAttributesWithSchema::from(&resource),
-            ),
+    }
+
+    fn text(value: &str) -> Option<AnyValue> {
+        Some(AnyValue {
+            value: Some(any_value::Value::StringValue(value.to_owned())),
+        })
+    }
+
+    fn attribute(key: &str, value: any_value::Value) -> ProtoKeyValue {
+        ProtoKeyValue {
+            key: key.to_owned(),
+            value: Some(AnyValue { value: Some(value) }),
+            ..ProtoKeyValue::default()
+        }
+    }
+
+    /// The span `recording` makes, as the OTLP project's generated types hold it.
+    fn expected(parent: &[u8], flags: u32, status: ProtoStatus) -> ProtoSpan {
+        use any_value::Value::*;
+        ProtoSpan {
+            trace_id: 0x4bf9_2f35_77b3_4da6_a3ce_929d_0e0e_4736_u128
+                .to_be_bytes()
+                .to_vec(),
+            span_id: 0x00f0_67aa_0ba9_02b7_u64.to_be_bytes().to_vec(),
+            parent_span_id: parent.to_vec(),
+            name: "POST /runs/wait".to_owned(),
+            kind: span::SpanKind::Server as i32,
+            start_time_unix_nano: 1_000_000_000,
+            end_time_unix_nano: 2_000_000_000,
+            attributes: vec![
+                attribute("url.path", StringValue("/runs/wait".to_owned())),
+                attribute("http.response.status_code", IntValue(200)),
+                attribute("empty", StringValue(String::new())),
+                attribute("long", StringValue("x".repeat(300))),
+                attribute("flag", BoolValue(true)),
+                attribute("ratio", DoubleValue(0.5)),
+                attribute("negative", IntValue(-3)),
+            ],
+            events: vec![span::Event {
+                time_unix_nano: 1_500_000_000,
+                name: "the store is slow".to_owned(),
+                attributes: vec![ProtoKeyValue {
+                    key: "level".to_owned(),
+                    value: text("WARN"),
+                    ..ProtoKeyValue::default()
+                }],
+                dropped_attributes_count: 0,
+            }],
+            status: Some(status),
+            flags,
+            ..ProtoSpan::default()
+        }
+    }
+
+    /// What the exporter sends decodes, with the OTLP project's generated types, to
+    /// the spans and resource it was given.
+    #[test]
+    fn a_batch_decodes_as_the_spans_it_was_given() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let _entered = runtime.enter();
+        let exporter = Exporter::from_vars(|name| match name {
+            "OTEL_EXPORTER_OTLP_ENDPOINT" => Some("http://collector:4318".to_owned()),
+            "OTEL_SERVICE_NAME" => Some("agents".to_owned()),
+            _ => None,
+        })
+        .unwrap();
+        let spans = Spans::new(BatchSettings::from_vars(|_| None), exporter.head_room());
+        let (succeeded, failed) = (fields(None), fields(Some("failed")));
+        for span in [
+            ended(Some((0x1111_2222_3333_4444, true)), &succeeded),
+            ended(None, &failed),
+            ended(Some((0x5555, false)), &succeeded),
+        ] {
+            spans.push(|out| write_span(out, &span));
+        }
+        let (batch, dropped) = spans.take(true).unwrap();
+        assert_eq!(dropped, 0);
+        assert!(spans.take(true).is_none());
+        let ours = ExportTraceServiceRequest::decode(exporter.body(batch)).unwrap();
+        let status = |code: i32, message: &str| ProtoStatus {
+            code,
+            message: message.to_owned(),
         };
-        assert_eq!(ours, expected);
+        assert_eq!(
+            ours,
+            ExportTraceServiceRequest {
+                resource_spans: vec![ResourceSpans {
+                    resource: Some(ProtoResource {
+                        attributes: vec![
+                            attribute(
+                                "service.name",
+                                any_value::Value::StringValue("agents".to_owned())
+                            ),
+                            attribute(
+                                "telemetry.sdk.name",
+                                any_value::Value::StringValue("service-server".to_owned())
+                            ),
+                            attribute(
+                                "telemetry.sdk.language",
+                                any_value::Value::StringValue("rust".to_owned())
+                            ),
+                            attribute(
+                                "telemetry.sdk.version",
+                                any_value::Value::StringValue(env!("CARGO_PKG_VERSION").to_owned()),
+                            ),
+                        ],
+                        ..ProtoResource::default()
+                    }),
+                    scope_spans: vec![ScopeSpans {
+                        scope: Some(InstrumentationScope {
+                            name: "service-server".to_owned(),
+                            ..InstrumentationScope::default()
+                        }),
+                        spans: vec![
+                            expected(
+                                &0x1111_2222_3333_4444_u64.to_be_bytes(),
+                                0x301,
+                                status(0, "")
+                            ),
+                            expected(&[], 0x101, status(2, "failed")),
+                            expected(&0x5555_u64.to_be_bytes(), 0x101, status(0, "")),
+                        ],
+                        schema_url: String::new(),
+                    }],
+                    schema_url: String::new(),
+                }],
+            }
+        );
+    }
+
+    /// A full queue drops spans (and says how many), a full batch is posted alone.
+    #[test]
+    fn spans_are_batched_and_dropped_beyond_the_queue() {
+        let settings = BatchSettings::from_vars(|name| match name {
+            "OTEL_BSP_MAX_QUEUE_SIZE" => Some("3".to_owned()),
+            "OTEL_BSP_MAX_EXPORT_BATCH_SIZE" => Some("2".to_owned()),
+            _ => None,
+        });
+        let spans = Spans::new(settings, 0);
+        for name in ["a", "b", "c", "d"] {
+            spans.push(|out| string(out, 5, name));
+        }
+        // Only the full batch, unless all are asked for.
+        let (first, dropped) = spans.take(false).unwrap();
+        assert_eq!((first.len(), dropped), (10, 1));
+        assert!(spans.take(false).is_none());
+        spans.push(|out| string(out, 5, "e"));
+        let (second, _) = spans.take(false).unwrap();
+        assert_eq!(second.len(), 10);
+        assert!(spans.take(true).is_none());
     }
 
     #[test]

@@ -2,29 +2,25 @@
 //! `OTEL_EXPORTER_OTLP_ENDPOINT` (or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`) set, the
 //! server's spans (request, run creation, run, graph, node, store and checkpointer
 //! calls, webhook delivery) are exported over OTLP HTTP/protobuf, configured by the
-//! standard `OTEL_*` variables. The spans are `trace`-level `tracing` spans: without
-//! an exporter no layer wants them, so each costs one level check, and the store is
-//! not wrapped at all.
+//! standard `OTEL_*` variables. The spans are `service_graph::trace_context` scopes:
+//! without an exporter each costs one check of an unset cell, and the store is not
+//! wrapped at all.
 
 mod export;
 mod layer;
 mod store;
 
-use std::sync::Arc;
-
+use std::borrow::Cow;
 use std::convert::Infallible;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 
 use axum::extract::{MatchedPath, Request};
 use axum::http::Method;
 use axum::response::Response;
-use opentelemetry_sdk::Resource;
-use opentelemetry_sdk::trace::{BatchSpanProcessor, Config, SpanProcessor};
-use service_graph::trace_context::{self, InScope, Propagator, Scope};
+use service_graph::trace_context::{self, InScope, Scope, SpanKind};
 use tower::Service;
-use tracing::Span;
-use tracing_subscriber::filter::{EnvFilter, LevelFilter};
 use tracing_subscriber::{Layer, Registry};
 
 use crate::env::ConfigError;
@@ -32,15 +28,17 @@ use crate::env::ConfigError;
 /// The exporter, while traces are exported.
 #[derive(Debug)]
 pub(crate) struct Tracing {
-    exporter: Arc<layer::Exporter>,
+    spans: Arc<export::Spans>,
+    /// The task posting the batches.
+    exporting: tokio::task::JoinHandle<()>,
 }
 
 /// A layer the logging set-up adds to its subscriber.
 pub(crate) type ExtraLayer = Box<dyn Layer<Registry> + Send + Sync>;
 
 impl Tracing {
-    /// The exporter the `OTEL_*` variables describe, its propagator installed; `None`
-    /// when no OTLP endpoint is set (or `OTEL_SDK_DISABLED=true`,
+    /// The exporter the `OTEL_*` variables describe, installed as the process's
+    /// tracer; `None` when no OTLP endpoint is set (or `OTEL_SDK_DISABLED=true`,
     /// `OTEL_TRACES_EXPORTER=none`). Must run on the server's tokio runtime.
     pub(crate) fn from_env() -> Result<Option<Self>, ConfigError> {
         Self::from_lookup(|name| std::env::var(name).ok())
@@ -77,47 +75,34 @@ impl Tracing {
                 )));
             }
         }
-        // The endpoint, headers and timeout come from the OTEL_EXPORTER_OTLP_* variables
-        // (the traces-specific ones first).
+        let sampler = layer::Sampler::from_vars(var).map_err(ConfigError)?;
+        // The endpoint, headers, timeout and resource come from the OTEL_EXPORTER_OTLP_*
+        // variables (the traces-specific ones first), OTEL_SERVICE_NAME and
+        // OTEL_RESOURCE_ATTRIBUTES.
         let exporter = export::Exporter::from_vars(var)
             .map_err(|error| ConfigError(format!("cannot export traces: {error}")))?;
-        let mut resource = Resource::builder();
-        let named = var("OTEL_SERVICE_NAME").is_some()
-            || var("OTEL_RESOURCE_ATTRIBUTES").is_some_and(|a| a.contains("service.name="));
-        if !named {
-            resource = resource.with_service_name("service-server");
-        }
-        // The batch processor reads the OTEL_BSP_* variables, the default configuration
-        // the OTEL_TRACES_SAMPLER ones.
-        let mut processor = BatchSpanProcessor::builder(exporter).build();
-        processor.set_resource(&resource.build());
-        let sampler = Config::default().sampler;
-        let exporter = Arc::new(layer::Exporter::new(processor, sampler));
-        trace_context::install(Box::new(W3c(Arc::clone(&exporter))));
-        Ok(Some(Self { exporter }))
+        let settings = export::BatchSettings::from_vars(var);
+        let spans = Arc::new(export::Spans::new(settings, exporter.head_room()));
+        let exporting = tokio::spawn({
+            let spans = Arc::clone(&spans);
+            async move { spans.export(exporter).await }
+        });
+        trace_context::install(Box::new(layer::Exporter {
+            spans: Arc::clone(&spans),
+            sampler,
+        }));
+        Ok(Some(Self { spans, exporting }))
     }
 
-    /// The layer turning the service's spans into OpenTelemetry spans (and its
-    /// warnings and errors into their events), for the logging set-up's subscriber
-    /// whose output `log_filter` (RUST_LOG's directives) filters.
-    pub(crate) fn layer(&self, log_filter: &str) -> ExtraLayer {
-        let spans_logged = EnvFilter::try_new(log_filter)
-            .ok()
-            .and_then(|filter| filter.max_level_hint())
-            .is_none_or(|level| level >= LevelFilter::TRACE);
-        self.exporter
-            .spans_logged
-            .store(spans_logged, std::sync::atomic::Ordering::Relaxed);
-        layer::OtelLayer {
-            exporter: Arc::clone(&self.exporter),
-        }
-        .with_filter(layer::Wanted)
-        .boxed()
+    /// The layer turning the service's warnings and errors into events of the span
+    /// they are logged in, for the logging set-up's subscriber.
+    pub(crate) fn layer(&self) -> ExtraLayer {
+        layer::SpanEvents.with_filter(layer::Wanted).boxed()
     }
 
     /// `store` with every repository call a span.
     pub(crate) fn traced_store(&self, store: &service_store::Store) -> service_store::Store {
-        store::traced_store(&self.exporter, store)
+        store::traced_store(store)
     }
 
     /// `checkpointer` with every call a span.
@@ -125,30 +110,13 @@ impl Tracing {
         &self,
         checkpointer: Arc<dyn service_graph::Checkpointer>,
     ) -> Arc<dyn service_graph::Checkpointer> {
-        store::traced_checkpointer(&self.exporter, checkpointer)
+        store::traced_checkpointer(checkpointer)
     }
 
     /// Exports what is still buffered; the server calls it as it stops.
     pub(crate) async fn shutdown(self) {
-        let exporter = self.exporter;
-        // Blocks until the batch thread's last export, which runs on this runtime.
-        let stopped = tokio::task::spawn_blocking(move || exporter.processor.shutdown()).await;
-        if let Ok(Err(error)) = stopped {
-            tracing::warn!(%error, "exporting the last traces failed");
-        }
-    }
-}
-
-/// The W3C trace context, as `traceparent` strings.
-struct W3c(Arc<layer::Exporter>);
-
-impl Propagator for W3c {
-    fn current(&self) -> Option<String> {
-        layer::current(&self.0).map(|context| layer::traceparent(&context))
-    }
-
-    fn root(&self, traceparent: Option<&str>, make: &mut dyn FnMut() -> Span) -> Scope {
-        self.0.root(traceparent, make)
+        self.spans.stop();
+        let _ = self.exporting.await;
     }
 }
 
@@ -214,45 +182,61 @@ where
         let mut this = self.project();
         let answered = ready!(this.inner.as_mut().poll(cx));
         if let Ok(response) = &answered {
-            record_response(this.inner.span(), this.method, response);
+            record_response(this.inner.scope(), this.method, response);
         }
         Poll::Ready(answered)
     }
 }
 
 fn request_scope(request: &Request) -> Scope {
-    let method = request.method();
     let traceparent = request
         .headers()
         .get("traceparent")
         .and_then(|traceparent| traceparent.to_str().ok());
-    trace_context::child_of(traceparent, || {
-        tracing::trace_span!(
-            "http.request",
-            otel.name = %method,
-            otel.kind = "server",
-            http.request.method = %method,
-            url.path = request.uri().path(),
-            http.route = tracing::field::Empty,
-            http.response.status_code = tracing::field::Empty,
-            otel.status_code = tracing::field::Empty,
-        )
-    })
+    let scope = trace_context::child_of(traceparent, "http.request", SpanKind::Server);
+    scope.record(|span| {
+        let method = method_name(request.method());
+        span.name = method.clone();
+        span.set("http.request.method", method);
+        span.set("url.path", request.uri().path().to_owned());
+    });
+    scope
 }
 
-fn record_response(span: &Span, method: &Method, response: &Response) {
-    if let Some(route) = response.extensions().get::<MatchedPath>() {
-        span.record("http.route", route.as_str());
-        span.record(
-            "otel.name",
-            tracing::field::display(format_args!("{method} {}", route.as_str())),
-        );
+/// A method's name, not copied when it is a standard one.
+fn method_name(method: &Method) -> Cow<'static, str> {
+    const STANDARD: [Method; 9] = [
+        Method::GET,
+        Method::POST,
+        Method::PUT,
+        Method::DELETE,
+        Method::PATCH,
+        Method::HEAD,
+        Method::OPTIONS,
+        Method::CONNECT,
+        Method::TRACE,
+    ];
+    const NAMES: [&str; 9] = [
+        "GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS", "CONNECT", "TRACE",
+    ];
+    match STANDARD.iter().position(|standard| standard == method) {
+        Some(index) => Cow::Borrowed(NAMES[index]),
+        None => Cow::Owned(method.as_str().to_owned()),
     }
-    let status = response.status();
-    span.record("http.response.status_code", status.as_u16());
-    if status.is_server_error() {
-        span.record("otel.status_code", "ERROR");
-    }
+}
+
+fn record_response(scope: &Scope, method: &Method, response: &Response) {
+    scope.record(|span| {
+        if let Some(route) = response.extensions().get::<MatchedPath>() {
+            span.set("http.route", route.as_str().to_owned());
+            span.name = Cow::Owned(format!("{method} {}", route.as_str()));
+        }
+        let status = response.status();
+        span.set("http.response.status_code", i64::from(status.as_u16()));
+        if status.is_server_error() {
+            span.error = Some(String::new());
+        }
+    });
 }
 
 #[cfg(test)]

@@ -1,14 +1,15 @@
 //! Store and checkpointer calls as spans (`store.runs.create`, `checkpoint.put`, ...)
 //! of the request, run or node that makes them: every repository and the saver wrapped
 //! once at boot, only when traces are exported, so a server without an exporter calls
-//! its store directly. A call makes no spans of its own, so its span is recorded
-//! without a `tracing` span ([`Exporter::call_span`]: no registry entry, nothing
-//! entered per poll), and only inside a sampled span.
+//! its store directly. A call makes no spans of its own, so its span is not made the
+//! current scope: it is recorded from the caller's scope and ended as the call
+//! returns (or is dropped), only inside a sampled span.
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use serde_json::Value;
+use service_graph::trace_context::{self, SpanKind};
 use service_graph::{
     CheckpointConfig, CheckpointListOptions, CheckpointTuple, Checkpointer, GraphError, NamedStep,
 };
@@ -27,10 +28,8 @@ use service_types::{
 };
 use uuid::Uuid;
 
-use super::layer::Exporter;
-
 /// A repository or saver whose every call is a span named `<prefix>.<method>`.
-struct Traced<T: ?Sized>(Arc<T>, Arc<Exporter>);
+struct Traced<T: ?Sized>(Arc<T>);
 
 /// Implements `$trait` for `Traced<dyn $trait>` by forwarding each listed method in a
 /// span of its own.
@@ -45,7 +44,10 @@ macro_rules! traced {
                     let call = self.0.$method($($arg),*);
                     // Ended as the call returns (or is dropped). Background work outside
                     // any span (sweepers, pollers) starts no trace of its own per call.
-                    let _span = self.1.call_span(concat!($prefix, ".", stringify!($method)));
+                    let _span = trace_context::span(
+                        concat!($prefix, ".", stringify!($method)),
+                        SpanKind::Client,
+                    );
                     call.await
                 }
             )*
@@ -217,27 +219,23 @@ traced!(Checkpointer, "checkpoint", {
 });
 
 /// `store` with every repository call a span.
-pub(super) fn traced_store(exporter: &Arc<Exporter>, store: &Store) -> Store {
+pub(super) fn traced_store(store: &Store) -> Store {
     let parts = store.parts();
-    let with = || Arc::clone(exporter);
     Store::new(StoreParts {
-        assistants: Arc::new(Traced(parts.assistants, with())),
-        threads: Arc::new(Traced(parts.threads, with())),
-        runs: Arc::new(Traced(parts.runs, with())),
-        crons: Arc::new(Traced(parts.crons, with())),
-        items: Arc::new(Traced(parts.items, with())),
-        idempotency: Arc::new(Traced(parts.idempotency, with())),
+        assistants: Arc::new(Traced(parts.assistants)),
+        threads: Arc::new(Traced(parts.threads)),
+        runs: Arc::new(Traced(parts.runs)),
+        crons: Arc::new(Traced(parts.crons)),
+        items: Arc::new(Traced(parts.items)),
+        idempotency: Arc::new(Traced(parts.idempotency)),
         deliveries: parts
             .deliveries
-            .map(|deliveries| Arc::new(Traced(deliveries, with())) as Arc<dyn DeliveriesRepo>),
+            .map(|deliveries| Arc::new(Traced(deliveries)) as Arc<dyn DeliveriesRepo>),
         ..parts
     })
 }
 
 /// `checkpointer` with every call a span.
-pub(super) fn traced_checkpointer(
-    exporter: &Arc<Exporter>,
-    checkpointer: Arc<dyn Checkpointer>,
-) -> Arc<dyn Checkpointer> {
-    Arc::new(Traced(checkpointer, Arc::clone(exporter)))
+pub(super) fn traced_checkpointer(checkpointer: Arc<dyn Checkpointer>) -> Arc<dyn Checkpointer> {
+    Arc::new(Traced(checkpointer))
 }
