@@ -509,6 +509,7 @@ mod tests {
     /// ended are kept by name with their parent.
     #[derive(Default)]
     struct Kept {
+        roots: AtomicU64,
         ids: AtomicU64,
         ended: Mutex<
             Vec<(
@@ -525,8 +526,8 @@ mod tests {
             match remote {
                 Some(remote) => (remote.trace_id, remote.sampled),
                 None => {
-                    let id = self.ids.fetch_add(1, Ordering::Relaxed);
-                    (u128::from(id) + 1, id % 2 == 0)
+                    let root = self.roots.fetch_add(1, Ordering::Relaxed);
+                    (u128::from(root) + 1, root % 2 == 0)
                 }
             }
         }
