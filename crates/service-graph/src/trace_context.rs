@@ -505,20 +505,21 @@ mod tests {
         }
     }
 
+    /// A span as it ended: its name, context, parent and attributes.
+    type EndedSpan = (
+        String,
+        SpanContext,
+        Option<(u64, bool)>,
+        Vec<(&'static str, Value)>,
+    );
+
     /// Samples a trace whose caller did, or (without a caller) every other one; spans
     /// ended are kept by name with their parent.
     #[derive(Default)]
     struct Kept {
         roots: AtomicU64,
         ids: AtomicU64,
-        ended: Mutex<
-            Vec<(
-                String,
-                SpanContext,
-                Option<(u64, bool)>,
-                Vec<(&'static str, Value)>,
-            )>,
-        >,
+        ended: Mutex<Vec<EndedSpan>>,
     }
 
     impl Tracer for &'static Kept {
@@ -527,7 +528,7 @@ mod tests {
                 Some(remote) => (remote.trace_id, remote.sampled),
                 None => {
                     let root = self.roots.fetch_add(1, Ordering::Relaxed);
-                    (u128::from(root) + 1, root % 2 == 0)
+                    (u128::from(root) + 1, root.is_multiple_of(2))
                 }
             }
         }
