@@ -72,8 +72,8 @@ impl SpanContext {
         }
         hex(version)?;
         let context = Self {
-            trace_id: hex(&rest[1..33])?,
-            span_id: u64::try_from(hex(&rest[34..50])?).ok()?,
+            trace_id: u128::from(hex(&rest[1..17])?) << 64 | u128::from(hex(&rest[17..33])?),
+            span_id: hex(&rest[34..50])?,
             sampled: hex(&rest[51..53])? & 1 == 1,
         };
         (context.trace_id != 0 && context.span_id != 0).then_some(context)
@@ -83,30 +83,31 @@ impl SpanContext {
     pub fn traceparent(&self) -> String {
         let mut text = [0_u8; 55];
         text[..3].copy_from_slice(b"00-");
-        write_hex(&mut text[3..35], self.trace_id);
+        write_hex(&mut text[3..19], (self.trace_id >> 64) as u64);
+        write_hex(&mut text[19..35], self.trace_id as u64);
         text[35] = b'-';
-        write_hex(&mut text[36..52], u128::from(self.span_id));
+        write_hex(&mut text[36..52], self.span_id);
         text[52] = b'-';
-        write_hex(&mut text[53..55], u128::from(self.sampled));
+        write_hex(&mut text[53..55], u64::from(self.sampled));
         // ASCII throughout.
         String::from_utf8(text.to_vec()).unwrap_or_default()
     }
 }
 
-/// Lowercase hex digits (at most 32) as a number; `None` when any is not one.
-fn hex(digits: &[u8]) -> Option<u128> {
-    digits.iter().try_fold(0_u128, |number, digit| {
+/// Lowercase hex digits (at most 16) as a number; `None` when any is not one.
+fn hex(digits: &[u8]) -> Option<u64> {
+    digits.iter().try_fold(0_u64, |number, digit| {
         let value = match digit {
             b'0'..=b'9' => digit - b'0',
             b'a'..=b'f' => digit - b'a' + 10,
             _ => return None,
         };
-        Some(number << 4 | u128::from(value))
+        Some(number << 4 | u64::from(value))
     })
 }
 
-/// `number`'s low digits in lowercase hex, filling `out`.
-fn write_hex(out: &mut [u8], mut number: u128) {
+/// `number`'s low digits in lowercase hex, filling `out` (at most 16).
+fn write_hex(out: &mut [u8], mut number: u64) {
     for digit in out.iter_mut().rev() {
         *digit = b"0123456789abcdef"[(number & 0xf) as usize];
         number >>= 4;

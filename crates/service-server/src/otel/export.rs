@@ -13,7 +13,11 @@ use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use std::collections::VecDeque;
 use tokio::sync::Notify;
 
-use service_graph::trace_context::{Ended, SpanKind, Value};
+use service_graph::trace_context::{Ended, SpanEvent, SpanKind, Value};
+
+use super::proto::{
+    Cursor, FIXED32, FIXED64, LEN, VARINT, append, field_len, string_len, tag, varint_len,
+};
 
 /// How long one export may take unless `OTEL_EXPORTER_OTLP_TIMEOUT` says (OTLP's
 /// default).
@@ -158,6 +162,9 @@ struct Pending {
     full: VecDeque<(Vec<u8>, usize)>,
     /// Spans in both.
     queued: usize,
+    /// The largest batch so far, so the next is allocated once at that size rather than
+    /// grown (and copied) span by span.
+    batch_capacity: usize,
     /// Spans turned away because the queue was full, since last logged.
     dropped: u64,
     stopping: bool,
@@ -173,7 +180,7 @@ impl Spans {
         }
     }
 
-    /// Appends one span that `write` encodes (a `Span` message's fields); dropped
+    /// Appends one span that `write` encodes (a `ScopeSpans.spans` entry); dropped
     /// when `max_queue` spans wait already (the server never waits for the collector).
     pub(super) fn push(&self, write: impl FnOnce(&mut Vec<u8>)) {
         let mut pending = self.pending.lock();
@@ -183,12 +190,15 @@ impl Spans {
         }
         pending.queued += 1;
         pending.filling_spans += 1;
-        if pending.filling.is_empty() {
+        if pending.filling.capacity() == 0 {
+            let capacity = pending.batch_capacity.max(self.head_room + SPAN_SIZE);
+            pending.filling = Vec::with_capacity(capacity);
             pending.filling.resize(self.head_room, 0);
         }
-        nested(&mut pending.filling, 2, write);
+        write(&mut pending.filling);
         if pending.filling_spans >= self.settings.max_batch {
             let batch = std::mem::take(&mut pending.filling);
+            pending.batch_capacity = pending.batch_capacity.max(batch.len());
             let spans = std::mem::take(&mut pending.filling_spans);
             pending.full.push_back((batch, spans));
             drop(pending);
@@ -202,10 +212,11 @@ impl Spans {
         let dropped = std::mem::take(&mut pending.dropped);
         let (batch, spans) = match pending.full.pop_front() {
             Some(full) => full,
-            None if all && pending.filling_spans > 0 => (
-                std::mem::take(&mut pending.filling),
-                std::mem::take(&mut pending.filling_spans),
-            ),
+            None if all && pending.filling_spans > 0 => {
+                let batch = std::mem::take(&mut pending.filling);
+                pending.batch_capacity = pending.batch_capacity.max(batch.len());
+                (batch, std::mem::take(&mut pending.filling_spans))
+            }
             None => return (dropped > 0).then(|| (Vec::new(), dropped)),
         };
         pending.queued -= spans;
@@ -264,99 +275,154 @@ impl Exporter {
     fn body(&self, mut batch: Vec<u8>) -> Bytes {
         let room = self.head_room();
         let spans = batch.len() - room;
-        let mut scope = Vec::new();
-        nested(&mut scope, 1, |out| string(out, 1, SCOPE));
         // ResourceSpans: the resource, one ScopeSpans (its scope, then the spans).
-        let mut resource_spans = Vec::with_capacity(room);
-        tag(&mut resource_spans, 1, LEN);
-        varint(&mut resource_spans, self.resource.len() as u64);
-        resource_spans.extend_from_slice(&self.resource);
-        tag(&mut resource_spans, 2, LEN);
-        varint(&mut resource_spans, (scope.len() + spans) as u64);
-        resource_spans.extend_from_slice(&scope);
-        let mut head = Vec::with_capacity(room);
-        tag(&mut head, 1, LEN);
-        varint(&mut head, (resource_spans.len() + spans) as u64);
-        head.extend_from_slice(&resource_spans);
-        let start = room - head.len();
-        batch[start..room].copy_from_slice(&head);
+        let scope = string_len(SCOPE.as_bytes());
+        let scope_spans = field_len(scope) + spans;
+        let resource_spans = field_len(self.resource.len()) + field_len(scope_spans);
+        let head = field_len(resource_spans) - resource_spans
+            + field_len(self.resource.len())
+            + field_len(scope_spans)
+            - scope_spans
+            + field_len(scope);
+        let start = room - head;
+        let mut cursor = Cursor::new(&mut batch[start..room]);
+        cursor.field(tag(1, LEN), resource_spans);
+        cursor.field(tag(1, LEN), self.resource.len());
+        cursor.put(&self.resource);
+        cursor.field(tag(2, LEN), scope_spans);
+        cursor.field(tag(1, LEN), scope);
+        cursor.string(1, SCOPE.as_bytes());
         Bytes::from(batch).slice(start..)
     }
 }
 
+/// Bytes a span usually takes (ids, name, times, a few attributes): a first batch's
+/// size before the largest batch so far is known.
+const SPAN_SIZE: usize = 256;
+
 /// The instrumentation scope of every span.
 const SCOPE: &str = "service-server";
 
-/// A `Span` message's fields.
+/// A span as a `ScopeSpans.spans` entry: its length worked out, then its fields
+/// written into room made for them at once.
 pub(super) fn write_span(out: &mut Vec<u8>, span: &Ended<'_>) {
     let (context, fields) = (&span.context, span.fields);
-    bytes(out, 1, &context.trace_id.to_be_bytes());
-    bytes(out, 2, &context.span_id.to_be_bytes());
-    if let Some((parent, _)) = span.parent {
-        bytes(out, 4, &parent.to_be_bytes());
-    }
-    string(out, 5, &fields.name);
-    let kind = match span.kind {
-        SpanKind::Internal => 1,
-        SpanKind::Server => 2,
-        SpanKind::Client => 3,
-    };
-    tag(out, 6, VARINT);
-    varint(out, kind);
-    fixed64(out, 7, nanos(span.start));
-    fixed64(out, 8, nanos(span.end));
-    for (key, value) in &fields.attributes {
-        nested(out, 9, |out| key_value(out, key, value));
-    }
-    for event in &fields.events {
-        nested(out, 11, |out| {
-            fixed64(out, 1, nanos(event.time));
-            string(out, 2, &event.name);
-            for (key, value) in &event.attributes {
-                nested(out, 3, |out| key_value(out, key, value));
-            }
-        });
-    }
-    nested(out, 15, |out| {
-        if let Some(message) = &fields.error {
-            string(out, 2, message);
-            uint(out, 3, 2);
+    let attributes: usize = (fields.attributes.iter())
+        .map(|(key, value)| field_len(key_value_len(key, value)))
+        .sum();
+    let events: usize = fields
+        .events
+        .iter()
+        .map(|event| field_len(event_len(event)))
+        .sum();
+    let status = fields
+        .error
+        .as_ref()
+        .map_or(0, |message| string_len(message.as_bytes()) + 2);
+    let parent = if span.parent.is_some() { 10 } else { 0 };
+    // Ids, kind, times and flags take fixed room.
+    let length = 18
+        + 10
+        + parent
+        + string_len(fields.name.as_bytes())
+        + 2
+        + 18
+        + attributes
+        + events
+        + field_len(status)
+        + 6;
+    append(out, field_len(length), |out| {
+        out.field(tag(2, LEN), length);
+        out.field(tag(1, LEN), 16);
+        out.put(&context.trace_id.to_be_bytes());
+        out.field(tag(2, LEN), 8);
+        out.put(&context.span_id.to_be_bytes());
+        if let Some((parent, _)) = span.parent {
+            out.field(tag(4, LEN), 8);
+            out.put(&parent.to_be_bytes());
         }
+        out.string(5, fields.name.as_bytes());
+        let kind = match span.kind {
+            SpanKind::Internal => 1,
+            SpanKind::Server => 2,
+            SpanKind::Client => 3,
+        };
+        out.put(&[tag(6, VARINT), kind]);
+        out.fixed64(7, nanos(span.start));
+        out.fixed64(8, nanos(span.end));
+        for (key, value) in &fields.attributes {
+            key_value(out, 9, key, value);
+        }
+        for event in &fields.events {
+            out.field(tag(11, LEN), event_len(event));
+            out.fixed64(1, nanos(event.time));
+            out.string(2, event.name.as_bytes());
+            for (key, value) in &event.attributes {
+                key_value(out, 3, key, value);
+            }
+        }
+        out.field(tag(15, LEN), status);
+        if let Some(message) = &fields.error {
+            out.string(2, message.as_bytes());
+            // Code 2: error.
+            out.put(&[tag(3, VARINT), 2]);
+        }
+        // Field 16 (a two-byte tag): the trace flags (sampled), and whether the parent
+        // is remote (with the bit saying it is known).
+        let remote = match span.parent {
+            Some((_, true)) => 0x300,
+            _ => 0x100,
+        };
+        out.put(&[16 << 3 | FIXED32, 1]);
+        out.put(&(1_u32 | remote).to_le_bytes());
     });
-    // The trace flags (sampled), and whether the parent is remote (with the bit saying
-    // it is known).
-    let remote = match span.parent {
-        Some((_, true)) => 0x300,
-        _ => 0x100,
-    };
-    tag(out, 16, FIXED32);
-    out.extend_from_slice(&(1_u32 | remote).to_le_bytes());
 }
 
-/// A `KeyValue` message's fields.
-fn key_value(out: &mut Vec<u8>, key: &str, value: &Value) {
-    string(out, 1, key);
-    nested(out, 2, |out| match value {
+/// An `Event` message's length.
+fn event_len(event: &SpanEvent) -> usize {
+    let attributes: usize = (event.attributes.iter())
+        .map(|(key, value)| field_len(key_value_len(key, value)))
+        .sum();
+    9 + string_len(event.name.as_bytes()) + attributes
+}
+
+/// An `AnyValue` message's length.
+fn any_value_len(value: &Value) -> usize {
+    match value {
+        // Written even when empty: the value is the empty string.
+        Value::String(text) => field_len(text.len()),
+        Value::Bool(_) => 2,
+        // Two's complement, as protobuf's int64.
+        Value::Int(number) => 1 + varint_len(*number as u64),
+        Value::Float(_) => 9,
+    }
+}
+
+/// A `KeyValue` message's length.
+fn key_value_len(key: &str, value: &Value) -> usize {
+    string_len(key.as_bytes()) + field_len(any_value_len(value))
+}
+
+/// A `KeyValue` message as field `field`.
+fn key_value(out: &mut Cursor<'_>, field: u8, key: &str, value: &Value) {
+    out.field(tag(field, LEN), key_value_len(key, value));
+    out.string(1, key.as_bytes());
+    out.field(tag(2, LEN), any_value_len(value));
+    match value {
         Value::String(text) => {
-            // Written even when empty: the value is the empty string.
-            tag(out, 1, LEN);
-            varint(out, text.len() as u64);
-            out.extend_from_slice(text.as_bytes());
+            out.field(tag(1, LEN), text.len());
+            out.put(text.as_bytes());
         }
-        Value::Bool(flag) => {
-            tag(out, 2, VARINT);
-            varint(out, u64::from(*flag));
-        }
+        Value::Bool(flag) => out.put(&[tag(2, VARINT), u8::from(*flag)]),
         Value::Int(number) => {
-            tag(out, 3, VARINT);
-            // Two's complement, as protobuf's int64.
-            varint(out, *number as u64);
+            out.put(&[tag(3, VARINT)]);
+            out.varint(*number as u64);
         }
         Value::Float(number) => {
-            tag(out, 4, FIXED64);
-            out.extend_from_slice(&number.to_le_bytes());
+            out.put(&[tag(4, FIXED64)]);
+            out.put(&number.to_le_bytes());
         }
-    });
+    }
 }
 
 /// The `Resource` message's fields: `service.name` (`OTEL_SERVICE_NAME`, else the
@@ -386,83 +452,12 @@ fn resource(var: impl Fn(&str) -> Option<String>) -> Vec<u8> {
     }
     let mut fields = Vec::new();
     for (key, value) in &attributes {
-        nested(&mut fields, 1, |out| {
-            key_value(out, key, &Value::String(value.clone().into()))
+        let value = Value::String(value.clone().into());
+        append(&mut fields, field_len(key_value_len(key, &value)), |out| {
+            key_value(out, 1, key, &value)
         });
     }
     fields
-}
-
-const VARINT: u8 = 0;
-const FIXED64: u8 = 1;
-const LEN: u8 = 2;
-const FIXED32: u8 = 5;
-
-fn tag(out: &mut Vec<u8>, field: u32, wire: u8) {
-    varint(out, u64::from(field << 3 | u32::from(wire)));
-}
-
-fn varint(out: &mut Vec<u8>, value: u64) {
-    let (bytes, size) = varint_bytes(value);
-    out.extend_from_slice(&bytes[..size]);
-}
-
-/// A length-delimited field whose content `write` appends; its length is put in
-/// front once known (one byte kept for it, the content moved when it needs more).
-fn nested(out: &mut Vec<u8>, field: u32, write: impl FnOnce(&mut Vec<u8>)) {
-    tag(out, field, LEN);
-    let start = out.len();
-    out.push(0);
-    write(out);
-    let length = out.len() - start - 1;
-    if length < 0x80 {
-        out[start] = length as u8;
-        return;
-    }
-    let (prefix, size) = varint_bytes(length as u64);
-    out.resize(out.len() + size - 1, 0);
-    out.copy_within(start + 1..start + 1 + length, start + size);
-    out[start..start + size].copy_from_slice(&prefix[..size]);
-}
-
-/// `value` as a varint, and its length.
-fn varint_bytes(mut value: u64) -> ([u8; 10], usize) {
-    let mut bytes = [0; 10];
-    let mut size = 0;
-    while value >= 0x80 {
-        bytes[size] = value as u8 | 0x80;
-        value >>= 7;
-        size += 1;
-    }
-    bytes[size] = value as u8;
-    (bytes, size + 1)
-}
-
-/// A string field, left out when empty (proto3's default).
-fn string(out: &mut Vec<u8>, field: u32, text: &str) {
-    bytes(out, field, text.as_bytes());
-}
-
-/// A bytes field, left out when empty.
-fn bytes(out: &mut Vec<u8>, field: u32, value: &[u8]) {
-    if !value.is_empty() {
-        tag(out, field, LEN);
-        varint(out, value.len() as u64);
-        out.extend_from_slice(value);
-    }
-}
-
-/// A varint field, left out when zero.
-fn uint(out: &mut Vec<u8>, field: u32, value: u64) {
-    if value != 0 {
-        tag(out, field, VARINT);
-        varint(out, value);
-    }
-}
-
-fn fixed64(out: &mut Vec<u8>, field: u32, value: u64) {
-    tag(out, field, FIXED64);
-    out.extend_from_slice(&value.to_le_bytes());
 }
 
 fn nanos(time: SystemTime) -> u64 {
@@ -665,16 +660,18 @@ mod tests {
             _ => None,
         });
         let spans = Spans::new(settings, 0);
+        let span =
+            |name: &'static str| move |out: &mut Vec<u8>| out.extend_from_slice(name.as_bytes());
         for name in ["a", "b", "c", "d"] {
-            spans.push(|out| string(out, 5, name));
+            spans.push(span(name));
         }
         // Only the full batch, unless all are asked for.
         let (first, dropped) = spans.take(false).unwrap();
-        assert_eq!((first.len(), dropped), (10, 1));
+        assert_eq!((first, dropped), (b"ab".to_vec(), 1));
         assert!(spans.take(false).is_none());
-        spans.push(|out| string(out, 5, "e"));
+        spans.push(span("e"));
         let (second, _) = spans.take(false).unwrap();
-        assert_eq!(second.len(), 10);
+        assert_eq!(second, b"ce");
         assert!(spans.take(true).is_none());
     }
 

@@ -8,6 +8,7 @@
 
 mod export;
 mod layer;
+mod proto;
 mod store;
 
 use std::borrow::Cow;
@@ -228,8 +229,14 @@ fn method_name(method: &Method) -> Cow<'static, str> {
 fn record_response(scope: &Scope, method: &Method, response: &Response) {
     scope.record(|span| {
         if let Some(route) = response.extensions().get::<MatchedPath>() {
-            span.set("http.route", route.as_str().to_owned());
-            span.name = Cow::Owned(format!("{method} {}", route.as_str()));
+            let route = route.as_str();
+            span.set("http.route", route.to_owned());
+            // Not through the formatter: this is on every sampled request.
+            let mut name = String::with_capacity(method.as_str().len() + 1 + route.len());
+            name.push_str(method.as_str());
+            name.push(' ');
+            name.push_str(route);
+            span.name = Cow::Owned(name);
         }
         let status = response.status();
         span.set("http.response.status_code", i64::from(status.as_u16()));
