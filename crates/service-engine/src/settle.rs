@@ -253,7 +253,7 @@ impl Settler {
             match settled {
                 Ok(outcome) => {
                     if let Some(next) = &mut next {
-                        next.claimed = outcome.next;
+                        next.claimed = outcome.next.map(|claimed| claimed.run);
                     }
                     delivery = outcome.settled.delivery;
                     (outcome.settled.run.status, outcome.others_wait)

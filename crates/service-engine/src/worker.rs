@@ -109,7 +109,7 @@ impl Engine {
                 // Read now, not before the pop: a clock read before the run was queued
                 // would find it not yet due.
                 None => match self.store().runs().claim(next.run_id, self.now()).await {
-                    Ok(Some(run)) => run,
+                    Ok(Some(claimed)) => claimed.run,
                     // Taken by another instance, cancelled, or waiting for its thread
                     // (which wakes the workers when it frees up). Whatever else kept
                     // it, the queue search and the delayed-run timer look again.

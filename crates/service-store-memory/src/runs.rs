@@ -2,9 +2,10 @@ use async_trait::async_trait;
 use service_store::page::paginate;
 use service_store::text::refuse_nul;
 use service_store::{
-    ActiveRunsQuery, AssistantStamp, CancelOutcome, ClaimNext, Claimed, DeliveryRecord, ErrorKind,
-    NewRun, NewThread, RunListQuery, RunsRepo, Settled, SettledAndMirrored, SettledRun, Settlement,
-    StoreError, StoreResult, ThreadAndActive, ThreadMirror, ThreadRunCreated, final_status,
+    ActiveRunsQuery, AssistantStamp, CancelOutcome, ClaimNext, Claimed, ClaimedRun, DeliveryRecord,
+    ErrorKind, NewRun, NewThread, RunListQuery, RunsRepo, Settled, SettledAndMirrored, SettledRun,
+    Settlement, StoreError, StoreResult, ThreadAndActive, ThreadMirror, ThreadRunCreated,
+    final_status,
 };
 use service_types::{JsonText, Metadata, Run, RunStatus, ThreadStatus, Timestamp};
 use uuid::Uuid;
@@ -17,15 +18,20 @@ fn run_not_found() -> StoreError {
 }
 
 impl Core {
-    /// The pending and running runs of a thread, oldest first (ties by run id).
-    fn active_of(&self, thread_id: Uuid) -> impl Iterator<Item = &RunRow> {
+    /// Every run of a thread, oldest first (ties by run id).
+    fn runs_of(&self, thread_id: Uuid) -> impl Iterator<Item = &RunRow> {
         self.runs_by_thread
             .get(&thread_id)
             .into_iter()
             .flatten()
             .filter_map(|(_, id)| self.runs.get(id))
-            .filter(|row| !row.run.status.is_terminal())
             .map(|row| &**row)
+    }
+
+    /// The pending and running runs of a thread, in the same order.
+    fn active_of(&self, thread_id: Uuid) -> impl Iterator<Item = &RunRow> {
+        self.runs_of(thread_id)
+            .filter(|row| !row.run.status.is_terminal())
     }
 
     /// True when a run created on `thread_id` may start at once: no other run of the
@@ -44,18 +50,22 @@ impl Core {
     }
 
     /// Claims one run (see [`RunsRepo::claim`]).
-    fn claim(&mut self, run_id: Uuid, now: Timestamp) -> Option<Run> {
-        let claimable = self.runs.get(&run_id).is_some_and(|row| {
-            row.run.status == RunStatus::Pending
-                && row.available_at <= now
-                && self.thread_free(row.run.thread_id, now)
-        });
+    fn claim(&mut self, run_id: Uuid, now: Timestamp) -> Option<ClaimedRun> {
+        let row = self.runs.get(&run_id)?;
+        let thread_id = row.run.thread_id;
+        let claimable = row.run.status == RunStatus::Pending
+            && row.available_at <= now
+            && self.thread_free(thread_id, now);
         if !claimable {
             return None;
         }
+        let first_on_thread = !self.runs_of(thread_id).any(|row| row.started);
         let row = self.set_run_status(run_id, RunStatus::Running, now)?;
         row.started = true;
-        Some(row.to_run())
+        Some(ClaimedRun {
+            run: row.to_run(),
+            first_on_thread,
+        })
     }
 
     /// Settles a run (see [`RunsRepo::settle`]).
@@ -272,7 +282,7 @@ impl RunsRepo for MemoryCore {
         }))
     }
 
-    async fn claim(&self, run_id: Uuid, now: Timestamp) -> StoreResult<Option<Run>> {
+    async fn claim(&self, run_id: Uuid, now: Timestamp) -> StoreResult<Option<ClaimedRun>> {
         Ok(self.state.lock().claim(run_id, now))
     }
 

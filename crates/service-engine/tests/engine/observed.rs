@@ -130,7 +130,11 @@ impl service_store::RunsRepo for ObservedRuns {
     ) -> service_store::StoreResult<Option<service_store::Claimed>> {
         self.of().runs().claim_next(now).await
     }
-    async fn claim(&self, run_id: Uuid, now: Timestamp) -> service_store::StoreResult<Option<Run>> {
+    async fn claim(
+        &self,
+        run_id: Uuid,
+        now: Timestamp,
+    ) -> service_store::StoreResult<Option<service_store::ClaimedRun>> {
         self.claimed_by_id.fetch_add(1, SeqCst);
         self.of().runs().claim(run_id, now).await
     }
