@@ -1,25 +1,26 @@
-//! What a claim by id reports besides the run: whether it is the first run of its
-//! thread to start, so a run made with its thread knows, once claimed, that no run
-//! wrote a checkpoint there before it.
+//! What a claim by id reports besides the run: whether its thread has no checkpoint,
+//! so a run made with its thread knows, once claimed, that it has nothing to read.
 
+use serde_json::json;
+use service_graph::CheckpointConfig;
 use service_store::{ClaimNext, NewRun, ThreadMirror, ThreadRunCreated};
-use service_types::{RunStatus, ThreadStatus};
+use service_types::{JsonText, RunStatus, ThreadStatus};
 use uuid::Uuid;
 
-use crate::harness::{Factory, Harness, settlement};
+use crate::harness::{Factory, Harness, obj, settlement};
 
-/// A claim by id, and the claim of a settle's next run, say whether any run of the
-/// thread (the claimed one included) had started before: a run created claimed, or
-/// claimed by id or by `claim_next`, had; a pending or cancelled one never did. A run
-/// made with its thread and overtaken by a run queued there later is not the first.
-pub async fn run_claim_says_whether_its_thread_had_a_run_started(factory: Factory) {
+/// A claim by id, and the claim of a settle's next run, say whether the thread has no
+/// checkpoint in the checkpointer its runs write to: a run that started and wrote
+/// none leaves the thread without one; a checkpoint counts though the run that wrote
+/// it was deleted since.
+pub async fn run_claim_says_whether_its_thread_has_a_checkpoint(factory: Factory) {
     let harness = Harness::new(&factory).await;
     let h = &harness;
-    let first_by_id = |run_id| async move {
+    let no_checkpoint_by_id = |run_id| async move {
         let claimed = h.store.runs().claim(run_id, h.now()).await.expect("claim");
         let claimed = claimed.expect("claimable");
         assert_eq!(claimed.run.run_id, run_id);
-        claimed.first_on_thread
+        claimed.thread_has_no_checkpoint
     };
     let settle = |run_id| async move {
         h.store
@@ -27,6 +28,16 @@ pub async fn run_claim_says_whether_its_thread_had_a_run_started(factory: Factor
             .settle(run_id, settlement(RunStatus::Success))
             .await
             .expect("settle");
+    };
+    let checkpoint = |thread_id: Uuid| async move {
+        h.checkpointer
+            .put(
+                &CheckpointConfig::new(thread_id.to_string(), None),
+                JsonText::new(&json!({"step": 0})),
+                obj(json!({"step": 0})),
+            )
+            .await
+            .expect("put");
     };
     let with_thread = |claimed: bool| async move {
         let thread_id = Uuid::now_v7();
@@ -47,42 +58,26 @@ pub async fn run_claim_says_whether_its_thread_had_a_run_started(factory: Factor
         run
     };
 
-    // Made with its thread; a run queued there later starts first.
+    // Made with its thread; a run queued there later starts first and writes a
+    // checkpoint, then is deleted.
     let made = with_thread(false).await;
     let later = h.run_on(made.thread_id).await.run_id;
-    assert!(first_by_id(later).await, "the made run never started");
+    assert!(no_checkpoint_by_id(later).await, "nothing written yet");
+    checkpoint(made.thread_id).await;
     settle(later).await;
-    assert!(!first_by_id(made.run_id).await, "overtaken");
+    h.store.runs().delete(later).await.expect("delete");
+    assert!(
+        !no_checkpoint_by_id(made.run_id).await,
+        "the deleted run's checkpoint stays"
+    );
     settle(made.run_id).await;
 
-    // A run cancelled before it started does not count; one created claimed does.
-    let thread = h.thread().await.thread_id;
-    let cancelled = h.run_on(thread).await.run_id;
-    h.store
-        .runs()
-        .request_cancel(cancelled, "cancelled")
-        .await
-        .expect("cancel");
-    let first = h.run_on(thread).await.run_id;
-    assert!(first_by_id(first).await, "only a cancelled run came before");
-    settle(first).await;
-    let created_claimed = with_thread(true).await;
-    settle(created_claimed.run_id).await;
-    let after_created = h.run_on(created_claimed.thread_id).await.run_id;
-    assert!(
-        !first_by_id(after_created).await,
-        "a run created claimed started"
-    );
-    settle(after_created).await;
-    // One claimed by `claim_next` did too.
+    // A run that started and wrote nothing leaves nothing to read.
     let thread = h.thread().await.thread_id;
     settle(h.started_run(thread).await.run_id).await;
-    let after_next = h.run_on(thread).await.run_id;
-    assert!(
-        !first_by_id(after_next).await,
-        "a run claimed by claim_next"
-    );
-    settle(after_next).await;
+    let after_nothing = h.run_on(thread).await.run_id;
+    assert!(no_checkpoint_by_id(after_nothing).await, "nothing written");
+    settle(after_nothing).await;
 
     // A settle's claim of the next run says the same.
     let claimed_in_settle = |next| async move {
@@ -105,15 +100,16 @@ pub async fn run_claim_says_whether_its_thread_had_a_run_started(factory: Factor
             .expect("settle");
         let claimed = outcome.next.expect("the next run is claimed");
         assert_eq!(claimed.run.run_id, next.run_id);
-        claimed.first_on_thread
+        claimed.thread_has_no_checkpoint
     };
     let made = with_thread(false).await;
-    assert!(
-        claimed_in_settle(made.run_id).await,
-        "the thread's first run"
-    );
+    assert!(claimed_in_settle(made.run_id).await, "an empty thread");
+    checkpoint(made.thread_id).await;
     settle(made.run_id).await;
     let second = h.run_on(made.thread_id).await.run_id;
-    assert!(!claimed_in_settle(second).await, "the thread's second run");
+    assert!(
+        !claimed_in_settle(second).await,
+        "a thread with a checkpoint"
+    );
     settle(second).await;
 }

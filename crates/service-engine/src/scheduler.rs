@@ -37,18 +37,18 @@ pub(crate) struct NextRun {
     pub(crate) handles: ActiveRun,
     pub(crate) claimed: Option<Run>,
     /// No checkpoint can be on its thread ([`crate::RunOptions::thread_is_new`]): the
-    /// thread was made with the run and, once the run is claimed, no run of the thread
-    /// had started before it. A state edit is refused from the thread's creation on,
-    /// while the run is pending or running (`ThreadsRepo::hold_state`).
+    /// thread was made with the run and, once the run is claimed, the claim found no
+    /// checkpoint there. A state edit is refused from the thread's creation on, while
+    /// the run is pending or running (`ThreadsRepo::hold_state`).
     pub(crate) thread_is_new: bool,
 }
 
 impl NextRun {
-    /// The run `claim` took, keeping `thread_is_new` only when the claim found no run
-    /// of the thread started before: one created on the thread after this run may have
-    /// started first on another instance, and written checkpoints there.
+    /// The run `claim` took, keeping `thread_is_new` only when the claim found no
+    /// checkpoint on the thread: a run created on the thread after this one may have
+    /// run first on another instance, and written checkpoints there.
     pub(crate) fn note_claim(&mut self, claim: ClaimedRun) -> Run {
-        self.thread_is_new &= claim.first_on_thread;
+        self.thread_is_new &= claim.thread_has_no_checkpoint;
         claim.run
     }
 }

@@ -1,4 +1,5 @@
 use async_trait::async_trait;
+use service_graph::InMemorySaver;
 use service_store::page::paginate;
 use service_store::text::refuse_nul;
 use service_store::{
@@ -18,20 +19,15 @@ fn run_not_found() -> StoreError {
 }
 
 impl Core {
-    /// Every run of a thread, oldest first (ties by run id).
-    fn runs_of(&self, thread_id: Uuid) -> impl Iterator<Item = &RunRow> {
+    /// The pending and running runs of a thread, oldest first (ties by run id).
+    fn active_of(&self, thread_id: Uuid) -> impl Iterator<Item = &RunRow> {
         self.runs_by_thread
             .get(&thread_id)
             .into_iter()
             .flatten()
             .filter_map(|(_, id)| self.runs.get(id))
-            .map(|row| &**row)
-    }
-
-    /// The pending and running runs of a thread, in the same order.
-    fn active_of(&self, thread_id: Uuid) -> impl Iterator<Item = &RunRow> {
-        self.runs_of(thread_id)
             .filter(|row| !row.run.status.is_terminal())
+            .map(|row| &**row)
     }
 
     /// True when a run created on `thread_id` may start at once: no other run of the
@@ -49,8 +45,14 @@ impl Core {
             .map(|row| row.run.run_id)
     }
 
-    /// Claims one run (see [`RunsRepo::claim`]).
-    fn claim(&mut self, run_id: Uuid, now: Timestamp) -> Option<ClaimedRun> {
+    /// Claims one run (see [`RunsRepo::claim`]), asking `checkpoints` (when the store
+    /// sees them) whether its thread has any.
+    fn claim(
+        &mut self,
+        run_id: Uuid,
+        now: Timestamp,
+        checkpoints: Option<&InMemorySaver>,
+    ) -> Option<ClaimedRun> {
         let row = self.runs.get(&run_id)?;
         let thread_id = row.run.thread_id;
         let claimable = row.run.status == RunStatus::Pending
@@ -59,12 +61,13 @@ impl Core {
         if !claimable {
             return None;
         }
-        let first_on_thread = !self.runs_of(thread_id).any(|row| row.started);
+        let thread_has_no_checkpoint =
+            checkpoints.is_some_and(|saver| !saver.has_checkpoints(&thread_id.to_string()));
         let row = self.set_run_status(run_id, RunStatus::Running, now)?;
         row.started = true;
         Some(ClaimedRun {
             run: row.to_run(),
-            first_on_thread,
+            thread_has_no_checkpoint,
         })
     }
 
@@ -283,7 +286,8 @@ impl RunsRepo for MemoryCore {
     }
 
     async fn claim(&self, run_id: Uuid, now: Timestamp) -> StoreResult<Option<ClaimedRun>> {
-        Ok(self.state.lock().claim(run_id, now))
+        let checkpoints = self.env.checkpoints.as_deref();
+        Ok(self.state.lock().claim(run_id, now, checkpoints))
     }
 
     async fn next_available_at(&self, now: Timestamp) -> StoreResult<Option<Timestamp>> {
@@ -369,7 +373,7 @@ impl RunsRepo for MemoryCore {
                         .get(&next.run_id)
                         .is_some_and(|row| row.run.thread_id != settled.run.thread_id)
             })
-            .and_then(|next| core.claim(next.run_id, next.now));
+            .and_then(|next| core.claim(next.run_id, next.now, self.env.checkpoints.as_deref()));
         Ok(SettledAndMirrored {
             settled,
             others_wait,

@@ -96,19 +96,20 @@ fn run_at(row: &Row, first: usize) -> StoreResult<Run> {
     })
 }
 
-/// [`ClaimedRun::first_on_thread`] in the `RETURNING` of a claim's `UPDATE runs`: its
-/// subquery reads the statement's snapshot, from before the claim, so this run's own
-/// `started` counts as it was.
-const FIRST_ON_THREAD: &str = "NOT EXISTS (
-        SELECT 1 FROM runs prior
-        WHERE prior.thread_id = runs.thread_id AND prior.started) AS first_on_thread";
+/// [`ClaimedRun::thread_has_no_checkpoint`] in the `RETURNING` of a claim's `UPDATE
+/// runs`: a probe of the checkpoints' primary key by its first column (checkpoints
+/// name their thread as text).
+const NO_CHECKPOINT: &str = "NOT EXISTS (
+        SELECT 1 FROM checkpoints c
+        WHERE c.thread_id = runs.thread_id::text) AS thread_has_no_checkpoint";
 
 /// The claimed run whose [`COLUMNS`] start at column `first` of `row`, followed by
-/// [`FIRST_ON_THREAD`].
+/// [`NO_CHECKPOINT`].
 fn claimed_run(row: &Row, first: usize) -> StoreResult<ClaimedRun> {
     Ok(ClaimedRun {
         run: run_at(row, first)?,
-        first_on_thread: Columns::of(row, "runs").column_at(first + COLUMNS.split(',').count())?,
+        thread_has_no_checkpoint: Columns::of(row, "runs")
+            .column_at(first + COLUMNS.split(',').count())?,
     })
 }
 
@@ -200,7 +201,7 @@ impl Db {
                        AND NOT EXISTS (
                            SELECT 1 FROM thread_state_holds hold
                            WHERE hold.thread_id = runs.thread_id AND hold.held_until > $2)
-                     RETURNING {COLUMNS}, {FIRST_ON_THREAD}"
+                     RETURNING {COLUMNS}, {NO_CHECKPOINT}"
                 ),
                 &[&run_id, &at(now), &not_on_thread],
             )
@@ -652,7 +653,7 @@ impl RunsRepo for Db {
             None
         };
         let delivery = Self::inserted_delivery(&row, &run, settlement, now)?;
-        // The claimed run's columns and `first_on_thread`, when the statement claimed,
+        // The claimed run's columns and `thread_has_no_checkpoint`, when the statement claimed,
         // follow the settled run's, `others_wait` and, with a delivery, its id.
         let next_at = SETTLED_COLUMNS.split(',').count() + 1 + usize::from(with_delivery);
         let next = if row.len() > next_at {

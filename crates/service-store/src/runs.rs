@@ -182,10 +182,10 @@ pub struct Claimed {
 pub struct ClaimedRun {
     /// The run, now running.
     pub run: Run,
-    /// No run of its thread, this one included, had started before this claim, as
-    /// read in the claim's own step: no run wrote a checkpoint there (one deleted
-    /// since is not counted: it left no row).
-    pub first_on_thread: bool,
+    /// Its thread had no checkpoint, as read in the claim's own step (no run of the
+    /// thread runs meanwhile, and a state edit is refused while a run is pending): the
+    /// run has nothing to read. `false` when the store cannot see the checkpoints.
+    pub thread_has_no_checkpoint: bool,
 }
 
 /// What [`RunsRepo::create_with_thread`] did.
@@ -344,8 +344,8 @@ pub trait RunsRepo: Send + Sync {
     /// Takes one run as [`RunsRepo::claim_next`] would, when it is pending, due and its
     /// thread has no running run or state hold; `None` otherwise (taken, cancelled,
     /// delayed, or its thread busy). Lets an instance start the runs it queued without
-    /// searching the queue. Says, in the same step, whether the run is the first of its
-    /// thread to start ([`ClaimedRun::first_on_thread`]).
+    /// searching the queue. Says, in the same step, whether its thread has no
+    /// checkpoint ([`ClaimedRun::thread_has_no_checkpoint`]).
     async fn claim(&self, run_id: Uuid, now: Timestamp) -> StoreResult<Option<ClaimedRun>>;
 
     /// The earliest `available_at` after `now` among pending runs, so a worker can

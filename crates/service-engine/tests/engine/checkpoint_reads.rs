@@ -1,6 +1,6 @@
 //! Which runs read their thread's latest checkpoint as they start: a run made with its
-//! thread skips it when no run of the thread started before it, however it reached
-//! its worker (created claimed, or queued and claimed by id or with a settle).
+//! thread skips it when its claim found no checkpoint there, however it reached its
+//! worker (created claimed, or queued and claimed by id or with a settle).
 
 use service_graph::{
     CheckpointConfig, CheckpointListOptions, CheckpointTuple, GraphError, NamedStep,
@@ -14,12 +14,21 @@ use crate::support::*;
 /// whether it found one.
 #[derive(Default)]
 struct Reads {
-    saver: InMemorySaver,
+    saver: Arc<InMemorySaver>,
     /// (thread, found) of each `get_tuple` naming no checkpoint.
     latest: std::sync::Mutex<Vec<(String, bool)>>,
 }
 
 impl Reads {
+    /// Runs on a memory store whose claims see this saver's checkpoints.
+    fn runs(&self) -> ObservedRuns {
+        let options = MemoryOptions::new(test_clock()).with_checkpoints(self.saver.clone());
+        ObservedRuns {
+            store: Some(memory_store(options)),
+            ..ObservedRuns::default()
+        }
+    }
+
     /// The reads of `thread`'s latest checkpoint: (found nothing, found one).
     fn of(&self, thread: Uuid) -> (usize, usize) {
         let thread = thread.to_string();
@@ -139,7 +148,7 @@ async fn messages_of(engine: &Engine, run: &Run) -> Vec<String> {
 #[tokio::test]
 async fn a_queued_run_on_a_thread_it_made_reads_no_checkpoint() {
     let reads = Arc::new(Reads::default());
-    let (engine, runs) = one_worker_with(ObservedRuns::default(), reads.clone()).await;
+    let (engine, runs) = one_worker_with(reads.runs(), reads.clone()).await;
     let slow = running_slow_run(&engine, new_thread(&engine).await).await;
     let mut made = Vec::new();
     for text in ["one", "two"] {
@@ -189,11 +198,12 @@ async fn a_queued_run_on_a_thread_it_made_reads_no_checkpoint() {
 }
 
 /// A run queued on a thread made for it, overtaken there by a run queued later that
-/// another instance started first, reads what that run wrote.
+/// another instance started first, reads what that run wrote, though that run was
+/// deleted since (its checkpoints stay).
 #[tokio::test]
 async fn a_queued_run_overtaken_on_its_thread_reads_what_the_other_run_wrote() {
     let reads = Arc::new(Reads::default());
-    let (busy, _) = one_worker_with(ObservedRuns::default(), reads.clone()).await;
+    let (busy, _) = one_worker_with(reads.runs(), reads.clone()).await;
     let store = busy.system().store().clone();
     let (free, _) = engine_on_runs(
         ObservedRuns {
@@ -221,6 +231,11 @@ async fn a_queued_run_overtaken_on_its_thread_reads_what_the_other_run_wrote() {
         ["second", "echo: second"]
     );
     settled(&free, &overtaking).await;
+    unscoped(&free)
+        .runs()
+        .delete(made.thread_id, overtaking.run_id)
+        .await
+        .unwrap();
 
     unscoped(&busy)
         .runs()
