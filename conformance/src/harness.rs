@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use serde_json::{Value, json};
+use service_graph::Checkpointer;
 use service_store::{
     ErrorKind, IndexSpec, ManualClock, NewRun, NewThread, PageLimits, PutItem, Settlement, Store,
     StoreResult,
@@ -25,20 +26,37 @@ pub struct TestEnv {
     pub index: Option<IndexSpec>,
 }
 
+/// What a factory builds: a store, and the checkpointer runs on it write to, whose
+/// checkpoints its claims see.
+pub struct TestStore {
+    /// The store.
+    pub store: Store,
+    /// Its checkpointer.
+    pub checkpointer: Arc<dyn Checkpointer>,
+}
+
+impl std::fmt::Debug for TestStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TestStore")
+            .field("store", &self.store)
+            .finish_non_exhaustive()
+    }
+}
+
 /// Builds a fresh, empty store per test (for SQL: a fresh schema).
 #[async_trait]
 pub trait StoreFactory: Send + Sync + 'static {
     /// A new empty store honouring `env`.
-    async fn build(&self, env: TestEnv) -> Store;
+    async fn build(&self, env: TestEnv) -> TestStore;
 }
 
 #[async_trait]
 impl<F, Fut> StoreFactory for F
 where
     F: Fn(TestEnv) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Store> + Send,
+    Fut: Future<Output = TestStore> + Send,
 {
-    async fn build(&self, env: TestEnv) -> Store {
+    async fn build(&self, env: TestEnv) -> TestStore {
         self(env).await
     }
 }
@@ -65,13 +83,24 @@ pub fn start_time() -> Timestamp {
     Timestamp::parse("2025-01-15T12:00:00Z").expect("valid start time")
 }
 
-/// A fresh store and its clock.
-#[derive(Clone, Debug)]
+/// A fresh store, its checkpointer and its clock.
+#[derive(Clone)]
 pub struct Harness {
     /// The store under test.
     pub store: Store,
+    /// The checkpointer whose checkpoints the store's claims see.
+    pub checkpointer: Arc<dyn Checkpointer>,
     /// Its clock.
     pub clock: Arc<ManualClock>,
+}
+
+impl std::fmt::Debug for Harness {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Harness")
+            .field("store", &self.store)
+            .field("clock", &self.clock)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Harness {
@@ -92,14 +121,21 @@ impl Harness {
 
     async fn build(factory: &Factory, limits: PageLimits, index: Option<IndexSpec>) -> Self {
         let clock = Arc::new(ManualClock::new(start_time()));
-        let store = factory
+        let TestStore {
+            store,
+            checkpointer,
+        } = factory
             .build(TestEnv {
                 clock: clock.clone(),
                 limits,
                 index,
             })
             .await;
-        Self { store, clock }
+        Self {
+            store,
+            checkpointer,
+            clock,
+        }
     }
 
     /// The clock's now.

@@ -23,6 +23,7 @@ pub mod model;
 pub mod namespaces;
 pub mod ordering;
 pub mod runs;
+mod runs_first_start;
 mod runs_on_existing;
 pub mod semantic;
 pub mod state_holds;
@@ -31,11 +32,11 @@ pub mod text;
 pub mod thread_ttl;
 pub mod threads;
 
-pub use harness::{Factory, Harness, StoreFactory, TestEnv, run};
+pub use harness::{Factory, Harness, StoreFactory, TestEnv, TestStore, run};
 
 /// Expands to one `#[test]` per conformance rule, plus the model tests, each building
 /// its store with `$factory` (an expression implementing [`StoreFactory`], e.g. an
-/// `async fn(TestEnv) -> Store`). Tests land in one module per SPEC section.
+/// `async fn(TestEnv) -> TestStore`). Tests land in one module per SPEC section.
 ///
 /// A driver without a deliveries repository, or without semantic search, says so:
 /// `conformance_tests!(factory, without: [deliveries])`,
@@ -208,6 +209,7 @@ macro_rules! __conformance_tests {
                 run_thread_and_active_reads_both,
                 run_create_requires_its_assistant_unchanged_when_asked,
                 run_claim_by_id_takes_only_a_claimable_run,
+                run_claim_says_whether_its_thread_has_a_checkpoint,
                 run_cancel_pending_is_immediate_and_sends_no_webhook,
                 run_cancel_running_is_a_durable_request,
                 run_cancel_of_a_pending_run_records_its_reason,

@@ -13,6 +13,7 @@ use service_types::{DeliveryStatus, Metadata, RunError, RunStatus, ThreadStatus}
 use uuid::Uuid;
 
 use crate::harness::{Factory, Harness, assert_kind, obj, settlement};
+pub use crate::runs_first_start::*;
 pub use crate::runs_on_existing::*;
 
 /// The cancel reason of tests that are not about it.
@@ -291,7 +292,7 @@ pub async fn run_create_with_thread_claimed_is_running_and_started(factory: Fact
     );
     settles_as_started(&h, run.run_id).await;
     let by_id = h.store.runs().claim(next, h.now()).await.expect("claim");
-    assert_eq!(by_id.map(|run| run.run_id), Some(next));
+    assert_eq!(by_id.map(|claimed| claimed.run.run_id), Some(next));
 }
 
 /// A run built from its assistant as read earlier is queued only while the assistant
@@ -458,7 +459,7 @@ pub async fn run_claim_by_id_takes_only_a_claimable_run(factory: Factory) {
             .claim(run_id, hr.now())
             .await
             .expect("claim")
-            .map(|run| (run.run_id, run.status))
+            .map(|claimed| (claimed.run.run_id, claimed.run.status))
     };
     assert_eq!(claim(first).await, Some((first, RunStatus::Running)));
     assert_eq!(claim(first).await, None, "already running");
@@ -955,7 +956,7 @@ pub async fn run_settle_and_mirror_claims_the_next_run(factory: Factory) {
         let outcome = settle(running[0], Some(other)).await;
         assert!(outcome.settled.changed);
         assert_eq!(outcome.others_wait, Some(false), "mirrored as before");
-        let claimed = outcome.next.expect("the next run is claimed");
+        let claimed = outcome.next.expect("the next run is claimed").run;
         assert_eq!(
             (claimed.run_id, claimed.status, claimed.updated_at),
             (other, RunStatus::Running, h.now())
@@ -969,7 +970,7 @@ pub async fn run_settle_and_mirror_claims_the_next_run(factory: Factory) {
         assert_eq!(outcome.next, None, "a run of the settled run's thread");
         assert_eq!(status_of(same).await, RunStatus::Pending);
         let by_id = h.store.runs().claim(same, h.now()).await.expect("claim");
-        assert_eq!(by_id.map(|run| run.run_id), Some(same));
+        assert_eq!(by_id.map(|claimed| claimed.run.run_id), Some(same));
 
         for (settled, next, why) in [
             (running[3], behind_busy, "its thread is busy"),
@@ -1001,7 +1002,7 @@ pub async fn run_settle_and_mirror_claims_the_next_run(factory: Factory) {
         }
         h.advance_minutes(1.0);
         let due = h.store.runs().claim(delayed, h.now()).await.expect("claim");
-        assert_eq!(due.map(|run| run.run_id), Some(delayed));
+        assert_eq!(due.map(|claimed| claimed.run.run_id), Some(delayed));
         settle(delayed, None).await;
     }
 }

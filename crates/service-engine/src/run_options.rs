@@ -57,9 +57,10 @@ pub struct RunOptions {
     /// children of that request's (`service_graph::trace_context`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub traceparent: Option<String>,
-    /// The thread was made with the run, which a worker took as it was created: no
-    /// checkpoint can be on it yet. Known only to that worker (a retry after a crash
-    /// may find the first attempt's), so never stored.
+    /// The thread was made with the run, and it was created claimed or its claim found
+    /// no checkpoint on the thread: no checkpoint can be on it yet.
+    /// Known only to the worker that took it (a retry after a crash may find the first
+    /// attempt's), so never stored.
     #[serde(skip)]
     pub thread_is_new: bool,
 }

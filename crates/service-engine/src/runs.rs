@@ -18,7 +18,7 @@ use crate::bus::{Replay, Subscription, Topic};
 use crate::cancel_cause::CancelCause;
 use crate::limits::{check_run_numbers, clamped_limit, offset};
 use crate::run_options::{RunIds, RunOptions};
-use crate::scheduler::{NextRun, Promise};
+use crate::scheduler::{NextRun, Promise, QueuedHere};
 use crate::{Engine, EngineError, EngineResult};
 
 /// Where a run executes.
@@ -393,7 +393,10 @@ impl Engine {
             self.inner.scheduler.delays_changed();
             self.announce();
         } else {
-            self.inner.scheduler.queue_here(run_id);
+            self.inner.scheduler.queue_here(QueuedHere {
+                run_id,
+                made_thread: thread_is_new,
+            });
             self.announce();
         }
         Ok(Queued::Run(run, subscription))

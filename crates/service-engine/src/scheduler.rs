@@ -18,6 +18,7 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
+use service_store::ClaimedRun;
 use service_types::Run;
 use tokio::sync::Notify;
 use tokio::sync::futures::Notified;
@@ -35,8 +36,29 @@ pub(crate) struct NextRun {
     pub(crate) run_id: Uuid,
     pub(crate) handles: ActiveRun,
     pub(crate) claimed: Option<Run>,
-    /// Its thread was made with it ([`crate::RunOptions::thread_is_new`]).
+    /// No checkpoint can be on its thread ([`crate::RunOptions::thread_is_new`]): the
+    /// thread was made with the run and, once the run is claimed, the claim found no
+    /// checkpoint there. A state edit is refused from the thread's creation on, while
+    /// the run is pending or running (`ThreadsRepo::hold_state`).
     pub(crate) thread_is_new: bool,
+}
+
+impl NextRun {
+    /// The run `claim` took, keeping `thread_is_new` only when the claim found no
+    /// checkpoint on the thread: a run created on the thread after this one may have
+    /// run first on another instance, and written checkpoints there.
+    pub(crate) fn note_claim(&mut self, claim: ClaimedRun) -> Run {
+        self.thread_is_new &= claim.thread_has_no_checkpoint;
+        claim.run
+    }
+}
+
+/// A run this instance queued, due now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct QueuedHere {
+    pub(crate) run_id: Uuid,
+    /// Its thread was made with it.
+    pub(crate) made_thread: bool,
 }
 
 /// An idle worker promised to a run being created claimed. Ended by
@@ -62,7 +84,7 @@ pub(crate) struct Scheduler {
     wake: Notify,
     /// Runs this instance queued and may start at once, oldest first: a worker claims
     /// them by id, without searching the queue.
-    queued_here: Mutex<VecDeque<Uuid>>,
+    queued_here: Mutex<VecDeque<QueuedHere>>,
     workers: Mutex<Workers>,
     /// Set when the queue may hold a claimable run that `queued_here` does not name
     /// (another instance's, a delayed one now due, one that waited for its thread).
@@ -111,8 +133,8 @@ impl Scheduler {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    fn queued(&self) -> MutexGuard<'_, VecDeque<Uuid>> {
-        // Holds only ids; a panic elsewhere cannot corrupt it.
+    fn queued(&self) -> MutexGuard<'_, VecDeque<QueuedHere>> {
+        // Holds only ids and flags; a panic elsewhere cannot corrupt it.
         self.queued_here
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -130,15 +152,15 @@ impl Scheduler {
     }
 
     /// A run this instance queued, due now: a worker claims it by id.
-    pub(crate) fn queue_here(&self, run_id: Uuid) {
-        self.queued().push_back(run_id);
+    pub(crate) fn queue_here(&self, run: QueuedHere) {
+        self.queued().push_back(run);
         self.wake.notify_one();
     }
 
     /// The oldest run this instance queued; `None` while a run created claimed waits
     /// for a worker (it goes first). Wakes another worker while more wait, since
     /// wake-ups coalesce.
-    pub(crate) fn pop_queued_here(&self) -> Option<Uuid> {
+    pub(crate) fn pop_queued_here(&self) -> Option<QueuedHere> {
         if !self.workers().handed_over.is_empty() {
             return None;
         }
@@ -244,6 +266,13 @@ mod tests {
 
     use super::*;
 
+    fn queued(made_thread: bool) -> QueuedHere {
+        QueuedHere {
+            run_id: Uuid::now_v7(),
+            made_thread,
+        }
+    }
+
     fn next(run_id: Uuid) -> NextRun {
         NextRun {
             run_id,
@@ -293,7 +322,7 @@ mod tests {
     #[test]
     fn a_run_handed_over_goes_before_runs_queued_here() {
         let scheduler = Scheduler::default();
-        let (queued, handed) = (Uuid::now_v7(), Uuid::now_v7());
+        let (queued, handed) = (queued(false), Uuid::now_v7());
         scheduler.queue_here(queued);
         let _idle = scheduler.idle();
         let promise = scheduler.promise_idle_worker().unwrap();
@@ -311,12 +340,12 @@ mod tests {
     #[test]
     fn runs_queued_here_are_taken_oldest_first() {
         let scheduler = Scheduler::default();
-        let ids: Vec<Uuid> = (0..3).map(|_| Uuid::now_v7()).collect();
-        for id in &ids {
-            scheduler.queue_here(*id);
+        let runs = [queued(true), queued(false), queued(true)];
+        for run in runs {
+            scheduler.queue_here(run);
         }
-        let taken: Vec<Uuid> = std::iter::from_fn(|| scheduler.pop_queued_here()).collect();
-        assert_eq!(taken, ids);
+        let taken: Vec<QueuedHere> = std::iter::from_fn(|| scheduler.pop_queued_here()).collect();
+        assert_eq!(taken, runs, "each with whether it made its thread");
     }
 
     #[test]
@@ -338,7 +367,7 @@ mod tests {
         tokio::pin!(woken);
         woken.as_mut().enable();
         // Added after the worker registered but before it waits.
-        scheduler.queue_here(Uuid::now_v7());
+        scheduler.queue_here(queued(false));
         tokio::time::timeout(Duration::from_secs(5), woken)
             .await
             .expect("the wake-up registered before the work was added fires");

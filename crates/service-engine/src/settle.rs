@@ -252,8 +252,8 @@ impl Settler {
             .await;
             match settled {
                 Ok(outcome) => {
-                    if let Some(next) = &mut next {
-                        next.claimed = outcome.next;
+                    if let (Some(next), Some(claimed)) = (&mut next, outcome.next) {
+                        next.claimed = Some(next.note_claim(claimed));
                     }
                     delivery = outcome.settled.delivery;
                     (outcome.settled.run.status, outcome.others_wait)

@@ -15,7 +15,7 @@ use crate::Engine;
 use crate::active::ActiveRun;
 use crate::drive::Driven;
 use crate::run_options::RunOptions;
-use crate::scheduler::{NextRun, Promise};
+use crate::scheduler::{NextRun, Promise, QueuedHere};
 use crate::settle::{Finished, Settled};
 
 impl Engine {
@@ -91,12 +91,15 @@ impl Engine {
         if self.inner.shutdown.is_cancelled() {
             return None;
         }
-        let run_id = self.inner.scheduler.pop_queued_here()?;
+        let QueuedHere {
+            run_id,
+            made_thread,
+        } = self.inner.scheduler.pop_queued_here()?;
         Some(NextRun {
             run_id,
             handles: self.inner.active.register(run_id),
             claimed: None,
-            thread_is_new: false,
+            thread_is_new: made_thread,
         })
     }
 
@@ -104,12 +107,12 @@ impl Engine {
     /// by id the ones that were not.
     async fn execute_queued(&self, mut next: NextRun) {
         loop {
-            let run = match next.claimed {
+            let run = match next.claimed.take() {
                 Some(run) => run,
                 // Read now, not before the pop: a clock read before the run was queued
                 // would find it not yet due.
                 None => match self.store().runs().claim(next.run_id, self.now()).await {
-                    Ok(Some(run)) => run,
+                    Ok(Some(claimed)) => next.note_claim(claimed),
                     // Taken by another instance, cancelled, or waiting for its thread
                     // (which wakes the workers when it frees up). Whatever else kept
                     // it, the queue search and the delayed-run timer look again.
@@ -139,8 +142,9 @@ impl Engine {
 
     /// Runs a claimed run registered with `handles`; `registered_before_claim` says no
     /// cancel can have been recorded unseen between its claim and its registration,
-    /// `thread_is_new` that its thread was made with it. Returns the run this worker
-    /// takes next, when it took one from its instance's queue as this one settled.
+    /// `thread_is_new` that no checkpoint can be on its thread ([`NextRun`]). Returns
+    /// the run this worker takes next, when it took one from its instance's queue as
+    /// this one settled.
     async fn execute(
         &self,
         run: Run,

@@ -180,6 +180,9 @@ pub(crate) async fn serve(
             Engine::with_coordinator(parts, coordinator)
         }
         None => {
+            // An in-memory checkpointer is also the store's, so a claim can tell whether
+            // a thread has checkpoints (`ClaimedRun::thread_has_no_checkpoint`).
+            let mut in_memory = None;
             let checkpointer: Arc<dyn Checkpointer> = match &config.checkpoint_database {
                 Some(database) => {
                     let backend = PostgresStore::connect(database.options.clone(), clock.clone())
@@ -191,10 +194,13 @@ pub(crate) async fn serve(
                     parts.pools = Some(backend.pools().clone());
                     backend.checkpointer()
                 }
-                None => Arc::new(InMemorySaver::new()),
+                None => in_memory.insert(Arc::new(InMemorySaver::new())).clone(),
             };
             let mut options =
                 MemoryOptions::new(clock.clone()).with_max_page_size(engine_config.max_page_size);
+            if let Some(saver) = in_memory {
+                options = options.with_checkpoints(saver);
+            }
             if let Some(index) = &engine_config.store_index {
                 options = options.with_index(index.spec());
             }

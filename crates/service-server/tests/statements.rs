@@ -3,8 +3,9 @@
 //! a change that adds a statement to a run's path fails here, and one that removes
 //! one updates the table below and docs/performance.md §14 together.
 //!
-//! Each kind runs sequentially (one client), after warm-up rounds that fill every
-//! pooled connection's statement cache; a measurement lasts until the database has
+//! Each kind runs sequentially (one client, on a server with one worker, so a kind can
+//! queue its run behind another), after warm-up rounds that fill every pooled
+//! connection's statement cache; a measurement lasts until the database has
 //! been quiet for a moment (a webhook's delivery ends after the wait has answered).
 //! The server's periodic work (recovery, the webhook outbox's poll, and on a machine so
 //! loaded that a run outlasts a second, the check of a joined run) can fall into a
@@ -31,6 +32,12 @@ const EXPECTED: &[(&str, [u64; 3])] = &[
     (
         "thread wait, new thread (echo, if_not_exists=create)",
         [3, 3, 3],
+    ),
+    // Its count includes the end of the busy worker's run (its last checkpoint, and the
+    // settle that claims this run).
+    (
+        "thread wait, new thread, queued behind a busy worker (echo, if_not_exists=create)",
+        [6, 6, 6],
     ),
     ("thread wait, existing thread (echo)", [5, 5, 5]),
     (
@@ -74,6 +81,11 @@ const WARM_UP: usize = 3;
 
 const HI: &str = r#"{"messages":[{"type":"human","content":"hi"}]}"#;
 
+/// How long the run that keeps the server's one worker busy sleeps: long enough for
+/// the measured run to be queued behind it, short of the coordinator's claim delay (a
+/// second), which would add the thread claim's statements.
+const BUSY_MS: u64 = 700;
+
 struct Bench<'a> {
     server: &'a Instance,
     hook: String,
@@ -81,6 +93,28 @@ struct Bench<'a> {
 }
 
 impl Bench<'_> {
+    /// Keeps the server's one worker busy for [`BUSY_MS`]: a `slow` run, once its input
+    /// checkpoint shows (nothing more of it reaches the database until it ends).
+    fn busy_worker(&self) {
+        let thread = self.new_thread();
+        let body = json!({"assistant_id": "slow", "input": {"delay_ms": BUSY_MS}});
+        request(
+            self.server,
+            "POST",
+            &format!("/threads/{thread}/runs"),
+            Some(body),
+        );
+        let state = format!("/threads/{thread}/state");
+        let started = Instant::now();
+        while request(self.server, "GET", &state, None)["values"]["delay_ms"] != BUSY_MS {
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "the busy run starts"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
     fn new_thread(&self) -> String {
         request(self.server, "POST", "/threads", Some(json!({})))["thread_id"]
             .as_str()
@@ -117,13 +151,19 @@ impl Bench<'_> {
             body
         };
         let kind = kind.to_owned();
+        if kind.contains("queued behind a busy worker") {
+            self.busy_worker();
+        }
         let thread = (!kind.contains("new thread")
             && !kind.starts_with("stateless")
             && !kind.starts_with("store"))
         .then(|| self.new_thread());
         move || match kind.as_str() {
             "stateless wait (echo)" => self.ok("/runs/wait", echo),
-            "thread wait, new thread (echo, if_not_exists=create)" => self.ok(&fresh, create(echo)),
+            "thread wait, new thread (echo, if_not_exists=create)"
+            | "thread wait, new thread, queued behind a busy worker (echo, if_not_exists=create)" => {
+                self.ok(&fresh, create(echo))
+            }
             "thread wait, existing thread (echo)" => {
                 self.ok(&format!("/threads/{}/runs/wait", thread.unwrap()), echo)
             }
@@ -238,7 +278,8 @@ fn each_run_kind_costs_the_database_what_the_table_says() {
     let hook = format!("http://{}/hook", listener.local_addr().unwrap());
     runtime.spawn(async move { axum::serve(listener, receiver).await.unwrap() });
 
-    let server = start_with(&url, &[]);
+    // One worker, so a run can be queued behind another.
+    let server = start_with(&url, &[("SERVICE_RUN_CONCURRENCY", "1")]);
     let bench = Bench {
         server: &server,
         hook,

@@ -26,6 +26,7 @@ mod vector_arena;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use service_graph::InMemorySaver;
 use service_store::{Clock, IndexSpec, PageLimits, Store, StoreHealth, StoreParts, StoreResult};
 
 /// Construction options of the memory driver.
@@ -37,6 +38,10 @@ pub struct MemoryOptions {
     pub limits: PageLimits,
     /// The semantic index (`store.index`); `None` refuses vectors and queries.
     pub index: Option<IndexSpec>,
+    /// The checkpointer the runs use, when it is in memory: a claim reads whether the
+    /// run's thread has a checkpoint there ([`service_store::ClaimedRun`]). Without it
+    /// a claim reports that it may have one.
+    pub checkpoints: Option<Arc<InMemorySaver>>,
 }
 
 impl MemoryOptions {
@@ -46,7 +51,14 @@ impl MemoryOptions {
             clock,
             limits: PageLimits::default(),
             index: None,
+            checkpoints: None,
         }
+    }
+
+    /// Lets claims see the checkpoints `saver` keeps (the runs' checkpointer).
+    pub fn with_checkpoints(mut self, saver: Arc<InMemorySaver>) -> Self {
+        self.checkpoints = Some(saver);
+        self
     }
 
     /// Holds vectors of `spec.dims` and ranks searches by them (`hnsw` changes
@@ -69,6 +81,7 @@ pub fn memory_store(options: MemoryOptions) -> Store {
         clock: options.clock,
         limits: options.limits,
         index: options.index,
+        checkpoints: options.checkpoints,
     };
     let assistants = Arc::new(assistants::MemoryAssistants::new(env.clone()));
     let core = Arc::new(core::MemoryCore::new(env.clone(), assistants.clone()));
@@ -103,4 +116,5 @@ struct Env {
     clock: Arc<dyn Clock>,
     limits: PageLimits,
     index: Option<IndexSpec>,
+    checkpoints: Option<Arc<InMemorySaver>>,
 }

@@ -1,10 +1,12 @@
 use async_trait::async_trait;
+use service_graph::InMemorySaver;
 use service_store::page::paginate;
 use service_store::text::refuse_nul;
 use service_store::{
-    ActiveRunsQuery, AssistantStamp, CancelOutcome, ClaimNext, Claimed, DeliveryRecord, ErrorKind,
-    NewRun, NewThread, RunListQuery, RunsRepo, Settled, SettledAndMirrored, SettledRun, Settlement,
-    StoreError, StoreResult, ThreadAndActive, ThreadMirror, ThreadRunCreated, final_status,
+    ActiveRunsQuery, AssistantStamp, CancelOutcome, ClaimNext, Claimed, ClaimedRun, DeliveryRecord,
+    ErrorKind, NewRun, NewThread, RunListQuery, RunsRepo, Settled, SettledAndMirrored, SettledRun,
+    Settlement, StoreError, StoreResult, ThreadAndActive, ThreadMirror, ThreadRunCreated,
+    final_status,
 };
 use service_types::{JsonText, Metadata, Run, RunStatus, ThreadStatus, Timestamp};
 use uuid::Uuid;
@@ -43,19 +45,30 @@ impl Core {
             .map(|row| row.run.run_id)
     }
 
-    /// Claims one run (see [`RunsRepo::claim`]).
-    fn claim(&mut self, run_id: Uuid, now: Timestamp) -> Option<Run> {
-        let claimable = self.runs.get(&run_id).is_some_and(|row| {
-            row.run.status == RunStatus::Pending
-                && row.available_at <= now
-                && self.thread_free(row.run.thread_id, now)
-        });
+    /// Claims one run (see [`RunsRepo::claim`]), asking `checkpoints` (when the store
+    /// sees them) whether its thread has any.
+    fn claim(
+        &mut self,
+        run_id: Uuid,
+        now: Timestamp,
+        checkpoints: Option<&InMemorySaver>,
+    ) -> Option<ClaimedRun> {
+        let row = self.runs.get(&run_id)?;
+        let thread_id = row.run.thread_id;
+        let claimable = row.run.status == RunStatus::Pending
+            && row.available_at <= now
+            && self.thread_free(thread_id, now);
         if !claimable {
             return None;
         }
+        let thread_has_no_checkpoint =
+            checkpoints.is_some_and(|saver| !saver.has_checkpoints(&thread_id.to_string()));
         let row = self.set_run_status(run_id, RunStatus::Running, now)?;
         row.started = true;
-        Some(row.to_run())
+        Some(ClaimedRun {
+            run: row.to_run(),
+            thread_has_no_checkpoint,
+        })
     }
 
     /// Settles a run (see [`RunsRepo::settle`]).
@@ -272,8 +285,9 @@ impl RunsRepo for MemoryCore {
         }))
     }
 
-    async fn claim(&self, run_id: Uuid, now: Timestamp) -> StoreResult<Option<Run>> {
-        Ok(self.state.lock().claim(run_id, now))
+    async fn claim(&self, run_id: Uuid, now: Timestamp) -> StoreResult<Option<ClaimedRun>> {
+        let checkpoints = self.env.checkpoints.as_deref();
+        Ok(self.state.lock().claim(run_id, now, checkpoints))
     }
 
     async fn next_available_at(&self, now: Timestamp) -> StoreResult<Option<Timestamp>> {
@@ -359,7 +373,7 @@ impl RunsRepo for MemoryCore {
                         .get(&next.run_id)
                         .is_some_and(|row| row.run.thread_id != settled.run.thread_id)
             })
-            .and_then(|next| core.claim(next.run_id, next.now));
+            .and_then(|next| core.claim(next.run_id, next.now, self.env.checkpoints.as_deref()));
         Ok(SettledAndMirrored {
             settled,
             others_wait,

@@ -7,8 +7,9 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use service_conformance::TestEnv;
-use service_store::{Clock, ManualClock, Store, StoreAdapter, StoreResult, with_adapter};
+use service_conformance::{TestEnv, TestStore};
+use service_graph::InMemorySaver;
+use service_store::{Clock, ManualClock, StoreAdapter, StoreResult, with_adapter};
 use service_store_memory::{MemoryOptions, memory_store};
 use service_types::{Item, Metadata, Timestamp};
 
@@ -119,17 +120,22 @@ impl StoreAdapter for MapAdapter {
     }
 }
 
-async fn factory(env: TestEnv) -> Store {
+async fn factory(env: TestEnv) -> TestStore {
     let adapter = Arc::new(MapAdapter {
         clock: env.clock.clone(),
         items: Mutex::new(BTreeMap::new()),
     });
+    let saver = Arc::new(InMemorySaver::new());
     let store = memory_store(MemoryOptions {
         clock: env.clock,
         limits: env.limits,
         index: None,
+        checkpoints: Some(saver.clone()),
     });
-    with_adapter(&store, adapter, env.limits)
+    TestStore {
+        store: with_adapter(&store, adapter, env.limits),
+        checkpointer: saver,
+    }
 }
 
 service_conformance::conformance_tests!(factory, without: [semantic_search]);

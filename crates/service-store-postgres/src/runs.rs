@@ -11,8 +11,8 @@ use async_trait::async_trait;
 use serde_json::Value;
 use service_store::containment::merge_enforced;
 use service_store::{
-    ActiveRunsQuery, AssistantStamp, CancelOutcome, ClaimNext, Claimed, DeliveryRecord, NewRun,
-    NewThread, RunListQuery, RunsRepo, Settled, SettledAndMirrored, SettledRun, Settlement,
+    ActiveRunsQuery, AssistantStamp, CancelOutcome, ClaimNext, Claimed, ClaimedRun, DeliveryRecord,
+    NewRun, NewThread, RunListQuery, RunsRepo, Settled, SettledAndMirrored, SettledRun, Settlement,
     StoreError, StoreResult, ThreadAndActive, ThreadMirror, ThreadRunCreated, WebhookRequest,
     final_status, webhook_status,
 };
@@ -96,6 +96,23 @@ fn run_at(row: &Row, first: usize) -> StoreResult<Run> {
     })
 }
 
+/// [`ClaimedRun::thread_has_no_checkpoint`] in the `RETURNING` of a claim's `UPDATE
+/// runs`: a probe of the checkpoints' primary key by its first column (checkpoints
+/// name their thread as text).
+const NO_CHECKPOINT: &str = "NOT EXISTS (
+        SELECT 1 FROM checkpoints c
+        WHERE c.thread_id = runs.thread_id::text) AS thread_has_no_checkpoint";
+
+/// The claimed run whose [`COLUMNS`] start at column `first` of `row`, followed by
+/// [`NO_CHECKPOINT`].
+fn claimed_run(row: &Row, first: usize) -> StoreResult<ClaimedRun> {
+    Ok(ClaimedRun {
+        run: run_at(row, first)?,
+        thread_has_no_checkpoint: Columns::of(row, "runs")
+            .column_at(first + COLUMNS.split(',').count())?,
+    })
+}
+
 /// The claim statement (shared with the EXPLAIN check): `$1` is now.
 pub(crate) const CLAIM_SQL: &str =
     "UPDATE runs SET status = 'running', updated_at = $1, started = true
@@ -166,7 +183,7 @@ impl Db {
         run_id: Uuid,
         now: Timestamp,
         not_on_thread: Option<Uuid>,
-    ) -> StoreResult<Option<Run>> {
+    ) -> StoreResult<Option<ClaimedRun>> {
         let client = self.client().await?;
         // A key lookup: the queue's index is not read. A claimer of the same row
         // waits for its lock and then sees the run no longer pending. Committed
@@ -184,13 +201,13 @@ impl Db {
                        AND NOT EXISTS (
                            SELECT 1 FROM thread_state_holds hold
                            WHERE hold.thread_id = runs.thread_id AND hold.held_until > $2)
-                     RETURNING {COLUMNS}"
+                     RETURNING {COLUMNS}, {NO_CHECKPOINT}"
                 ),
                 &[&run_id, &at(now), &not_on_thread],
             )
             .await;
         match claimed {
-            Ok(row) => row.map(|row| run(&row)).transpose(),
+            Ok(row) => row.map(|row| claimed_run(&row, 0)).transpose(),
             // Another run of the thread started first.
             Err(error) if is_unique_violation(&error) => Ok(None),
             Err(error) => Err(store_error(error)),
@@ -480,7 +497,7 @@ impl RunsRepo for Db {
         Ok(None)
     }
 
-    async fn claim(&self, run_id: Uuid, now: Timestamp) -> StoreResult<Option<Run>> {
+    async fn claim(&self, run_id: Uuid, now: Timestamp) -> StoreResult<Option<ClaimedRun>> {
         self.claim_off(run_id, now, None).await
     }
 
@@ -636,13 +653,13 @@ impl RunsRepo for Db {
             None
         };
         let delivery = Self::inserted_delivery(&row, &run, settlement, now)?;
-        // The claimed run's columns, when the statement claimed, follow the settled
-        // run's, `others_wait` and, with a delivery, its id.
+        // The claimed run's columns and `thread_has_no_checkpoint`, when the statement claimed,
+        // follow the settled run's, `others_wait` and, with a delivery, its id.
         let next_at = SETTLED_COLUMNS.split(',').count() + 1 + usize::from(with_delivery);
         let next = if row.len() > next_at {
             columns
                 .column_at::<Option<Uuid>>(next_at)?
-                .map(|_| run_at(&row, next_at))
+                .map(|_| claimed_run(&row, next_at))
                 .transpose()?
         } else {
             None

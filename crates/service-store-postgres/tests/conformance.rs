@@ -4,13 +4,14 @@
 
 mod support;
 
-use service_conformance::TestEnv;
-use service_store::Store;
+use service_conformance::{TestEnv, TestStore};
 
-async fn factory(env: TestEnv) -> Store {
-    support::fresh_store_with(env.clock, env.limits.max_page_size(), env.index)
-        .await
-        .store()
+async fn factory(env: TestEnv) -> TestStore {
+    let store = support::fresh_store_with(env.clock, env.limits.max_page_size(), env.index).await;
+    TestStore {
+        store: store.store(),
+        checkpointer: store.checkpointer(),
+    }
 }
 
 service_conformance::conformance_tests!(factory);

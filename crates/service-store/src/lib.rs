@@ -42,8 +42,8 @@ pub use items::{ItemSearch, ItemsRepo, PutItem, compare_items, validate_item_ttl
 pub use namespace::NamespaceQuery;
 pub use page::PageLimits;
 pub use runs::{
-    ActiveRunsQuery, AssistantStamp, CancelOutcome, ClaimNext, Claimed, NewRun, RunListQuery,
-    RunsRepo, Settled, SettledAndMirrored, SettledRun, Settlement, ThreadAndActive,
+    ActiveRunsQuery, AssistantStamp, CancelOutcome, ClaimNext, Claimed, ClaimedRun, NewRun,
+    RunListQuery, RunsRepo, Settled, SettledAndMirrored, SettledRun, Settlement, ThreadAndActive,
     ThreadRunCreated, WebhookRequest, final_status, webhook_status,
 };
 pub use semantic::{

@@ -177,6 +177,17 @@ pub struct Claimed {
     pub more_pending: bool,
 }
 
+/// A run [`RunsRepo::claim`] took by id (or a settle's [`ClaimNext`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClaimedRun {
+    /// The run, now running.
+    pub run: Run,
+    /// Its thread had no checkpoint, as read in the claim's own step (no run of the
+    /// thread runs meanwhile, and a state edit is refused while a run is pending): the
+    /// run has nothing to read. `false` when the store cannot see the checkpoints.
+    pub thread_has_no_checkpoint: bool,
+}
+
 /// What [`RunsRepo::create_with_thread`] did.
 #[derive(Clone, Debug, PartialEq)]
 pub enum ThreadRunCreated {
@@ -258,7 +269,7 @@ pub struct SettledAndMirrored {
     pub others_wait: Option<bool>,
     /// The [`ClaimNext`] run, now running, when it was claimed in this step; `None`
     /// when it was not (it may still be claimable by id).
-    pub next: Option<Run>,
+    pub next: Option<ClaimedRun>,
 }
 
 /// The status a webhook body reports for a run that settled as `status`.
@@ -332,9 +343,10 @@ pub trait RunsRepo: Send + Sync {
 
     /// Takes one run as [`RunsRepo::claim_next`] would, when it is pending, due and its
     /// thread has no running run or state hold; `None` otherwise (taken, cancelled,
-    /// delayed, or its thread busy). Lets an instance start the runs it queued without searching the
-    /// queue.
-    async fn claim(&self, run_id: Uuid, now: Timestamp) -> StoreResult<Option<Run>>;
+    /// delayed, or its thread busy). Lets an instance start the runs it queued without
+    /// searching the queue. Says, in the same step, whether its thread has no
+    /// checkpoint ([`ClaimedRun::thread_has_no_checkpoint`]).
+    async fn claim(&self, run_id: Uuid, now: Timestamp) -> StoreResult<Option<ClaimedRun>>;
 
     /// The earliest `available_at` after `now` among pending runs, so a worker can
     /// sleep until a delayed run is due.

@@ -242,16 +242,14 @@ async fn a_run_created_claimed_goes_before_runs_queued_meanwhile() {
 /// metadata now names the run's graph), and runs.
 #[tokio::test]
 async fn a_run_whose_new_thread_another_instance_made_meanwhile_runs_on_that_thread() {
-    let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(Timestamp::from_unix_micros(
-        1_800_000_000_000_000,
-    )));
     let (engine, _) = engine_on_runs(
         ObservedRuns {
             threads_made_elsewhere: true,
             ..ObservedRuns::default()
         },
-        clock,
+        test_clock(),
         EngineConfig::default(),
+        Arc::new(InMemorySaver::new()),
     )
     .await;
     let thread = Uuid::now_v7();

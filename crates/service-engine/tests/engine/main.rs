@@ -2,6 +2,7 @@
 //! clock, by topic.
 
 mod assistants;
+mod checkpoint_reads;
 mod claims;
 mod endings;
 mod instances;

@@ -7,8 +7,13 @@ use crate::support::*;
 /// for its run, creates that thread itself, too late for the insert to read it back.
 #[derive(Default)]
 pub(crate) struct ObservedRuns {
+    /// The store the runs are in: shared with another instance when set before
+    /// [`engine_on_runs`], else a new one.
     pub(crate) store: Option<service_store::Store>,
     pub(crate) threads_made_elsewhere: bool,
+    /// The instance's queue searches find nothing: it runs only the runs it queued
+    /// itself, so a test decides which instance runs what.
+    pub(crate) searches_find_nothing: bool,
     /// Holds the creation of a run created claimed until the test releases it.
     pub(crate) hold_claimed_creation: Option<Arc<Hold>>,
     pub(crate) claimed_by_id: AtomicUsize,
@@ -128,9 +133,16 @@ impl service_store::RunsRepo for ObservedRuns {
         &self,
         now: Timestamp,
     ) -> service_store::StoreResult<Option<service_store::Claimed>> {
+        if self.searches_find_nothing {
+            return Ok(None);
+        }
         self.of().runs().claim_next(now).await
     }
-    async fn claim(&self, run_id: Uuid, now: Timestamp) -> service_store::StoreResult<Option<Run>> {
+    async fn claim(
+        &self,
+        run_id: Uuid,
+        now: Timestamp,
+    ) -> service_store::StoreResult<Option<service_store::ClaimedRun>> {
         self.claimed_by_id.fetch_add(1, SeqCst);
         self.of().runs().claim(run_id, now).await
     }
@@ -181,14 +193,17 @@ impl service_store::RunsRepo for ObservedRuns {
 }
 
 /// A started engine on the in-memory store whose runs go through `runs` (its store is
-/// set here); returns the engine and `runs`.
+/// made here unless set), and on `checkpointer`; returns the engine and `runs`.
 pub(crate) async fn engine_on_runs(
     mut runs: ObservedRuns,
     clock: Arc<dyn Clock>,
     config: EngineConfig,
+    checkpointer: Arc<dyn Checkpointer>,
 ) -> (Engine, Arc<ObservedRuns>) {
-    let shared = memory_store(MemoryOptions::new(clock.clone()));
-    runs.store = Some(shared.clone());
+    let shared = runs
+        .store
+        .get_or_insert_with(|| memory_store(MemoryOptions::new(clock.clone())))
+        .clone();
     let runs = Arc::new(runs);
     let store = service_store::Store::new(service_store::StoreParts {
         runs: runs.clone(),
@@ -198,7 +213,7 @@ pub(crate) async fn engine_on_runs(
         webhooks: None,
         store,
         graphs: Box::new(service_example_graphs::registry),
-        checkpointer: Arc::new(InMemorySaver::new()),
+        checkpointer,
         bus: MemoryBus::new(config.bus),
         clock,
         config,
@@ -211,12 +226,24 @@ pub(crate) async fn engine_on_runs(
 
 /// [`engine_on_runs`] with one worker, so runs queue behind each other.
 pub(crate) async fn one_worker_on_runs(runs: ObservedRuns) -> (Engine, Arc<ObservedRuns>) {
-    let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(Timestamp::from_unix_micros(
-        1_800_000_000_000_000,
-    )));
+    one_worker_with(runs, Arc::new(InMemorySaver::new())).await
+}
+
+/// [`one_worker_on_runs`] on `checkpointer`.
+pub(crate) async fn one_worker_with(
+    runs: ObservedRuns,
+    checkpointer: Arc<dyn Checkpointer>,
+) -> (Engine, Arc<ObservedRuns>) {
     let config = EngineConfig {
         run_concurrency: 1,
         ..EngineConfig::default()
     };
-    engine_on_runs(runs, clock, config).await
+    engine_on_runs(runs, test_clock(), config, checkpointer).await
+}
+
+/// A manual clock at a fixed instant.
+pub(crate) fn test_clock() -> Arc<dyn Clock> {
+    Arc::new(ManualClock::new(Timestamp::from_unix_micros(
+        1_800_000_000_000_000,
+    )))
 }

@@ -87,6 +87,14 @@ impl InMemorySaver {
         Self::default()
     }
 
+    /// True when `thread_id` has any checkpoint: the memory store's claim asks, under
+    /// its own lock (this lock is taken inside it, never the other way round).
+    pub fn has_checkpoints(&self, thread_id: &str) -> bool {
+        self.lock()
+            .get(thread_id)
+            .is_some_and(|checkpoints| !checkpoints.0.is_empty())
+    }
+
     fn lock(&self) -> MutexGuard<'_, HashMap<String, ThreadCheckpoints>> {
         // A poisoned lock only means a panic elsewhere; every update below is atomic.
         self.threads

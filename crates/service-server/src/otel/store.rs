@@ -15,8 +15,8 @@ use service_graph::{
 };
 use service_store::{
     ActiveRunsQuery, AssistantFilter, AssistantPage, AssistantPatch, AssistantQuery,
-    AssistantsRepo, AttemptOutcome, Begin, CancelOutcome, ClaimNext, Claimed, CronFilter,
-    CronPatch, CronQuery, CronsRepo, DeliveriesRepo, DeliveryQuery, DeliveryRecord,
+    AssistantsRepo, AttemptOutcome, Begin, CancelOutcome, ClaimNext, Claimed, ClaimedRun,
+    CronFilter, CronPatch, CronQuery, CronsRepo, DeliveriesRepo, DeliveryQuery, DeliveryRecord,
     IdempotencyRepo, ItemSearch, ItemsRepo, NamespaceQuery, NewAssistant, NewCron, NewRun,
     NewThread, PutItem, RunListQuery, RunsRepo, Settled, SettledAndMirrored, Settlement, StateHold,
     Store, StoreParts, StoreResult, StoredResponse, ThreadAndActive, ThreadFilter, ThreadMirror,
@@ -64,7 +64,7 @@ traced!(RunsRepo, "store.runs", {
     fn latest(&self, thread_id: Uuid) -> StoreResult<Option<Run>>;
     fn active(&self, query: &ActiveRunsQuery) -> StoreResult<Vec<Run>>;
     fn claim_next(&self, now: Timestamp) -> StoreResult<Option<Claimed>>;
-    fn claim(&self, run_id: Uuid, now: Timestamp) -> StoreResult<Option<Run>>;
+    fn claim(&self, run_id: Uuid, now: Timestamp) -> StoreResult<Option<ClaimedRun>>;
     fn next_available_at(&self, now: Timestamp) -> StoreResult<Option<Timestamp>>;
     fn request_cancel(&self, run_id: Uuid, reason: &str) -> StoreResult<CancelOutcome>;
     fn cancel_requested(&self, run_id: Uuid) -> StoreResult<bool>;

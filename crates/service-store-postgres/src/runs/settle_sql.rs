@@ -76,7 +76,7 @@ static CLAIM_CTE: LazyLock<String> = LazyLock::new(|| {
                AND NOT EXISTS (
                    SELECT 1 FROM thread_state_holds hold
                    WHERE hold.thread_id = runs.thread_id AND hold.held_until > $12)
-             RETURNING {COLUMNS})"
+             RETURNING {COLUMNS}, {NO_CHECKPOINT})"
     )
 });
 
