@@ -23,7 +23,7 @@ pub mod model;
 pub mod namespaces;
 pub mod ordering;
 pub mod runs;
-mod runs_first_start;
+mod runs_claim_checkpoints;
 mod runs_on_existing;
 pub mod semantic;
 pub mod state_holds;

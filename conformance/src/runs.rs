@@ -13,7 +13,7 @@ use service_types::{DeliveryStatus, Metadata, RunError, RunStatus, ThreadStatus}
 use uuid::Uuid;
 
 use crate::harness::{Factory, Harness, assert_kind, obj, settlement};
-pub use crate::runs_first_start::*;
+pub use crate::runs_claim_checkpoints::*;
 pub use crate::runs_on_existing::*;
 
 /// The cancel reason of tests that are not about it.
