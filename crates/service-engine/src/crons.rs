@@ -351,7 +351,7 @@ impl Engine {
             "cron.fire",
             crate::trace_context::SpanKind::Internal,
         );
-        scope.record(|span| span.set("cron_id", cron.cron_id.to_string()));
+        scope.record(|span| span.set("cron_id", cron.cron_id));
         match scope
             .instrument(self.create_run(&creator, target, body))
             .await

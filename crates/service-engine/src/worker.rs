@@ -232,16 +232,10 @@ impl Engine {
 fn run_scope(run: &Run) -> trace_context::Scope {
     let parent = run.kwargs.get("traceparent").and_then(Value::as_str);
     let scope = trace_context::child_of(parent, "run", SpanKind::Internal);
-    // Written straight from the bytes (`to_string` goes through the formatter).
-    let text = |id: uuid::Uuid| {
-        id.hyphenated()
-            .encode_lower(&mut uuid::Uuid::encode_buffer())
-            .to_owned()
-    };
     scope.record(|span| {
-        span.set("run_id", text(run.run_id));
-        span.set("thread_id", text(run.thread_id));
-        span.set("assistant_id", text(run.assistant_id));
+        span.set("run_id", run.run_id);
+        span.set("thread_id", run.thread_id);
+        span.set("assistant_id", run.assistant_id);
         let graph_id = &run.kwargs["config"]["configurable"]["graph_id"];
         span.set("graph_id", graph_id.as_str().unwrap_or_default().to_owned());
     });

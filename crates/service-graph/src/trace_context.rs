@@ -179,6 +179,9 @@ pub struct SpanEvent {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Value {
     String(Cow<'static, str>),
+    /// Exported as its hyphenated lowercase text, written by the exporter (not
+    /// formatted into a string of its own first).
+    Uuid(uuid::Uuid),
     Int(i64),
     Bool(bool),
     Float(f64),
@@ -199,6 +202,12 @@ impl From<Cow<'static, str>> for Value {
 impl From<String> for Value {
     fn from(text: String) -> Self {
         Self::String(Cow::Owned(text))
+    }
+}
+
+impl From<uuid::Uuid> for Value {
+    fn from(id: uuid::Uuid) -> Self {
+        Self::Uuid(id)
     }
 }
 
@@ -322,6 +331,56 @@ pub fn span(name: &'static str, kind: SpanKind) -> Scope {
         return Scope(None);
     };
     Scope(CURRENT.with_borrow(|trace| Some(trace.as_ref()?.child(&**tracer, name, kind))))
+}
+
+/// A span of the current scope's trace that ends where it was made and has no
+/// children: a store or checkpointer call's. It records its times only, so nothing is
+/// allocated or shared for it (docs/performance.md §17); `None` outside a sampled span.
+pub fn call_span(name: &'static str, kind: SpanKind) -> Option<CallSpan> {
+    let tracer = TRACER.get()?;
+    CURRENT.with_borrow(|trace| match trace {
+        Some(Trace::Sampled(parent)) => Some(CallSpan {
+            context: SpanContext {
+                span_id: tracer.span_id(),
+                ..parent.context
+            },
+            parent: parent.context.span_id,
+            name,
+            kind,
+            start: SystemTime::now(),
+        }),
+        _ => None,
+    })
+}
+
+/// A span [`call_span`] made, handed to the tracer when dropped.
+#[derive(Debug)]
+pub struct CallSpan {
+    context: SpanContext,
+    parent: u64,
+    name: &'static str,
+    kind: SpanKind,
+    start: SystemTime,
+}
+
+impl Drop for CallSpan {
+    fn drop(&mut self) {
+        if let Some(tracer) = TRACER.get() {
+            tracer.export(&Ended {
+                context: self.context,
+                parent: Some((self.parent, false)),
+                kind: self.kind,
+                start: self.start,
+                end: SystemTime::now(),
+                fields: &SpanFields {
+                    name: Cow::Borrowed(self.name),
+                    attributes: Vec::new(),
+                    events: Vec::new(),
+                    error: None,
+                },
+            });
+        }
+    }
 }
 
 /// The scope of a root span named `name`: a child of `traceparent` (a request's, or
@@ -554,6 +613,7 @@ mod tests {
         assert!(install(Box::new(kept)));
         assert_eq!(current(), None);
         assert!(span("outside", SpanKind::Internal).0.is_none());
+        assert!(call_span("outside", SpanKind::Client).is_none());
 
         // Sampled: a request, a call in it, a run continuing its stored context.
         let request = child_of(None, "request", SpanKind::Server);
@@ -563,7 +623,7 @@ mod tests {
             .clone()
             .instrument(async {
                 tokio::task::yield_now().await;
-                drop(span("store.runs.create", SpanKind::Client));
+                drop(call_span("store.runs.create", SpanKind::Client));
                 current()
             })
             .await
@@ -578,7 +638,8 @@ mod tests {
         let unsampled = child_of(None, "request", SpanKind::Server);
         assert!(!unsampled.is_recording());
         let stored = unsampled.in_scope(|| {
-            assert!(!span("store.runs.create", SpanKind::Client).is_recording());
+            assert!(!span("run.create", SpanKind::Internal).is_recording());
+            assert!(call_span("store.runs.create", SpanKind::Client).is_none());
             current().unwrap()
         });
         assert!(stored.ends_with("-00"));

@@ -333,13 +333,16 @@ pub(super) fn write_span(out: &mut Vec<u8>, span: &Ended<'_>) {
         + 6;
     append(out, field_len(length), |out| {
         out.field(tag(2, LEN), length);
-        out.field(tag(1, LEN), 16);
-        out.put(&context.trace_id.to_be_bytes());
-        out.field(tag(2, LEN), 8);
-        out.put(&context.span_id.to_be_bytes());
+        let mut ids = [0; 28];
+        ids[..2].copy_from_slice(&[tag(1, LEN), 16]);
+        ids[2..18].copy_from_slice(&context.trace_id.to_be_bytes());
+        ids[18..20].copy_from_slice(&[tag(2, LEN), 8]);
+        ids[20..].copy_from_slice(&context.span_id.to_be_bytes());
+        out.put(&ids);
         if let Some((parent, _)) = span.parent {
-            out.field(tag(4, LEN), 8);
-            out.put(&parent.to_be_bytes());
+            let mut id = [tag(4, LEN), 8, 0, 0, 0, 0, 0, 0, 0, 0];
+            id[2..].copy_from_slice(&parent.to_be_bytes());
+            out.put(&id);
         }
         out.string(5, fields.name.as_bytes());
         let kind = match span.kind {
@@ -391,6 +394,7 @@ fn any_value_len(value: &Value) -> usize {
     match value {
         // Written even when empty: the value is the empty string.
         Value::String(text) => field_len(text.len()),
+        Value::Uuid(_) => field_len(uuid::fmt::Hyphenated::LENGTH),
         Value::Bool(_) => 2,
         // Two's complement, as protobuf's int64.
         Value::Int(number) => 1 + varint_len(*number as u64),
@@ -412,6 +416,12 @@ fn key_value(out: &mut Cursor<'_>, field: u8, key: &str, value: &Value) {
         Value::String(text) => {
             out.field(tag(1, LEN), text.len());
             out.put(text.as_bytes());
+        }
+        Value::Uuid(id) => {
+            let mut text = [0; uuid::fmt::Hyphenated::LENGTH];
+            id.hyphenated().encode_lower(&mut text);
+            out.field(tag(1, LEN), text.len());
+            out.put(&text);
         }
         Value::Bool(flag) => out.put(&[tag(2, VARINT), u8::from(*flag)]),
         Value::Int(number) => {
@@ -496,6 +506,10 @@ mod tests {
                 ("flag", true.into()),
                 ("ratio", 0.5.into()),
                 ("negative", (-3_i64).into()),
+                (
+                    "run_id",
+                    uuid::Uuid::from_u128(0x0192_0c7e_8a4b_7c3d_9e2f_0a1b_2c3d_4e5f).into(),
+                ),
             ],
             events: vec![SpanEvent {
                 time: SystemTime::UNIX_EPOCH + Duration::from_millis(1500),
@@ -556,6 +570,10 @@ mod tests {
                 attribute("flag", BoolValue(true)),
                 attribute("ratio", DoubleValue(0.5)),
                 attribute("negative", IntValue(-3)),
+                attribute(
+                    "run_id",
+                    StringValue("01920c7e-8a4b-7c3d-9e2f-0a1b2c3d4e5f".to_owned()),
+                ),
             ],
             events: vec![span::Event {
                 time_unix_nano: 1_500_000_000,

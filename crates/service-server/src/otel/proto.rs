@@ -15,7 +15,12 @@ pub(super) const fn tag(field: u8, wire: u8) -> u8 {
 
 /// Bytes `value` takes as a varint.
 pub(super) fn varint_len(value: u64) -> usize {
-    (64 - (value | 1).leading_zeros() as usize).div_ceil(7)
+    // Most lengths in a span take one byte, a span's own two.
+    match value {
+        0..0x80 => 1,
+        0x80..0x4000 => 2,
+        _ => (64 - value.leading_zeros() as usize).div_ceil(7),
+    }
 }
 
 /// Bytes a length-delimited field with a one-byte tag and `length` bytes of content
@@ -57,18 +62,31 @@ impl<'a> Cursor<'a> {
         self.0 = tail;
     }
 
+    fn byte(&mut self, byte: u8) {
+        let (first, rest) = std::mem::take(&mut self.0)
+            .split_first_mut()
+            .expect("room for the length worked out");
+        *first = byte;
+        self.0 = rest;
+    }
+
     pub(super) fn varint(&mut self, mut value: u64) {
         while value >= 0x80 {
-            self.put(&[value as u8 | 0x80]);
+            self.byte(value as u8 | 0x80);
             value >>= 7;
         }
-        self.put(&[value as u8]);
+        self.byte(value as u8);
     }
 
     /// A length-delimited field's tag and length (its content follows).
     pub(super) fn field(&mut self, tag: u8, length: usize) {
-        self.put(&[tag]);
-        self.varint(length as u64);
+        match u8::try_from(length) {
+            Ok(length) if length < 0x80 => self.put(&[tag, length]),
+            _ => {
+                self.byte(tag);
+                self.varint(length as u64);
+            }
+        }
     }
 
     /// A string or bytes field, left out when empty.
@@ -80,8 +98,9 @@ impl<'a> Cursor<'a> {
     }
 
     pub(super) fn fixed64(&mut self, field: u8, value: u64) {
-        self.put(&[tag(field, FIXED64)]);
-        self.put(&value.to_le_bytes());
+        let mut bytes = [tag(field, FIXED64); 9];
+        bytes[1..].copy_from_slice(&value.to_le_bytes());
+        self.put(&bytes);
     }
 }
 

@@ -44,7 +44,7 @@ macro_rules! traced {
                     let call = self.0.$method($($arg),*);
                     // Ended as the call returns (or is dropped). Background work outside
                     // any span (sweepers, pollers) starts no trace of its own per call.
-                    let _span = trace_context::span(
+                    let _span = trace_context::call_span(
                         concat!($prefix, ".", stringify!($method)),
                         SpanKind::Client,
                     );
