@@ -14,7 +14,7 @@ use service_types::Run;
 use crate::Engine;
 use crate::active::ActiveRun;
 use crate::drive::Driven;
-use crate::run_options::RunOptions;
+use crate::run_options::{RunOptions, RunOptionsError};
 use crate::scheduler::{NextRun, Promise, QueuedHere};
 use crate::settle::{Finished, Settled};
 
@@ -152,14 +152,24 @@ impl Engine {
         registered_before_claim: bool,
         thread_is_new: bool,
     ) -> Option<NextRun> {
-        run_scope(&run)
-            .instrument(self.execute_traced(run, handles, registered_before_claim, thread_is_new))
+        // Decoded before the run's span is made, which is parented on the
+        // `traceparent` in them.
+        let options = RunOptions::decode(&run);
+        run_scope(&run, options.as_ref().ok())
+            .instrument(self.execute_traced(
+                run,
+                options,
+                handles,
+                registered_before_claim,
+                thread_is_new,
+            ))
             .await
     }
 
     async fn execute_traced(
         &self,
         run: Run,
+        options: Result<RunOptions, RunOptionsError>,
         handles: ActiveRun,
         registered_before_claim: bool,
         thread_is_new: bool,
@@ -180,7 +190,7 @@ impl Engine {
             handles.cancel.cancel();
         }
         let final_state = FinalState::default();
-        let (options, driven) = match RunOptions::decode(&run) {
+        let (options, driven) = match options {
             Ok(mut options) => {
                 options.thread_is_new = thread_is_new;
                 let cancel = handles.cancel.clone();
@@ -228,16 +238,20 @@ impl Engine {
 }
 
 /// The scope of a run's execution, a child of the request that created it (its
-/// `traceparent` is stored with the run, which may execute on another instance).
-fn run_scope(run: &Run) -> trace_context::Scope {
-    let parent = run.kwargs.get("traceparent").and_then(Value::as_str);
+/// `traceparent` is stored with the run, which may execute on another instance), read
+/// from its decoded `options` (from its stored ones when they cannot be decoded).
+fn run_scope(run: &Run, options: Option<&RunOptions>) -> trace_context::Scope {
+    let parent = match options {
+        Some(options) => options.traceparent.as_deref(),
+        None => run.kwargs.get("traceparent").and_then(Value::as_str),
+    };
     let scope = trace_context::child_of(parent, "run", SpanKind::Internal);
     scope.record(|span| {
         span.set("run_id", run.run_id);
         span.set("thread_id", run.thread_id);
         span.set("assistant_id", run.assistant_id);
-        let graph_id = &run.kwargs["config"]["configurable"]["graph_id"];
-        span.set("graph_id", graph_id.as_str().unwrap_or_default().to_owned());
+        let graph_id = options.and_then(RunOptions::graph_id).unwrap_or_default();
+        span.set("graph_id", graph_id.to_owned());
     });
     scope
 }

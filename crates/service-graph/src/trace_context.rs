@@ -94,24 +94,50 @@ impl SpanContext {
     }
 }
 
+/// Each byte's value as a lowercase hex digit, or `NOT_HEX`: a `traceparent` is read
+/// for every run a worker executes in a traced server.
+const HEX_VALUES: [u8; 256] = {
+    let mut values = [NOT_HEX; 256];
+    let mut digit = 0;
+    while digit < 16 {
+        values[b"0123456789abcdef"[digit] as usize] = digit as u8;
+        digit += 1;
+    }
+    values
+};
+const NOT_HEX: u8 = 0xff;
+
 /// Lowercase hex digits (at most 16) as a number; `None` when any is not one.
 fn hex(digits: &[u8]) -> Option<u64> {
-    digits.iter().try_fold(0_u64, |number, digit| {
-        let value = match digit {
-            b'0'..=b'9' => digit - b'0',
-            b'a'..=b'f' => digit - b'a' + 10,
-            _ => return None,
-        };
-        Some(number << 4 | u64::from(value))
-    })
+    let mut number = 0;
+    let mut invalid = 0;
+    for digit in digits {
+        let value = HEX_VALUES[usize::from(*digit)];
+        invalid |= value;
+        number = number << 4 | u64::from(value & 0xf);
+    }
+    // Only `NOT_HEX` has the high bit set.
+    (invalid & 0x80 == 0).then_some(number)
 }
 
-/// `number`'s low digits in lowercase hex, filling `out` (at most 16).
-fn write_hex(out: &mut [u8], mut number: u64) {
-    for digit in out.iter_mut().rev() {
-        *digit = b"0123456789abcdef"[(number & 0xf) as usize];
-        number >>= 4;
+/// `number`'s low digits in lowercase hex, filling `out` (an even number, at most 16).
+fn write_hex(out: &mut [u8], number: u64) {
+    let bytes = number.to_be_bytes();
+    let low = &bytes[8 - out.len() / 2..];
+    for (pair, byte) in out.chunks_exact_mut(2).zip(low) {
+        pair[0] = b"0123456789abcdef"[usize::from(byte >> 4)];
+        pair[1] = b"0123456789abcdef"[usize::from(byte & 0xf)];
     }
+}
+
+/// Nanoseconds since the Unix epoch, from the realtime clock: a sampled span reads it
+/// twice, and `SystemTime`'s conversion to a duration since the epoch costs more than
+/// the read itself (docs/performance.md §17).
+fn unix_nanos() -> u64 {
+    let now = rustix::time::clock_gettime(rustix::time::ClockId::Realtime);
+    let seconds = u64::try_from(now.tv_sec).unwrap_or_default();
+    let nanos = u64::try_from(now.tv_nsec).unwrap_or_default();
+    seconds.saturating_mul(1_000_000_000).saturating_add(nanos)
 }
 
 /// A span's kind, as OpenTelemetry names them.
@@ -129,7 +155,7 @@ struct Recording {
     context: SpanContext,
     parent: Option<(u64, bool)>,
     kind: SpanKind,
-    start: SystemTime,
+    start: u64,
     fields: Mutex<SpanFields>,
 }
 
@@ -141,8 +167,9 @@ pub struct Ended<'a> {
     /// run's stored one).
     pub parent: Option<(u64, bool)>,
     pub kind: SpanKind,
-    pub start: SystemTime,
-    pub end: SystemTime,
+    /// Nanoseconds since the Unix epoch.
+    pub start: u64,
+    pub end: u64,
     pub fields: &'a SpanFields,
 }
 
@@ -162,7 +189,14 @@ impl SpanFields {
         let value = value.into();
         match self.attributes.iter_mut().find(|(name, _)| *name == key) {
             Some(existing) => existing.1 = value,
-            None => self.attributes.push((key, value)),
+            None => {
+                // Room for the most a span of the server's sets (a request's six), so
+                // the list is not grown and copied along the way.
+                if self.attributes.capacity() == 0 {
+                    self.attributes.reserve_exact(6);
+                }
+                self.attributes.push((key, value));
+            }
         }
     }
 }
@@ -246,7 +280,7 @@ impl Recording {
             context,
             parent,
             kind,
-            start: SystemTime::now(),
+            start: unix_nanos(),
             fields: Mutex::new(SpanFields {
                 name: Cow::Borrowed(name),
                 attributes: Vec::new(),
@@ -269,7 +303,7 @@ impl Drop for Recording {
                 parent: self.parent,
                 kind: self.kind,
                 start: self.start,
-                end: SystemTime::now(),
+                end: unix_nanos(),
                 fields: self
                     .fields
                     .get_mut()
@@ -347,7 +381,7 @@ pub fn call_span(name: &'static str, kind: SpanKind) -> Option<CallSpan> {
             parent: parent.context.span_id,
             name,
             kind,
-            start: SystemTime::now(),
+            start: unix_nanos(),
         }),
         _ => None,
     })
@@ -360,7 +394,7 @@ pub struct CallSpan {
     parent: u64,
     name: &'static str,
     kind: SpanKind,
-    start: SystemTime,
+    start: u64,
 }
 
 impl Drop for CallSpan {
@@ -371,7 +405,7 @@ impl Drop for CallSpan {
                 parent: Some((self.parent, false)),
                 kind: self.kind,
                 start: self.start,
-                end: SystemTime::now(),
+                end: unix_nanos(),
                 fields: &SpanFields {
                     name: Cow::Borrowed(self.name),
                     attributes: Vec::new(),

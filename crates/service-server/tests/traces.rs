@@ -37,6 +37,8 @@ struct Exported {
     parent_span_id: String,
     attributes: HashMap<String, String>,
     service_name: String,
+    /// Start and end, in nanoseconds since the Unix epoch.
+    times: (u64, u64),
 }
 
 /// What the receiver was sent: spans, and the headers of each webhook POST (to
@@ -49,6 +51,11 @@ struct Received {
 }
 
 type Shared = Arc<Mutex<Received>>;
+
+fn unix_nanos() -> u64 {
+    let since = std::time::UNIX_EPOCH.elapsed().unwrap();
+    u64::try_from(since.as_nanos()).unwrap()
+}
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|byte| format!("{byte:02x}")).collect()
@@ -94,6 +101,7 @@ async fn traces(State(received): State<Shared>, body: Bytes) -> &'static str {
                     })
                     .collect(),
                 service_name: service_name.clone(),
+                times: (span.start_time_unix_nano, span.end_time_unix_nano),
             });
         }
     }
@@ -208,6 +216,7 @@ fn one_trace(config: &str, database_url: Option<&str>) {
         None => "dev",
     };
     let server = spawn(&[mode, "--port", "0", "--config", config], &env);
+    let began = unix_nanos();
     let thread = request(&server, "POST", "/threads", Some(json!({})));
     let thread_id = thread["thread_id"].as_str().unwrap();
 
@@ -246,6 +255,12 @@ fn one_trace(config: &str, database_url: Option<&str>) {
     });
     let received = received.lock().unwrap();
     let spans = in_trace(&received);
+    // Each span's times are the wall clock's, and it ends after it starts.
+    let ended = unix_nanos();
+    for span in &spans {
+        let (start, end) = span.times;
+        assert!(began <= start && start <= end && end <= ended, "{span:?}");
+    }
     let named = |name: &str| -> &Exported {
         spans
             .iter()

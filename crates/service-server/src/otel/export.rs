@@ -351,8 +351,8 @@ pub(super) fn write_span(out: &mut Vec<u8>, span: &Ended<'_>) {
             SpanKind::Client => 3,
         };
         out.put(&[tag(6, VARINT), kind]);
-        out.fixed64(7, nanos(span.start));
-        out.fixed64(8, nanos(span.end));
+        out.fixed64(7, span.start);
+        out.fixed64(8, span.end);
         for (key, value) in &fields.attributes {
             key_value(out, 9, key, value);
         }
@@ -403,6 +403,7 @@ fn any_value_len(value: &Value) -> usize {
 }
 
 /// A `KeyValue` message's length.
+#[inline]
 fn key_value_len(key: &str, value: &Value) -> usize {
     string_len(key.as_bytes()) + field_len(any_value_len(value))
 }
@@ -529,8 +530,8 @@ mod tests {
             },
             parent,
             kind: SpanKind::Server,
-            start: SystemTime::UNIX_EPOCH + Duration::from_millis(1000),
-            end: SystemTime::UNIX_EPOCH + Duration::from_millis(2000),
+            start: 1_000_000_000,
+            end: 2_000_000_000,
             fields,
         }
     }

@@ -189,10 +189,14 @@ where
     }
 }
 
+/// The W3C trace context header (a `HeaderName` made once: looking one up by a `&str`
+/// parses the name on every request).
+static TRACEPARENT: axum::http::HeaderName = axum::http::HeaderName::from_static("traceparent");
+
 fn request_scope(request: &Request) -> Scope {
     let traceparent = request
         .headers()
-        .get("traceparent")
+        .get(&TRACEPARENT)
         .and_then(|traceparent| traceparent.to_str().ok());
     let scope = trace_context::child_of(traceparent, "http.request", SpanKind::Server);
     scope.record(|span| {

@@ -56,6 +56,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// Panics when the room is too small: a length worked out wrong.
+    #[inline]
     pub(super) fn put(&mut self, bytes: &[u8]) {
         let (head, tail) = std::mem::take(&mut self.0).split_at_mut(bytes.len());
         head.copy_from_slice(bytes);
@@ -79,6 +80,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// A length-delimited field's tag and length (its content follows).
+    #[inline]
     pub(super) fn field(&mut self, tag: u8, length: usize) {
         match u8::try_from(length) {
             Ok(length) if length < 0x80 => self.put(&[tag, length]),

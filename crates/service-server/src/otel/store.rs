@@ -5,6 +5,8 @@
 //! current scope: it is recorded from the caller's scope and ended as the call
 //! returns (or is dropped), only inside a sampled span.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -32,20 +34,38 @@ use uuid::Uuid;
 struct Traced<T: ?Sized>(Arc<T>);
 
 /// Implements `$trait` for `Traced<dyn $trait>` by forwarding each listed method in a
-/// span of its own.
+/// span of its own. A method whose arguments are all owned returns its repository's
+/// future as it is when the call is not traced, and boxed with its span when it is
+/// (the arguments are not moved into a future of our own first: docs/performance.md
+/// §17); one that borrows an argument is an `async fn`, whose signature
+/// `async_trait` writes.
 macro_rules! traced {
     ($trait:ident, $prefix:literal, {
         $(fn $method:ident(&self $(, $arg:ident: $ty:ty)* $(,)?) -> $out:ty;)*
+    } borrowing {
+        $(fn $borrowing:ident(&self $(, $barg:ident: $bty:ty)* $(,)?) -> $bout:ty;)*
     }) => {
         #[async_trait]
         impl $trait for Traced<dyn $trait> {
             $(
-                async fn $method(&self $(, $arg: $ty)*) -> $out {
-                    let call = self.0.$method($($arg),*);
-                    // Ended as the call returns (or is dropped). Background work outside
-                    // any span (sweepers, pollers) starts no trace of its own per call.
-                    let _span = trace_context::call_span(
+                fn $method<'life0, 'async_trait>(
+                    &'life0 self $(, $arg: $ty)*
+                ) -> Pin<Box<dyn Future<Output = $out> + Send + 'async_trait>>
+                where
+                    'life0: 'async_trait,
+                    Self: 'async_trait,
+                {
+                    in_call_span(
                         concat!($prefix, ".", stringify!($method)),
+                        self.0.$method($($arg),*),
+                    )
+                }
+            )*
+            $(
+                async fn $borrowing(&self $(, $barg: $bty)*) -> $bout {
+                    let call = self.0.$borrowing($($barg),*);
+                    let _span = trace_context::call_span(
+                        concat!($prefix, ".", stringify!($borrowing)),
                         SpanKind::Client,
                     );
                     call.await
@@ -55,18 +75,31 @@ macro_rules! traced {
     };
 }
 
+/// `call` ended with a span of its own, when it is made inside a sampled span (the
+/// caller is being polled, so its scope is the thread's). Background work outside any
+/// span (sweepers, pollers) starts no trace of its own per call.
+fn in_call_span<'a, T: 'a>(
+    name: &'static str,
+    call: Pin<Box<dyn Future<Output = T> + Send + 'a>>,
+) -> Pin<Box<dyn Future<Output = T> + Send + 'a>> {
+    match trace_context::call_span(name, SpanKind::Client) {
+        None => call,
+        Some(span) => Box::pin(async move {
+            let _span = span;
+            call.await
+        }),
+    }
+}
+
 traced!(RunsRepo, "store.runs", {
     fn create(&self, new: NewRun, thread_metadata: Metadata) -> StoreResult<Run>;
     fn thread_and_active(&self, thread_id: Uuid) -> StoreResult<Option<ThreadAndActive>>;
     fn create_with_thread(&self, thread: NewThread, run: NewRun) -> StoreResult<ThreadRunCreated>;
     fn get(&self, run_id: Uuid) -> StoreResult<Option<Run>>;
-    fn list(&self, thread_id: Uuid, query: &RunListQuery) -> StoreResult<Vec<Run>>;
     fn latest(&self, thread_id: Uuid) -> StoreResult<Option<Run>>;
-    fn active(&self, query: &ActiveRunsQuery) -> StoreResult<Vec<Run>>;
     fn claim_next(&self, now: Timestamp) -> StoreResult<Option<Claimed>>;
     fn claim(&self, run_id: Uuid, now: Timestamp) -> StoreResult<Option<ClaimedRun>>;
     fn next_available_at(&self, now: Timestamp) -> StoreResult<Option<Timestamp>>;
-    fn request_cancel(&self, run_id: Uuid, reason: &str) -> StoreResult<CancelOutcome>;
     fn cancel_requested(&self, run_id: Uuid) -> StoreResult<bool>;
     fn settle(&self, run_id: Uuid, settlement: Settlement) -> StoreResult<Settled>;
     fn settle_and_mirror(
@@ -77,6 +110,10 @@ traced!(RunsRepo, "store.runs", {
         next: Option<ClaimNext>,
     ) -> StoreResult<SettledAndMirrored>;
     fn delete(&self, run_id: Uuid) -> StoreResult<()>;
+} borrowing {
+    fn list(&self, thread_id: Uuid, query: &RunListQuery) -> StoreResult<Vec<Run>>;
+    fn active(&self, query: &ActiveRunsQuery) -> StoreResult<Vec<Run>>;
+    fn request_cancel(&self, run_id: Uuid, reason: &str) -> StoreResult<CancelOutcome>;
 });
 
 traced!(ThreadsRepo, "store.threads", {
@@ -89,10 +126,11 @@ traced!(ThreadsRepo, "store.threads", {
     fn hold_state(&self, thread_id: Uuid, until: Timestamp) -> StoreResult<StateHold>;
     fn release_state(&self, hold: StateHold) -> StoreResult<()>;
     fn delete(&self, thread_id: Uuid) -> StoreResult<()>;
-    fn search(&self, query: &ThreadQuery) -> StoreResult<Vec<Thread>>;
-    fn count(&self, filter: &ThreadFilter) -> StoreResult<u64>;
     fn copy(&self, source: Uuid, new_id: Uuid) -> StoreResult<Thread>;
     fn expired(&self, now: Timestamp, limit: usize) -> StoreResult<Vec<Uuid>>;
+} borrowing {
+    fn search(&self, query: &ThreadQuery) -> StoreResult<Vec<Thread>>;
+    fn count(&self, filter: &ThreadFilter) -> StoreResult<u64>;
 });
 
 traced!(AssistantsRepo, "store.assistants", {
@@ -101,6 +139,7 @@ traced!(AssistantsRepo, "store.assistants", {
     fn update(&self, assistant_id: Uuid, patch: AssistantPatch) -> StoreResult<Assistant>;
     fn set_latest(&self, assistant_id: Uuid, version: i64) -> StoreResult<Assistant>;
     fn delete(&self, assistant_id: Uuid) -> StoreResult<()>;
+} borrowing {
     fn search(&self, query: &AssistantQuery) -> StoreResult<AssistantPage>;
     fn count(&self, filter: &AssistantFilter) -> StoreResult<u64>;
     fn versions(
@@ -115,23 +154,27 @@ traced!(CronsRepo, "store.crons", {
     fn get(&self, cron_id: Uuid) -> StoreResult<Option<Cron>>;
     fn update(&self, cron_id: Uuid, patch: CronPatch) -> StoreResult<Cron>;
     fn delete(&self, cron_id: Uuid) -> StoreResult<()>;
-    fn search(&self, query: &CronQuery) -> StoreResult<Vec<Cron>>;
-    fn count(&self, filter: &CronFilter) -> StoreResult<u64>;
     fn set_enabled(&self, cron_id: Uuid, enabled: bool) -> StoreResult<Cron>;
     fn due(&self, now: Timestamp, limit: usize) -> StoreResult<Vec<Cron>>;
     fn advance(&self, cron_id: Uuid, fired_for: Timestamp) -> StoreResult<Option<Cron>>;
+} borrowing {
+    fn search(&self, query: &CronQuery) -> StoreResult<Vec<Cron>>;
+    fn count(&self, filter: &CronFilter) -> StoreResult<u64>;
 });
 
 traced!(ItemsRepo, "store.items", {
     fn put(&self, item: PutItem) -> StoreResult<()>;
+    fn sweep_expired(&self, now: Timestamp) -> StoreResult<u64>;
+} borrowing {
     fn get(&self, namespace: &[String], key: &str, refresh: bool) -> StoreResult<Option<Item>>;
     fn delete(&self, namespace: &[String], key: &str) -> StoreResult<()>;
     fn search(&self, search: &ItemSearch) -> StoreResult<Vec<SearchItem>>;
     fn list_namespaces(&self, query: &NamespaceQuery) -> StoreResult<Vec<Vec<String>>>;
-    fn sweep_expired(&self, now: Timestamp) -> StoreResult<u64>;
 });
 
 traced!(IdempotencyRepo, "store.idempotency", {
+    fn expire(&self, now: Timestamp) -> StoreResult<u64>;
+} borrowing {
     fn begin(
         &self,
         key: &str,
@@ -141,12 +184,10 @@ traced!(IdempotencyRepo, "store.idempotency", {
     ) -> StoreResult<Begin>;
     fn complete(&self, key: &str, response: StoredResponse) -> StoreResult<()>;
     fn abandon(&self, key: &str) -> StoreResult<()>;
-    fn expire(&self, now: Timestamp) -> StoreResult<u64>;
 });
 
 traced!(DeliveriesRepo, "store.deliveries", {
     fn get(&self, delivery_id: Uuid) -> StoreResult<Option<DeliveryRecord>>;
-    fn list(&self, run_id: Uuid, query: &DeliveryQuery) -> StoreResult<Vec<Delivery>>;
     fn claim(
         &self,
         delivery_id: Uuid,
@@ -167,12 +208,15 @@ traced!(DeliveriesRepo, "store.deliveries", {
     fn replay(&self, run_id: Uuid, delivery_id: Uuid) -> StoreResult<Delivery>;
     fn purge_expired(&self, now: Timestamp) -> StoreResult<u64>;
     fn count_awaiting_retry(&self) -> StoreResult<u64>;
+} borrowing {
+    fn list(&self, run_id: Uuid, query: &DeliveryQuery) -> StoreResult<Vec<Delivery>>;
 });
 
 /// The writes of a superstep's tasks, as the saver takes them.
 type TaskWrites = Vec<(String, Vec<(String, Value)>)>;
 
 traced!(Checkpointer, "checkpoint", {
+} borrowing {
     fn get_tuple(&self, config: &CheckpointConfig) -> Result<Option<CheckpointTuple>, GraphError>;
     fn list(
         &self,
@@ -205,8 +249,7 @@ traced!(Checkpointer, "checkpoint", {
         checkpoint: JsonText,
         metadata: Metadata,
     ) -> Result<CheckpointConfig, GraphError>;
-    fn put_steps(&self, config: &CheckpointConfig, steps: Vec<NamedStep>)
-    -> Result<(), GraphError>;
+    fn put_steps(&self, config: &CheckpointConfig, steps: Vec<NamedStep>) -> Result<(), GraphError>;
     fn merge_metadata(
         &self,
         config: &CheckpointConfig,
