@@ -2,22 +2,21 @@
 //! thread skips it when its claim found no checkpoint there, however it reached its
 //! worker (created claimed, or queued and claimed by id or with a settle).
 
-use service_graph::{
-    CheckpointConfig, CheckpointListOptions, CheckpointTuple, GraphError, NamedStep,
-};
-use service_types::{Metadata, PruneStrategy};
-
 use crate::observed::*;
 use crate::support::*;
+use crate::watched::{SaverWatch, Watched};
 
-/// An in-memory saver that notes each read of a thread's latest checkpoint, with
-/// whether it found one.
+/// Each read of a thread's latest checkpoint: (thread, found one).
 #[derive(Default)]
-struct Reads {
-    saver: Arc<InMemorySaver>,
-    /// (thread, found) of each `get_tuple` naming no checkpoint.
-    latest: std::sync::Mutex<Vec<(String, bool)>>,
+struct LatestReads(std::sync::Mutex<Vec<(String, bool)>>);
+
+impl SaverWatch for LatestReads {
+    fn latest_read(&self, thread_id: &str, found: bool) {
+        self.0.lock().unwrap().push((thread_id.to_owned(), found));
+    }
 }
+
+type Reads = Watched<LatestReads>;
 
 impl Reads {
     /// Runs on a memory store whose claims see this saver's checkpoints.
@@ -32,7 +31,7 @@ impl Reads {
     /// The reads of `thread`'s latest checkpoint: (found nothing, found one).
     fn of(&self, thread: Uuid) -> (usize, usize) {
         let thread = thread.to_string();
-        let reads = self.latest.lock().unwrap();
+        let reads = self.watch.0.lock().unwrap();
         let of_thread = reads.iter().filter(|(read, _)| *read == thread);
         of_thread.fold((0, 0), |(empty, found), (_, hit)| {
             if *hit {
@@ -41,81 +40,6 @@ impl Reads {
                 (empty + 1, found)
             }
         })
-    }
-}
-
-#[async_trait::async_trait]
-impl Checkpointer for Reads {
-    async fn get_tuple(
-        &self,
-        config: &CheckpointConfig,
-    ) -> Result<Option<CheckpointTuple>, GraphError> {
-        let tuple = self.saver.get_tuple(config).await?;
-        if config.checkpoint_id.is_none() {
-            let read = (config.thread_id.clone(), tuple.is_some());
-            self.latest.lock().unwrap().push(read);
-        }
-        Ok(tuple)
-    }
-    async fn list(
-        &self,
-        config: &CheckpointConfig,
-        options: CheckpointListOptions,
-    ) -> Result<Vec<CheckpointTuple>, GraphError> {
-        self.saver.list(config, options).await
-    }
-    async fn put(
-        &self,
-        config: &CheckpointConfig,
-        checkpoint: JsonText,
-        metadata: Metadata,
-    ) -> Result<CheckpointConfig, GraphError> {
-        self.saver.put(config, checkpoint, metadata).await
-    }
-    async fn put_named(
-        &self,
-        config: &CheckpointConfig,
-        checkpoint_id: &str,
-        checkpoint: JsonText,
-        metadata: Metadata,
-    ) -> Result<CheckpointConfig, GraphError> {
-        self.saver
-            .put_named(config, checkpoint_id, checkpoint, metadata)
-            .await
-    }
-    async fn put_writes(
-        &self,
-        config: &CheckpointConfig,
-        task_id: &str,
-        writes: Vec<(String, Value)>,
-    ) -> Result<(), GraphError> {
-        self.saver.put_writes(config, task_id, writes).await
-    }
-    async fn put_steps(
-        &self,
-        config: &CheckpointConfig,
-        steps: Vec<NamedStep>,
-    ) -> Result<(), GraphError> {
-        self.saver.put_steps(config, steps).await
-    }
-    async fn merge_metadata(
-        &self,
-        config: &CheckpointConfig,
-        metadata: Metadata,
-    ) -> Result<(), GraphError> {
-        self.saver.merge_metadata(config, metadata).await
-    }
-    async fn delete_thread(&self, thread_id: &str) -> Result<(), GraphError> {
-        self.saver.delete_thread(thread_id).await
-    }
-    async fn copy_thread(&self, from: &str, to: &str) -> Result<(), GraphError> {
-        self.saver.copy_thread(from, to).await
-    }
-    async fn prune(&self, thread_id: &str, strategy: PruneStrategy) -> Result<(), GraphError> {
-        self.saver.prune(thread_id, strategy).await
-    }
-    async fn delete_run(&self, thread_id: &str, run_id: &str) -> Result<(), GraphError> {
-        self.saver.delete_run(thread_id, run_id).await
     }
 }
 

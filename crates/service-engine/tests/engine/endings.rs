@@ -1,6 +1,7 @@
 //! How runs end: cancelled, timed out, failed, rolled back.
 
 use crate::support::*;
+use crate::watched::{SaverWatch, Watched};
 
 #[tokio::test]
 async fn cancel_stops_the_graph_mid_node() {
@@ -79,81 +80,17 @@ async fn a_failed_run_records_its_error_chain_on_the_run_and_the_thread() {
     assert_eq!(thread.metadata["error"], "boom");
 }
 
-/// An in-memory saver that notes, when a run's checkpoints are deleted, the status
-/// that run has in the store at that moment.
+/// Notes, when a run's checkpoints are deleted, the status that run has in the store
+/// at that moment.
+#[derive(Default)]
 struct RollbackWitness {
-    saver: InMemorySaver,
     store: std::sync::OnceLock<service_store::Store>,
     seen: std::sync::Mutex<Vec<RunStatus>>,
 }
 
 #[async_trait::async_trait]
-impl Checkpointer for RollbackWitness {
-    async fn get_tuple(
-        &self,
-        config: &service_graph::CheckpointConfig,
-    ) -> Result<Option<service_graph::CheckpointTuple>, service_graph::GraphError> {
-        self.saver.get_tuple(config).await
-    }
-    async fn list(
-        &self,
-        config: &service_graph::CheckpointConfig,
-        options: service_graph::CheckpointListOptions,
-    ) -> Result<Vec<service_graph::CheckpointTuple>, service_graph::GraphError> {
-        self.saver.list(config, options).await
-    }
-    async fn put(
-        &self,
-        config: &service_graph::CheckpointConfig,
-        checkpoint: JsonText,
-        metadata: service_types::Metadata,
-    ) -> Result<service_graph::CheckpointConfig, service_graph::GraphError> {
-        self.saver.put(config, checkpoint, metadata).await
-    }
-    async fn put_named(
-        &self,
-        config: &service_graph::CheckpointConfig,
-        checkpoint_id: &str,
-        checkpoint: JsonText,
-        metadata: service_types::Metadata,
-    ) -> Result<service_graph::CheckpointConfig, service_graph::GraphError> {
-        self.saver
-            .put_named(config, checkpoint_id, checkpoint, metadata)
-            .await
-    }
-    async fn put_writes(
-        &self,
-        config: &service_graph::CheckpointConfig,
-        task_id: &str,
-        writes: Vec<(String, Value)>,
-    ) -> Result<(), service_graph::GraphError> {
-        self.saver.put_writes(config, task_id, writes).await
-    }
-    async fn merge_metadata(
-        &self,
-        config: &service_graph::CheckpointConfig,
-        metadata: service_types::Metadata,
-    ) -> Result<(), service_graph::GraphError> {
-        self.saver.merge_metadata(config, metadata).await
-    }
-    async fn delete_thread(&self, thread_id: &str) -> Result<(), service_graph::GraphError> {
-        self.saver.delete_thread(thread_id).await
-    }
-    async fn copy_thread(&self, from: &str, to: &str) -> Result<(), service_graph::GraphError> {
-        self.saver.copy_thread(from, to).await
-    }
-    async fn prune(
-        &self,
-        thread_id: &str,
-        strategy: service_types::PruneStrategy,
-    ) -> Result<(), service_graph::GraphError> {
-        self.saver.prune(thread_id, strategy).await
-    }
-    async fn delete_run(
-        &self,
-        thread_id: &str,
-        run_id: &str,
-    ) -> Result<(), service_graph::GraphError> {
+impl SaverWatch for RollbackWitness {
+    async fn deleting_run(&self, _thread_id: &str, run_id: &str) {
         let store = self.store.get().expect("the store is set");
         let run = store
             .runs()
@@ -162,7 +99,6 @@ impl Checkpointer for RollbackWitness {
             .expect("read the run")
             .expect("the run exists");
         self.seen.lock().unwrap().push(run.status);
-        self.saver.delete_run(thread_id, run_id).await
     }
 }
 
@@ -170,14 +106,11 @@ impl Checkpointer for RollbackWitness {
 /// it is settled, the thread's next run may start, and must not read them.
 #[tokio::test]
 async fn a_rolled_back_run_loses_its_checkpoints_before_it_settles() {
-    let witness = Arc::new(RollbackWitness {
-        saver: InMemorySaver::new(),
-        store: std::sync::OnceLock::new(),
-        seen: std::sync::Mutex::new(Vec::new()),
-    });
+    let witness = Arc::new(Watched::<RollbackWitness>::default());
     let checkpointer: Arc<dyn Checkpointer> = witness.clone();
     let harness = harness_with(EngineConfig::default(), checkpointer.clone());
     witness
+        .watch
         .store
         .set(harness.engine.system().store().clone())
         .ok();
@@ -199,7 +132,10 @@ async fn a_rolled_back_run_loses_its_checkpoints_before_it_settles() {
             .then_some(())
     })
     .await;
-    assert_eq!(*witness.seen.lock().unwrap(), vec![RunStatus::Running]);
+    assert_eq!(
+        *witness.watch.seen.lock().unwrap(),
+        vec![RunStatus::Running]
+    );
     let history = checkpointer
         .list(
             &service_graph::CheckpointConfig::new(thread.to_string(), None),

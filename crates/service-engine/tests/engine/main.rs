@@ -14,3 +14,4 @@ mod state;
 mod streams;
 mod support;
 mod telemetry;
+mod watched;
