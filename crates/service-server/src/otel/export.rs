@@ -114,6 +114,11 @@ impl Exporter {
     }
 }
 
+/// Spans queued for export when `OTEL_BSP_MAX_QUEUE_SIZE` is not set.
+const DEFAULT_MAX_QUEUE: usize = 32_768;
+/// Spans per POST when `OTEL_BSP_MAX_EXPORT_BATCH_SIZE` is not set.
+const DEFAULT_MAX_BATCH: usize = 8_192;
+
 /// The batch settings the `OTEL_BSP_*` variables describe.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct BatchSettings {
@@ -130,11 +135,15 @@ impl BatchSettings {
                 .filter(|value| *value > 0)
                 .unwrap_or(default)
         };
-        let max_queue = number("OTEL_BSP_MAX_QUEUE_SIZE", 2048);
+        // Larger than the OpenTelemetry SDKs' 2048 and 512: a POST costs both sides a
+        // fixed ~0.3 ms of CPU whatever its size, which at thousands of runs a second
+        // in 512-span batches is a tenth of a two-core machine (docs/performance.md
+        // §17); a span here is ~200 encoded bytes, so a full queue is about 6 MB.
+        let max_queue = number("OTEL_BSP_MAX_QUEUE_SIZE", DEFAULT_MAX_QUEUE);
         Self {
             delay: Duration::from_millis(number("OTEL_BSP_SCHEDULE_DELAY", 5000) as u64),
             max_queue,
-            max_batch: number("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", 512).min(max_queue),
+            max_batch: number("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", DEFAULT_MAX_BATCH).min(max_queue),
         }
     }
 }
@@ -206,49 +215,51 @@ impl Spans {
         }
     }
 
-    /// The next batch to post: a full one, else (`all`) the one being filled.
-    fn take(&self, all: bool) -> Option<(Vec<u8>, u64)> {
+    /// The batches one export round posts: every full one, and when `due` (the delay
+    /// passed, or the server stops) the one being filled; with the spans dropped since
+    /// the last round. Spans that end while the round posts wait for the next one:
+    /// taking the batch being filled again after each POST would post them a few at a
+    /// time for as long as they keep coming.
+    fn take_round(&self, due: bool) -> (Vec<Vec<u8>>, u64) {
         let mut pending = self.pending.lock();
         let dropped = std::mem::take(&mut pending.dropped);
-        let (batch, spans) = match pending.full.pop_front() {
-            Some(full) => full,
-            None if all && pending.filling_spans > 0 => {
-                let batch = std::mem::take(&mut pending.filling);
-                pending.batch_capacity = pending.batch_capacity.max(batch.len());
-                (batch, std::mem::take(&mut pending.filling_spans))
-            }
-            None => return (dropped > 0).then(|| (Vec::new(), dropped)),
-        };
-        pending.queued -= spans;
-        Some((batch, dropped))
+        let mut batches: Vec<Vec<u8>> = Vec::with_capacity(pending.full.len() + 1);
+        while let Some((batch, spans)) = pending.full.pop_front() {
+            pending.queued -= spans;
+            batches.push(batch);
+        }
+        if due && pending.filling_spans > 0 {
+            let batch = std::mem::take(&mut pending.filling);
+            pending.batch_capacity = pending.batch_capacity.max(batch.len());
+            pending.queued -= std::mem::take(&mut pending.filling_spans);
+            batches.push(batch);
+        }
+        (batches, dropped)
     }
 
     /// Posts the batches with `exporter` until the server stops, then what is left.
     pub(super) async fn export(&self, exporter: Exporter) {
         loop {
             let stopping = self.pending.lock().stopping;
-            let timed_out = !stopping
-                && tokio::time::timeout(self.settings.delay, self.wake.notified())
+            let due = stopping
+                || tokio::time::timeout(self.settings.delay, self.wake.notified())
                     .await
                     .is_err();
-            // Every batch when the delay passed or the server stops, else the full ones.
-            let all = timed_out || self.pending.lock().stopping;
-            while let Some((batch, dropped)) = self.take(all) {
-                if dropped > 0 {
-                    tracing::warn!(
-                        dropped,
-                        "spans were dropped: the export queue was full (OTEL_BSP_MAX_QUEUE_SIZE)"
-                    );
-                }
-                if batch.is_empty() {
-                    continue;
-                }
-                let body = exporter.body(batch);
-                if let Err(error) = exporter.post(body).await {
+            let (batches, dropped) = self.take_round(due || self.pending.lock().stopping);
+            if dropped > 0 {
+                tracing::warn!(
+                    dropped,
+                    "spans were dropped: the export queue was full (OTEL_BSP_MAX_QUEUE_SIZE)"
+                );
+            }
+            let posted_nothing = batches.is_empty();
+            for batch in batches {
+                if let Err(error) = exporter.post(exporter.body(batch)).await {
                     tracing::warn!(%error, "exporting traces failed");
                 }
             }
-            if self.pending.lock().stopping {
+            // Stopping: rounds until one finds nothing (spans of requests still ending).
+            if stopping && posted_nothing {
                 return;
             }
         }
@@ -615,9 +626,10 @@ mod tests {
         ] {
             spans.push(|out| write_span(out, &span));
         }
-        let (batch, dropped) = spans.take(true).unwrap();
-        assert_eq!(dropped, 0);
-        assert!(spans.take(true).is_none());
+        let (mut batches, dropped) = spans.take_round(true);
+        assert_eq!((batches.len(), dropped), (1, 0));
+        assert_eq!(spans.take_round(true), (vec![], 0));
+        let batch = batches.remove(0);
         let ours = ExportTraceServiceRequest::decode(exporter.body(batch)).unwrap();
         let status = |code: i32, message: &str| ProtoStatus {
             code,
@@ -684,14 +696,35 @@ mod tests {
         for name in ["a", "b", "c", "d"] {
             spans.push(span(name));
         }
-        // Only the full batch, unless all are asked for.
-        let (first, dropped) = spans.take(false).unwrap();
-        assert_eq!((first, dropped), (b"ab".to_vec(), 1));
-        assert!(spans.take(false).is_none());
+        // Only the full batch, unless the round is due.
+        assert_eq!(spans.take_round(false), (vec![b"ab".to_vec()], 1));
+        assert_eq!(spans.take_round(false), (vec![], 0));
         spans.push(span("e"));
-        let (second, _) = spans.take(false).unwrap();
-        assert_eq!(second, b"ce");
-        assert!(spans.take(true).is_none());
+        spans.push(span("f"));
+        // A due round takes the full batch and the one being filled, once: a span that
+        // ends while it posts waits for the next round.
+        assert_eq!(
+            spans.take_round(true),
+            (vec![b"ce".to_vec(), b"f".to_vec()], 0)
+        );
+        spans.push(span("g"));
+        assert_eq!(spans.take_round(false), (vec![], 0));
+        assert_eq!(spans.take_round(true), (vec![b"g".to_vec()], 0));
+    }
+
+    /// Unset variables give the documented defaults (docs/operations.md); a queue
+    /// smaller than a batch bounds the batch too.
+    #[test]
+    fn batches_default_to_8192_spans_in_a_queue_of_32768() {
+        let defaults = BatchSettings::from_vars(|_| None);
+        assert_eq!(
+            (defaults.delay, defaults.max_batch, defaults.max_queue),
+            (Duration::from_secs(5), 8192, 32_768)
+        );
+        let small_queue = BatchSettings::from_vars(|name| {
+            (name == "OTEL_BSP_MAX_QUEUE_SIZE").then(|| "100".to_owned())
+        });
+        assert_eq!((small_queue.max_batch, small_queue.max_queue), (100, 100));
     }
 
     #[test]
