@@ -196,10 +196,7 @@ pub fn router_with(engine: Engine, options: RouterOptions) -> Router {
                 metrics::METRICS_PATH,
                 axum::routing::get(metrics::render).with_state(metrics.clone()),
             )
-            .layer(axum::middleware::from_fn_with_state(
-                metrics,
-                metrics::track,
-            ));
+            .layer(metrics.track_requests());
     }
     if options.trace_routes {
         routes = routes.layer(RecordRoute);

@@ -4,14 +4,13 @@
 //! statuses, never a path's ids, so nothing names a tenant's resources.
 
 use std::pin::Pin;
-use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::task::{Context, Poll, ready};
 use std::time::Instant;
 
 use axum::body::Body;
 use axum::extract::{MatchedPath, Request, State};
-use axum::http::{HeaderValue, header};
-use axum::middleware::Next;
+use axum::http::{HeaderValue, Method, header};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use prometheus_client::collector::Collector;
@@ -161,37 +160,193 @@ impl Collector for Shared {
     }
 }
 
-/// Counts each request under its route template; an SSE answer's body is counted as
-/// a subscriber while open and by the frames it writes.
-pub(crate) async fn track(
-    State(metrics): State<HttpMetrics>,
-    mut request: Request,
-    next: Next,
-) -> Response {
-    request.extensions_mut().insert(metrics.ws.clone());
-    let started = Instant::now();
-    let method = request.method().as_str().to_owned();
-    let route = request
-        .extensions()
-        .get::<MatchedPath>()
-        .map_or("unmatched", MatchedPath::as_str)
-        .to_owned();
-    let response = next.run(request).await;
-    metrics
-        .latency
-        .get_or_create(&RouteLabels {
+/// Counts each request under its route template, with its latency; an SSE answer's
+/// body is counted as a subscriber while open and by the frames it writes. A tower
+/// layer on every route, where the template is known (axum's `from_fn` cloned and
+/// boxed a `Next` per request), looking each route's series up once rather than
+/// hashing owned labels per request (docs/performance.md §17).
+#[derive(Clone)]
+pub(crate) struct TrackRequests(Arc<HttpMetrics>);
+
+impl HttpMetrics {
+    pub(crate) fn track_requests(&self) -> TrackRequests {
+        TrackRequests(Arc::new(self.clone()))
+    }
+}
+
+impl<S> tower::Layer<S> for TrackRequests {
+    type Service = Tracked<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        Tracked {
+            inner,
+            metrics: Arc::clone(&self.0),
+            series: Arc::default(),
+        }
+    }
+}
+
+/// A route (one method's endpoint of one template) with its requests counted.
+#[derive(Clone)]
+pub(crate) struct Tracked<S> {
+    inner: S,
+    metrics: Arc<HttpMetrics>,
+    /// The series of the first request's method and template: an endpoint serves one
+    /// of each, except the fallbacks and `any` routes, whose other requests are
+    /// counted through the families.
+    series: Arc<OnceLock<RouteSeries>>,
+}
+
+struct RouteSeries {
+    method: Method,
+    route: String,
+    latency: Histogram,
+    by_status: Mutex<Vec<(u16, Counter)>>,
+}
+
+impl RouteSeries {
+    fn new(metrics: &HttpMetrics, method: &Method, route: &str) -> Self {
+        let latency = metrics
+            .latency
+            .get_or_create(&RouteLabels {
+                method: method.as_str().to_owned(),
+                route: route.to_owned(),
+            })
+            .clone();
+        Self {
             method: method.clone(),
-            route: route.clone(),
-        })
-        .observe(started.elapsed().as_secs_f64());
-    metrics
-        .requests
-        .get_or_create(&RequestLabels {
-            method,
-            route,
-            status: response.status().as_u16(),
-        })
-        .inc();
+            route: route.to_owned(),
+            latency,
+            by_status: Mutex::default(),
+        }
+    }
+
+    fn count(&self, metrics: &HttpMetrics, status: u16) {
+        let mut by_status = self
+            .by_status
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some((_, counter)) = by_status.iter().find(|(known, _)| *known == status) {
+            counter.inc();
+            return;
+        }
+        let counter = metrics
+            .requests
+            .get_or_create(&RequestLabels {
+                method: self.method.as_str().to_owned(),
+                route: self.route.clone(),
+                status,
+            })
+            .clone();
+        counter.inc();
+        by_status.push((status, counter));
+    }
+}
+
+/// Where a request is counted.
+enum Series {
+    Route(Arc<OnceLock<RouteSeries>>),
+    Other { method: String, route: String },
+}
+
+impl<S> tower::Service<Request> for Tracked<S>
+where
+    S: tower::Service<Request, Response = Response>,
+{
+    type Response = Response;
+    type Error = S::Error;
+    type Future = TrackedResponse<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut request: Request) -> Self::Future {
+        let started = Instant::now();
+        let route = request
+            .extensions()
+            .get::<MatchedPath>()
+            .map_or("unmatched", MatchedPath::as_str);
+        let method = request.method();
+        let known = self
+            .series
+            .get_or_init(|| RouteSeries::new(&self.metrics, method, route));
+        let series = match known.method == method && known.route == route {
+            true => Series::Route(Arc::clone(&self.series)),
+            false => Series::Other {
+                method: method.as_str().to_owned(),
+                route: route.to_owned(),
+            },
+        };
+        request.extensions_mut().insert(self.metrics.ws.clone());
+        TrackedResponse {
+            inner: self.inner.call(request),
+            started,
+            metrics: Arc::clone(&self.metrics),
+            series: Some(series),
+        }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// A route's response, counted when it is ready.
+    pub(crate) struct TrackedResponse<F> {
+        #[pin]
+        inner: F,
+        started: Instant,
+        metrics: Arc<HttpMetrics>,
+        series: Option<Series>,
+    }
+}
+
+impl<F, E> Future for TrackedResponse<F>
+where
+    F: Future<Output = Result<Response, E>>,
+{
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let this = self.project();
+        let response = match ready!(this.inner.poll(cx)) {
+            Ok(response) => response,
+            failed => return Poll::Ready(failed),
+        };
+        let Some(series) = this.series.take() else {
+            return Poll::Ready(Ok(response));
+        };
+        let seconds = this.started.elapsed().as_secs_f64();
+        let status = response.status().as_u16();
+        match series {
+            Series::Route(series) => {
+                if let Some(series) = series.get() {
+                    series.latency.observe(seconds);
+                    series.count(this.metrics, status);
+                }
+            }
+            Series::Other { method, route } => {
+                this.metrics
+                    .latency
+                    .get_or_create(&RouteLabels {
+                        method: method.clone(),
+                        route: route.clone(),
+                    })
+                    .observe(seconds);
+                this.metrics
+                    .requests
+                    .get_or_create(&RequestLabels {
+                        method,
+                        route,
+                        status,
+                    })
+                    .inc();
+            }
+        }
+        Poll::Ready(Ok(count_sse(this.metrics, response)))
+    }
+}
+
+/// An SSE answer with its body counted: a subscriber while open, and its frames.
+fn count_sse(metrics: &HttpMetrics, response: Response) -> Response {
     let is_sse = response
         .headers()
         .get(header::CONTENT_TYPE)

@@ -141,6 +141,15 @@ fn a_scrape_after_a_known_workload_counts_it() {
         .expect("the failing webhook's first attempt arrives");
     let missing = format!("/threads/{}", uuid::Uuid::new_v4());
     assert_eq!(call(&server, "GET", &missing, &[], None).status, 404);
+    // The same route with another status, and paths no route matches with two methods.
+    let existing = format!("/threads/{thread_id}");
+    assert_eq!(call(&server, "GET", &existing, &[], None).status, 200);
+    for method in ["GET", "DELETE"] {
+        assert_eq!(
+            call(&server, method, "/no/such/route", &[], None).status,
+            404
+        );
+    }
 
     // Each delivery is counted once its attempt is recorded, just after it arrives.
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -186,6 +195,22 @@ fn a_scrape_after_a_known_workload_counts_it() {
         r#"service_http_requests_total{method="POST",route="/threads",status="200"}"#,
         1.0,
     );
+    expect(
+        r#"service_http_requests_total{method="GET",route="/threads/{thread_id}",status="200"}"#,
+        1.0,
+    );
+    expect(
+        r#"service_http_request_duration_seconds_count{method="GET",route="/threads/{thread_id}"}"#,
+        2.0,
+    );
+    for method in ["GET", "DELETE"] {
+        expect(
+            &format!(
+                r#"service_http_requests_total{{method="{method}",route="unmatched",status="404"}}"#
+            ),
+            1.0,
+        );
+    }
     expect("service_sse_subscribers", 0.0);
     expect("service_sse_frames_sent_total", frames_read as f64);
     assert!(text.trim_end().ends_with("# EOF"), "{text}");
