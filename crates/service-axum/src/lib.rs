@@ -196,9 +196,8 @@ pub fn router_with(engine: Engine, options: RouterOptions) -> Router {
                 metrics::METRICS_PATH,
                 axum::routing::get(metrics::render).with_state(metrics.clone()),
             )
-            .layer(metrics.track_requests());
-    }
-    if options.trace_routes {
+            .layer(metrics.track_requests(options.trace_routes));
+    } else if options.trace_routes {
         routes = routes.layer(RecordRoute);
     }
     let routes = routes.with_state(engine.clone());

@@ -165,12 +165,22 @@ impl Collector for Shared {
 /// layer on every route, where the template is known (axum's `from_fn` cloned and
 /// boxed a `Next` per request), looking each route's series up once rather than
 /// hashing owned labels per request (docs/performance.md §17).
+///
+/// With `record_route`, it also hands the route template out on the response, for
+/// the request's span (in place of a layer of its own: each route layer costs a
+/// boxed service's clone per request).
 #[derive(Clone)]
-pub(crate) struct TrackRequests(Arc<HttpMetrics>);
+pub(crate) struct TrackRequests {
+    metrics: Arc<HttpMetrics>,
+    record_route: bool,
+}
 
 impl HttpMetrics {
-    pub(crate) fn track_requests(&self) -> TrackRequests {
-        TrackRequests(Arc::new(self.clone()))
+    pub(crate) fn track_requests(&self, record_route: bool) -> TrackRequests {
+        TrackRequests {
+            metrics: Arc::new(self.clone()),
+            record_route,
+        }
     }
 }
 
@@ -180,8 +190,9 @@ impl<S> tower::Layer<S> for TrackRequests {
     fn layer(&self, inner: S) -> Self::Service {
         Tracked {
             inner,
-            metrics: Arc::clone(&self.0),
+            metrics: Arc::clone(&self.metrics),
             series: Arc::default(),
+            record_route: self.record_route,
         }
     }
 }
@@ -195,6 +206,7 @@ pub(crate) struct Tracked<S> {
     /// of each, except the fallbacks and `any` routes, whose other requests are
     /// counted through the families.
     series: Arc<OnceLock<RouteSeries>>,
+    record_route: bool,
 }
 
 struct RouteSeries {
@@ -263,10 +275,9 @@ where
 
     fn call(&mut self, mut request: Request) -> Self::Future {
         let started = Instant::now();
-        let route = request
-            .extensions()
-            .get::<MatchedPath>()
-            .map_or("unmatched", MatchedPath::as_str);
+        let matched = request.extensions().get::<MatchedPath>();
+        let recorded = matched.filter(|_| self.record_route).cloned();
+        let route = matched.map_or("unmatched", MatchedPath::as_str);
         let method = request.method();
         let known = self
             .series
@@ -284,6 +295,7 @@ where
             started,
             metrics: Arc::clone(&self.metrics),
             series: Some(series),
+            recorded,
         }
     }
 }
@@ -296,6 +308,7 @@ pin_project_lite::pin_project! {
         started: Instant,
         metrics: Arc<HttpMetrics>,
         series: Option<Series>,
+        recorded: Option<MatchedPath>,
     }
 }
 
@@ -307,13 +320,16 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
         let this = self.project();
-        let response = match ready!(this.inner.poll(cx)) {
+        let mut response = match ready!(this.inner.poll(cx)) {
             Ok(response) => response,
             failed => return Poll::Ready(failed),
         };
         let Some(series) = this.series.take() else {
             return Poll::Ready(Ok(response));
         };
+        if let Some(route) = this.recorded.take() {
+            response.extensions_mut().insert(route);
+        }
         let seconds = this.started.elapsed().as_secs_f64();
         let status = response.status().as_u16();
         match series {
