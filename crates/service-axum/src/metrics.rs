@@ -258,7 +258,8 @@ impl RouteSeries {
 /// Where a request is counted.
 enum Series {
     Route(Arc<OnceLock<RouteSeries>>),
-    Other { method: String, route: String },
+    /// Another method or template than the endpoint's first: looked up per request.
+    Other(RouteSeries),
 }
 
 impl<S> tower::Service<Request> for Tracked<S>
@@ -284,10 +285,7 @@ where
             .get_or_init(|| RouteSeries::new(&self.metrics, method, route));
         let series = match known.method == method && known.route == route {
             true => Series::Route(Arc::clone(&self.series)),
-            false => Series::Other {
-                method: method.as_str().to_owned(),
-                route: route.to_owned(),
-            },
+            false => Series::Other(RouteSeries::new(&self.metrics, method, route)),
         };
         request.extensions_mut().insert(self.metrics.ws.clone());
         TrackedResponse {
@@ -332,30 +330,13 @@ where
         }
         let seconds = this.started.elapsed().as_secs_f64();
         let status = response.status().as_u16();
-        match series {
-            Series::Route(series) => {
-                if let Some(series) = series.get() {
-                    series.latency.observe(seconds);
-                    series.count(this.metrics, status);
-                }
-            }
-            Series::Other { method, route } => {
-                this.metrics
-                    .latency
-                    .get_or_create(&RouteLabels {
-                        method: method.clone(),
-                        route: route.clone(),
-                    })
-                    .observe(seconds);
-                this.metrics
-                    .requests
-                    .get_or_create(&RequestLabels {
-                        method,
-                        route,
-                        status,
-                    })
-                    .inc();
-            }
+        let series = match &series {
+            Series::Route(shared) => shared.get(),
+            Series::Other(own) => Some(own),
+        };
+        if let Some(series) = series {
+            series.latency.observe(seconds);
+            series.count(this.metrics, status);
         }
         Poll::Ready(Ok(count_sse(this.metrics, response)))
     }
