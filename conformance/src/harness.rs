@@ -209,6 +209,7 @@ impl Harness {
             available_at: self.now(),
             assistant_as_read: None,
             claimed: false,
+            traceparent: None,
         }
     }
 

@@ -25,6 +25,7 @@ pub mod ordering;
 pub mod runs;
 mod runs_claim_checkpoints;
 mod runs_on_existing;
+mod runs_traceparent;
 pub mod semantic;
 pub mod state_holds;
 pub mod store_filter;
@@ -210,6 +211,7 @@ macro_rules! __conformance_tests {
                 run_create_requires_its_assistant_unchanged_when_asked,
                 run_claim_by_id_takes_only_a_claimable_run,
                 run_claim_says_whether_its_thread_has_a_checkpoint,
+                run_keeps_its_traceparent_beside_its_kwargs,
                 run_cancel_pending_is_immediate_and_sends_no_webhook,
                 run_cancel_running_is_a_durable_request,
                 run_cancel_of_a_pending_run_records_its_reason,

@@ -15,6 +15,7 @@ use uuid::Uuid;
 use crate::harness::{Factory, Harness, assert_kind, obj, settlement};
 pub use crate::runs_claim_checkpoints::*;
 pub use crate::runs_on_existing::*;
+pub use crate::runs_traceparent::*;
 
 /// The cancel reason of tests that are not about it.
 const REASON: &str = "interrupt requested via POST /runs/cancel";

@@ -52,10 +52,9 @@ pub struct RunOptions {
     pub on_completion: OnCompletion,
     /// Checkpoint durability.
     pub durability: Option<Durability>,
-    /// The W3C `traceparent` of the request that created the run, when traces are
-    /// exported: the run executes later, maybe on another instance, and its spans are
-    /// children of that request's (`service_graph::trace_context`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The `traceparent` a run created before `Run::traceparent` existed keeps in its
+    /// options: read, never written (one JSON field per run cost more than its column).
+    #[serde(default, skip_serializing)]
     pub traceparent: Option<String>,
     /// The thread was made with the run, and it was created claimed or its claim found
     /// no checkpoint on the thread: no checkpoint can be on it yet.
@@ -154,7 +153,7 @@ impl RunOptions {
                     Durability::Exit
                 }
             })),
-            traceparent: service_graph::trace_context::current(),
+            traceparent: None,
             thread_is_new: false,
         }
     }

@@ -327,6 +327,7 @@ impl Engine {
             available_at,
             assistant_as_read: Some(service_store::AssistantStamp::of(assistant)),
             claimed: claimed.is_some(),
+            traceparent: service_graph::trace_context::current(),
         };
         let thread_is_new = matches!(thread, RunThread::New(_));
         let run = match thread {

@@ -238,13 +238,14 @@ impl Engine {
 }
 
 /// The scope of a run's execution, a child of the request that created it (its
-/// `traceparent` is stored with the run, which may execute on another instance), read
-/// from its decoded `options` (from its stored ones when they cannot be decoded).
+/// `traceparent` is stored with the run, which may execute on another instance). A run
+/// stored before `Run::traceparent` existed keeps it in its options: decoded, or its
+/// stored ones when they cannot be decoded.
 fn run_scope(run: &Run, options: Option<&RunOptions>) -> trace_context::Scope {
-    let parent = match options {
+    let parent = run.traceparent.as_deref().or_else(|| match options {
         Some(options) => options.traceparent.as_deref(),
         None => run.kwargs.get("traceparent").and_then(Value::as_str),
-    };
+    });
     let scope = trace_context::child_of(parent, "run", SpanKind::Internal);
     scope.record(|span| {
         span.set("run_id", run.run_id);

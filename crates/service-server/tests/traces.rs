@@ -352,6 +352,17 @@ fn one_trace(config: &str, database_url: Option<&str>) {
         .to_str()
         .unwrap();
     assert_eq!(sent, format!("00-{trace_id}-{}-01", delivery.span_id));
+
+    // The context is stored beside the run: the kwargs clients read hold none.
+    let run_id = run.attributes.get("run_id").expect("the run's id");
+    let stored = request(
+        &server,
+        "GET",
+        &format!("/threads/{thread_id}/runs/{run_id}"),
+        None,
+    );
+    assert_eq!(stored["run_id"], run_id.as_str());
+    assert!(stored["kwargs"].get("traceparent").is_none(), "{stored}");
 }
 
 /// The built-in `echo` graph (no Python): a webhook retried from the outbox continues

@@ -422,6 +422,7 @@ fn new_run(new: NewRun, now: Timestamp) -> (Run, RunRow, serde_json::Value) {
         kwargs: serde_json::Value::Null,
         error: None,
         cancel_reason: None,
+        traceparent: new.traceparent,
     };
     let mut row = RunRow::new(run.clone(), JsonText::new(&new.kwargs), new.available_at);
     row.started = new.claimed;

@@ -135,6 +135,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0012_store_item_fields.sql",
         sql: include_str!("../../../migrations/0012_store_item_fields.sql"),
     },
+    Migration {
+        version: 13,
+        name: "0013_run_traceparent.sql",
+        sql: include_str!("../../../migrations/0013_run_traceparent.sql"),
+    },
 ];
 
 /// The ledger table.

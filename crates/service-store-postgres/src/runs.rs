@@ -37,7 +37,7 @@ use insert_sql::{InsertError, is_one_running_violation};
 use settle_sql::{DeliveryParams, settle_and_mirror_sql, settle_sql};
 
 pub(crate) const COLUMNS: &str = "run_id, thread_id, assistant_id, created_at, updated_at, status, \
-    metadata, multitask_strategy, kwargs, error, cancel_reason";
+    metadata, multitask_strategy, kwargs, error, cancel_reason, traceparent";
 
 /// What a settle returns of the run ([`SettledRun`]): not its kwargs or metadata.
 const SETTLED_COLUMNS: &str = "run_id, thread_id, status, error, updated_at";
@@ -93,6 +93,7 @@ fn run_at(row: &Row, first: usize) -> StoreResult<Run> {
         kwargs: row.column_at(column(8))?,
         error: error.map(|value| decode(value, "error")).transpose()?,
         cancel_reason: row.column_at(column(10))?,
+        traceparent: row.column_at(column(11))?,
     })
 }
 
@@ -130,7 +131,7 @@ pub(crate) const CLAIM_SQL: &str =
         LIMIT 1
         FOR UPDATE SKIP LOCKED)
     RETURNING run_id, thread_id, assistant_id, created_at, updated_at, status, metadata, \
-    multitask_strategy, kwargs, error, cancel_reason,
+    multitask_strategy, kwargs, error, cancel_reason, traceparent,
     EXISTS (
         SELECT 1 FROM runs more
         WHERE more.status = 'pending' AND more.available_at <= $1
@@ -139,7 +140,8 @@ pub(crate) const CLAIM_SQL: &str =
 /// The active runs of one thread, oldest first (shared with the EXPLAIN check): `$1`
 /// is the thread, `$2` the limit.
 pub(crate) const ACTIVE_OF_THREAD_SQL: &str = "SELECT run_id, thread_id, assistant_id, \
-    created_at, updated_at, status, metadata, multitask_strategy, kwargs, error, cancel_reason FROM runs
+    created_at, updated_at, status, metadata, multitask_strategy, kwargs, error, cancel_reason, \
+    traceparent FROM runs
     WHERE thread_id = $1 AND status IN ('pending', 'running')
     ORDER BY created_at, run_id LIMIT $2";
 
@@ -173,7 +175,8 @@ pub(crate) fn active_sql(query: &ActiveRunsQuery, limit: usize) -> Option<Sql> {
 /// The latest-run statement (shared with the EXPLAIN check): `$1` is the thread.
 pub(crate) const LATEST_SQL: &str =
     "SELECT run_id, thread_id, assistant_id, created_at, updated_at, \
-    status, metadata, multitask_strategy, kwargs, error, cancel_reason FROM runs WHERE thread_id = $1
+    status, metadata, multitask_strategy, kwargs, error, cancel_reason, traceparent FROM runs \
+    WHERE thread_id = $1
     ORDER BY created_at DESC, run_id DESC LIMIT 1";
 
 impl Db {
@@ -354,7 +357,7 @@ impl RunsRepo for Db {
                          INSERT INTO runs ({COLUMNS}, available_at, started)
                          SELECT $1, thread.thread_id, $3, $4, $4,
                                 CASE WHEN $16 THEN 'running' ELSE 'pending' END,
-                                $5, $6, $7, NULL, NULL, $8, $16
+                                $5, $6, $7, NULL, NULL, $17, $8, $16
                          FROM thread
                          RETURNING {COLUMNS})
                      SELECT run.*, existing.*, assistant.unchanged AS assistant_unchanged
@@ -377,6 +380,7 @@ impl RunsRepo for Db {
                     &ttl_minutes,
                     &expires_at,
                     &new.claimed,
+                    &new.traceparent,
                 ],
             )
             .await;

@@ -50,6 +50,7 @@ async fn run_on(store: &Store, thread_id: Uuid, now: Timestamp) -> Uuid {
                 available_at: now,
                 assistant_as_read: None,
                 claimed: false,
+                traceparent: None,
             },
             Default::default(),
         )

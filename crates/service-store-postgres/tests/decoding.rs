@@ -69,6 +69,7 @@ async fn a_run_whose_kwargs_do_not_decode_is_an_unexpected_error_naming_the_colu
                 available_at: Timestamp::parse("2025-01-15T12:00:00Z").unwrap(),
                 assistant_as_read: None,
                 claimed: false,
+                traceparent: None,
             },
             Default::default(),
         )

@@ -38,6 +38,8 @@ pub struct NewRun {
     /// pending or running run and no live state hold, else it is queued pending (its
     /// status says which). False queues the run pending.
     pub claimed: bool,
+    /// The W3C `traceparent` of the request creating the run ([`Run::traceparent`]).
+    pub traceparent: Option<String>,
 }
 
 /// Which state of an assistant something was built from: every change of an assistant

@@ -250,6 +250,12 @@ pub struct Run {
     /// for a run nobody cancelled (the peer always sends the key).
     #[serde(default)]
     pub cancel_reason: Option<String>,
+    /// The W3C `traceparent` of the request that created the run, when traces are
+    /// exported: the run executes later, maybe on another instance, and its spans are
+    /// children of that request's. Kept beside the run, not in what clients read.
+    #[serde(skip)]
+    #[schema(ignore)]
+    pub traceparent: Option<String>,
 }
 
 #[cfg(test)]

@@ -355,10 +355,11 @@ impl Shared {
                 .flatten(),
             false => None,
         };
-        let parent = run
-            .as_ref()
-            .and_then(|run| run.kwargs.get("traceparent"))
-            .and_then(Value::as_str);
+        // A run stored before `Run::traceparent` existed keeps it in its kwargs.
+        let parent = run.as_ref().and_then(|run| {
+            (run.traceparent.as_deref())
+                .or_else(|| run.kwargs.get("traceparent").and_then(Value::as_str))
+        });
         let scope =
             service_engine::trace_context::child_of(parent, "webhook.deliver", SpanKind::Client);
         scope.instrument(self.attempt(record)).await;

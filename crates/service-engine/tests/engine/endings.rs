@@ -180,6 +180,7 @@ async fn a_run_whose_stored_options_do_not_decode_fails_naming_them() {
                 available_at: harness.clock.now(),
                 assistant_as_read: None,
                 claimed: false,
+                traceparent: None,
             },
             Default::default(),
         )

@@ -64,7 +64,7 @@ impl Db {
                          INSERT INTO runs ({COLUMNS}, available_at, started)
                          SELECT $1, $2, $3, $4, $4,
                                 CASE WHEN claim.running THEN 'running' ELSE 'pending' END,
-                                $5, $6, $7, NULL, NULL, $8, claim.running
+                                $5, $6, $7, NULL, NULL, $13, $8, claim.running
                          FROM claim
                          WHERE {ASSISTANT_UNCHANGED}
                          RETURNING {COLUMNS}),
@@ -87,6 +87,7 @@ impl Db {
                     &as_read.map(|stamp| at(stamp.updated_at)),
                     &Value::Object(thread_metadata.clone()),
                     &claim,
+                    &new.traceparent,
                 ],
             )
             .await
