@@ -214,6 +214,8 @@ struct RouteSeries {
     route: String,
     latency: Histogram,
     by_status: Mutex<Vec<(u16, Counter)>>,
+    /// The protocol WebSocket's endpoint, whose handler counts its socket and frames.
+    socket: bool,
 }
 
 impl RouteSeries {
@@ -230,6 +232,7 @@ impl RouteSeries {
             route: route.to_owned(),
             latency,
             by_status: Mutex::default(),
+            socket: method == Method::GET && route.ends_with(crate::routes::protocol::EVENTS_ROUTE),
         }
     }
 
@@ -287,7 +290,13 @@ where
             true => Series::Route(Arc::clone(&self.series)),
             false => Series::Other(RouteSeries::new(&self.metrics, method, route)),
         };
-        request.extensions_mut().insert(self.metrics.ws.clone());
+        let socket = match &series {
+            Series::Route(_) => known.socket,
+            Series::Other(own) => own.socket,
+        };
+        if socket {
+            request.extensions_mut().insert(self.metrics.ws.clone());
+        }
         TrackedResponse {
             inner: self.inner.call(request),
             started,

@@ -41,17 +41,12 @@ pub(crate) fn routes() -> Table {
             (T, Action::CreateRun),
             command,
         )
-        .post(
-            "/threads/{thread_id}/stream/events",
-            (T, Action::Read),
-            events,
-        )
-        .get(
-            "/threads/{thread_id}/stream/events",
-            (T, Action::Read),
-            websocket,
-        )
+        .post(EVENTS_ROUTE, (T, Action::Read), events)
+        .get(EVENTS_ROUTE, (T, Action::Read), websocket)
 }
+
+/// The thread's event stream: server-sent events on `POST`, the WebSocket on `GET`.
+pub(crate) const EVENTS_ROUTE: &str = "/threads/{thread_id}/stream/events";
 
 fn bad_request(message: impl Into<String>) -> ApiError {
     ApiError(EngineError::bad_request(message))
