@@ -235,77 +235,18 @@ impl Checkpointer for FencedSaver {
 #[cfg(test)]
 mod tests {
     use service_graph::InMemorySaver;
+    use service_graph::checkpoint::{HookedSaver, SaverHooks};
     use tokio::sync::Semaphore;
 
     use super::*;
 
-    /// The in-memory saver, whose `put` waits for a permit: a write held under way.
-    struct Held {
-        inner: InMemorySaver,
-        permits: Semaphore,
-    }
+    /// Holds each `put` until the test hands out a permit: a write held under way.
+    struct Gate(Semaphore);
 
     #[async_trait]
-    impl Checkpointer for Held {
-        async fn get_tuple(
-            &self,
-            config: &CheckpointConfig,
-        ) -> Result<Option<CheckpointTuple>, GraphError> {
-            self.inner.get_tuple(config).await
-        }
-        async fn list(
-            &self,
-            config: &CheckpointConfig,
-            options: CheckpointListOptions,
-        ) -> Result<Vec<CheckpointTuple>, GraphError> {
-            self.inner.list(config, options).await
-        }
-        async fn put(
-            &self,
-            config: &CheckpointConfig,
-            checkpoint: JsonText,
-            metadata: Metadata,
-        ) -> Result<CheckpointConfig, GraphError> {
-            let _permit = self.permits.acquire().await.expect("open");
-            self.inner.put(config, checkpoint, metadata).await
-        }
-        async fn put_named(
-            &self,
-            config: &CheckpointConfig,
-            checkpoint_id: &str,
-            checkpoint: JsonText,
-            metadata: Metadata,
-        ) -> Result<CheckpointConfig, GraphError> {
-            self.inner
-                .put_named(config, checkpoint_id, checkpoint, metadata)
-                .await
-        }
-        async fn put_writes(
-            &self,
-            config: &CheckpointConfig,
-            task_id: &str,
-            writes: Vec<(String, Value)>,
-        ) -> Result<(), GraphError> {
-            self.inner.put_writes(config, task_id, writes).await
-        }
-        async fn merge_metadata(
-            &self,
-            config: &CheckpointConfig,
-            metadata: Metadata,
-        ) -> Result<(), GraphError> {
-            self.inner.merge_metadata(config, metadata).await
-        }
-        async fn delete_thread(&self, thread_id: &str) -> Result<(), GraphError> {
-            self.inner.delete_thread(thread_id).await
-        }
-        async fn copy_thread(&self, from: &str, to: &str) -> Result<(), GraphError> {
-            self.inner.copy_thread(from, to).await
-        }
-        async fn prune(&self, thread_id: &str, strategy: PruneStrategy) -> Result<(), GraphError> {
-            self.inner.prune(thread_id, strategy).await
-        }
-        async fn delete_run(&self, thread_id: &str, run_id: &str) -> Result<(), GraphError> {
-            self.inner.delete_run(thread_id, run_id).await
+    impl SaverHooks for Gate {
+        async fn putting(&self) {
+            let _permit = self.0.acquire().await.expect("open");
         }
     }
 
@@ -317,10 +258,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_fence_waits_for_the_runs_write_under_way_and_refuses_the_next() {
-        let held = Arc::new(Held {
-            inner: InMemorySaver::new(),
-            permits: Semaphore::new(0),
-        });
+        let held = Arc::new(HookedSaver::new(Gate(Semaphore::new(0))));
         let fences = Arc::new(Fences::default());
         let saver = Arc::new(FencedSaver {
             inner: Arc::clone(&held) as Arc<dyn Checkpointer>,
@@ -350,7 +288,7 @@ mod tests {
             !fence.is_finished(),
             "the fence waits for the write under way"
         );
-        held.permits.add_permits(10);
+        held.hooks.0.add_permits(10);
         fence.await.expect("fenced");
         under_way
             .await

@@ -11,116 +11,52 @@ use std::time::Duration;
 use async_trait::async_trait;
 use common::*;
 use futures::StreamExt;
-use serde_json::{Value, json};
-use service_graph::{
-    AgentGraph, CheckpointConfig, CheckpointListOptions, CheckpointTuple, Checkpointer, GraphError,
-    InMemorySaver, NamedStep, RunContext,
-};
+use serde_json::json;
+use service_graph::checkpoint::{HookedSaver, SaverHooks};
+use service_graph::{AgentGraph, Checkpointer, GraphError, RunContext};
 use service_stategraph::{CompiledGraph, END, NodeError, Reducer, START, StateGraph};
-use service_types::{Durability, JsonText, Metadata, PruneStrategy, StreamMode};
+use service_types::{Durability, StreamMode};
 use tokio::sync::Semaphore;
 
-/// The in-memory saver, recording how many steps each `put_steps` call carried; a call
-/// waits for a permit of `gate` (none until the test adds them) or fails with `fail`.
-struct Recording {
-    inner: InMemorySaver,
+/// Records how many steps each `put_steps` call carried; a call waits for a permit of
+/// `gate` (none until the test adds them) or fails with `fail`.
+struct StepCalls {
     calls: Mutex<Vec<usize>>,
     gate: Semaphore,
     fail: Option<&'static str>,
 }
 
-impl Recording {
-    fn open() -> Arc<Self> {
-        Self::new(Semaphore::MAX_PERMITS, None)
-    }
-
-    fn new(permits: usize, fail: Option<&'static str>) -> Arc<Self> {
-        Arc::new(Self {
-            inner: InMemorySaver::new(),
-            calls: Mutex::new(Vec::new()),
-            gate: Semaphore::new(permits),
-            fail,
-        })
-    }
-
-    fn calls(&self) -> Vec<usize> {
-        self.calls.lock().unwrap().clone()
+#[async_trait]
+impl SaverHooks for StepCalls {
+    async fn putting_steps(&self, steps: usize) -> Result<(), GraphError> {
+        let _permit = self.gate.acquire().await.unwrap();
+        self.calls.lock().unwrap().push(steps);
+        match self.fail {
+            Some(message) => Err(GraphError::checkpointer(message)),
+            None => Ok(()),
+        }
     }
 }
 
-#[async_trait]
-impl Checkpointer for Recording {
-    async fn get_tuple(
-        &self,
-        config: &CheckpointConfig,
-    ) -> Result<Option<CheckpointTuple>, GraphError> {
-        self.inner.get_tuple(config).await
-    }
-    async fn list(
-        &self,
-        config: &CheckpointConfig,
-        options: CheckpointListOptions,
-    ) -> Result<Vec<CheckpointTuple>, GraphError> {
-        self.inner.list(config, options).await
-    }
-    async fn put(
-        &self,
-        config: &CheckpointConfig,
-        checkpoint: JsonText,
-        metadata: Metadata,
-    ) -> Result<CheckpointConfig, GraphError> {
-        self.inner.put(config, checkpoint, metadata).await
-    }
-    async fn put_named(
-        &self,
-        config: &CheckpointConfig,
-        checkpoint_id: &str,
-        checkpoint: JsonText,
-        metadata: Metadata,
-    ) -> Result<CheckpointConfig, GraphError> {
-        self.inner
-            .put_named(config, checkpoint_id, checkpoint, metadata)
-            .await
-    }
-    async fn put_writes(
-        &self,
-        config: &CheckpointConfig,
-        task_id: &str,
-        writes: Vec<(String, Value)>,
-    ) -> Result<(), GraphError> {
-        self.inner.put_writes(config, task_id, writes).await
-    }
-    async fn put_steps(
-        &self,
-        config: &CheckpointConfig,
-        steps: Vec<NamedStep>,
-    ) -> Result<(), GraphError> {
-        let _permit = self.gate.acquire().await.unwrap();
-        self.calls.lock().unwrap().push(steps.len());
-        if let Some(message) = self.fail {
-            return Err(GraphError::checkpointer(message));
-        }
-        self.inner.put_steps(config, steps).await
-    }
-    async fn merge_metadata(
-        &self,
-        config: &CheckpointConfig,
-        metadata: Metadata,
-    ) -> Result<(), GraphError> {
-        self.inner.merge_metadata(config, metadata).await
-    }
-    async fn delete_thread(&self, thread_id: &str) -> Result<(), GraphError> {
-        self.inner.delete_thread(thread_id).await
-    }
-    async fn copy_thread(&self, from: &str, to: &str) -> Result<(), GraphError> {
-        self.inner.copy_thread(from, to).await
-    }
-    async fn prune(&self, thread_id: &str, strategy: PruneStrategy) -> Result<(), GraphError> {
-        self.inner.prune(thread_id, strategy).await
-    }
-    async fn delete_run(&self, thread_id: &str, run_id: &str) -> Result<(), GraphError> {
-        self.inner.delete_run(thread_id, run_id).await
-    }
+/// The in-memory saver behind [`StepCalls`].
+type Recording = HookedSaver<StepCalls>;
+
+fn recording(permits: usize, fail: Option<&'static str>) -> Arc<Recording> {
+    Arc::new(HookedSaver::new(StepCalls {
+        calls: Mutex::new(Vec::new()),
+        gate: Semaphore::new(permits),
+        fail,
+    }))
+}
+
+/// A saver whose calls are never held and never fail.
+fn open_recording() -> Arc<Recording> {
+    recording(Semaphore::MAX_PERMITS, None)
+}
+
+/// The steps of each `put_steps` call so far.
+fn calls(saver: &Recording) -> Vec<usize> {
+    saver.hooks.calls.lock().unwrap().clone()
 }
 
 /// START -> count -> count ... until `count` reaches the input's `n`.
@@ -157,7 +93,7 @@ fn with_durability(durability: Durability) -> service_graph::StreamOptions {
 /// A counter run to `n` with `durability` on a fresh recording saver, which must
 /// succeed: the saver and the graph, to look at what was stored.
 async fn counted(n: i64, durability: Durability) -> (Arc<Recording>, CompiledGraph) {
-    let saver = Recording::open();
+    let saver = open_recording();
     let graph = counter(Arc::clone(&saver));
     let outcome = run_with(&graph, values(json!({"n": n})), with_durability(durability)).await;
     assert!(outcome.error.is_none(), "{:?}", outcome.error);
@@ -177,7 +113,7 @@ async fn assert_every_step_stored(graph: &CompiledGraph, n: usize) {
 
 #[tokio::test]
 async fn by_default_supersteps_run_ahead_of_their_checkpoints_which_all_land_before_the_end() {
-    let saver = Recording::new(0, None);
+    let saver = recording(0, None);
     let graph = counter(Arc::clone(&saver));
     let mut stream = graph
         .stream(
@@ -200,12 +136,12 @@ async fn by_default_supersteps_run_ahead_of_their_checkpoints_which_all_land_bef
     })
     .await
     .expect("every superstep ran while its checkpoints waited");
-    assert!(saver.calls().len() <= 1, "{:?}", saver.calls());
-    saver.gate.add_permits(Semaphore::MAX_PERMITS);
+    assert!(calls(&saver).len() <= 1, "{:?}", calls(&saver));
+    saver.hooks.gate.add_permits(Semaphore::MAX_PERMITS);
     while let Some(frame) = stream.next().await {
         frame.unwrap();
     }
-    let calls = saver.calls();
+    let calls = calls(&saver);
     assert_eq!(calls.iter().sum::<usize>(), 12, "{calls:?}");
     assert!(calls.len() <= 2, "queued steps go together: {calls:?}");
     assert_every_step_stored(&graph, 10).await;
@@ -215,7 +151,7 @@ async fn by_default_supersteps_run_ahead_of_their_checkpoints_which_all_land_bef
 async fn sync_durability_stores_each_checkpoint_before_the_next_superstep() {
     let (saver, graph) = counted(5, Durability::Sync).await;
     // The input checkpoint and `__start__`'s together, then one per count.
-    assert_eq!(saver.calls(), vec![2, 1, 1, 1, 1, 1]);
+    assert_eq!(calls(&saver), vec![2, 1, 1, 1, 1, 1]);
     assert_every_step_stored(&graph, 5).await;
 }
 
@@ -227,7 +163,7 @@ async fn exit_durability_keeps_every_checkpoint() {
 
 #[tokio::test]
 async fn a_checkpoint_that_cannot_be_stored_fails_the_run() {
-    let saver = Recording::new(Semaphore::MAX_PERMITS, Some("disk full"));
+    let saver = recording(Semaphore::MAX_PERMITS, Some("disk full"));
     let graph = counter(Arc::clone(&saver));
     let outcome = run(&graph, "t", values(json!({"n": 5}))).await;
     match outcome.error {
@@ -241,13 +177,13 @@ async fn a_checkpoint_that_cannot_be_stored_fails_the_run() {
 async fn a_short_run_is_stored_in_one_write() {
     let (saver, graph) = counted(1, Durability::Async).await;
     // The input checkpoint waited for the first superstep's.
-    assert_eq!(saver.calls(), vec![3]);
+    assert_eq!(calls(&saver), vec![3]);
     assert_every_step_stored(&graph, 1).await;
 }
 
 #[tokio::test(start_paused = true)]
 async fn the_input_is_stored_without_waiting_for_a_slow_first_node() {
-    let saver = Recording::open();
+    let saver = open_recording();
     let graph = StateGraph::new("slow")
         .channel("n", Reducer::LastValue, json!({"type": "integer"}))
         .node("slow", |_state, _ctx| async move {
@@ -263,9 +199,9 @@ async fn the_input_is_stored_without_waiting_for_a_slow_first_node() {
         async move { run(&graph, "t", values(json!({"n": 1}))).await }
     });
     tokio::time::sleep(Duration::from_secs(1)).await;
-    assert_eq!(saver.calls(), vec![2], "the input, while the node runs");
+    assert_eq!(calls(&saver), vec![2], "the input, while the node runs");
     assert_eq!(history(&graph, "t").await.len(), 2);
     let outcome = running.await.unwrap();
     assert!(outcome.error.is_none(), "{:?}", outcome.error);
-    assert_eq!(saver.calls(), vec![2, 1]);
+    assert_eq!(calls(&saver), vec![2, 1]);
 }

@@ -4,43 +4,41 @@
 
 use crate::observed::*;
 use crate::support::*;
-use crate::watched::{SaverWatch, Watched};
+use service_graph::checkpoint::{HookedSaver, SaverHooks};
 
 /// Each read of a thread's latest checkpoint: (thread, found one).
 #[derive(Default)]
 struct LatestReads(std::sync::Mutex<Vec<(String, bool)>>);
 
-impl SaverWatch for LatestReads {
+impl SaverHooks for LatestReads {
     fn latest_read(&self, thread_id: &str, found: bool) {
         self.0.lock().unwrap().push((thread_id.to_owned(), found));
     }
 }
 
-type Reads = Watched<LatestReads>;
+type Reads = HookedSaver<LatestReads>;
 
-impl Reads {
-    /// Runs on a memory store whose claims see this saver's checkpoints.
-    fn runs(&self) -> ObservedRuns {
-        let options = MemoryOptions::new(test_clock()).with_checkpoints(self.saver.clone());
-        ObservedRuns {
-            store: Some(memory_store(options)),
-            ..ObservedRuns::default()
+/// Runs on a memory store whose claims see `reads`' saver's checkpoints.
+fn runs_seeing(reads: &Reads) -> ObservedRuns {
+    let options = MemoryOptions::new(test_clock()).with_checkpoints(reads.saver.clone());
+    ObservedRuns {
+        store: Some(memory_store(options)),
+        ..ObservedRuns::default()
+    }
+}
+
+/// The reads of `thread`'s latest checkpoint: (found nothing, found one).
+fn reads_of(reads: &Reads, thread: Uuid) -> (usize, usize) {
+    let thread = thread.to_string();
+    let reads = reads.hooks.0.lock().unwrap();
+    let of_thread = reads.iter().filter(|(read, _)| *read == thread);
+    of_thread.fold((0, 0), |(empty, found), (_, hit)| {
+        if *hit {
+            (empty, found + 1)
+        } else {
+            (empty + 1, found)
         }
-    }
-
-    /// The reads of `thread`'s latest checkpoint: (found nothing, found one).
-    fn of(&self, thread: Uuid) -> (usize, usize) {
-        let thread = thread.to_string();
-        let reads = self.watch.0.lock().unwrap();
-        let of_thread = reads.iter().filter(|(read, _)| *read == thread);
-        of_thread.fold((0, 0), |(empty, found), (_, hit)| {
-            if *hit {
-                (empty, found + 1)
-            } else {
-                (empty + 1, found)
-            }
-        })
-    }
+    })
 }
 
 /// An `echo` run of `text`.
@@ -72,7 +70,7 @@ async fn messages_of(engine: &Engine, run: &Run) -> Vec<String> {
 #[tokio::test]
 async fn a_queued_run_on_a_thread_it_made_reads_no_checkpoint() {
     let reads = Arc::new(Reads::default());
-    let (engine, runs) = one_worker_with(reads.runs(), reads.clone()).await;
+    let (engine, runs) = one_worker_with(runs_seeing(&reads), reads.clone()).await;
     let slow = running_slow_run(&engine, new_thread(&engine).await).await;
     let mut made = Vec::new();
     for text in ["one", "two"] {
@@ -104,7 +102,11 @@ async fn a_queued_run_on_a_thread_it_made_reads_no_checkpoint() {
             messages_of(&engine, run).await,
             [text.to_owned(), format!("echo: {text}")]
         );
-        assert_eq!(reads.of(run.thread_id).0, 0, "{text} read an empty thread");
+        assert_eq!(
+            reads_of(&reads, run.thread_id).0,
+            0,
+            "{text} read an empty thread"
+        );
     }
     assert_eq!(
         (
@@ -115,7 +117,7 @@ async fn a_queued_run_on_a_thread_it_made_reads_no_checkpoint() {
         "slow and four by id, the others with a settle"
     );
     assert_eq!(
-        reads.of(existing).0,
+        reads_of(&reads, existing).0,
         1,
         "a run on a thread made before it reads it"
     );
@@ -127,7 +129,7 @@ async fn a_queued_run_on_a_thread_it_made_reads_no_checkpoint() {
 #[tokio::test]
 async fn a_queued_run_overtaken_on_its_thread_reads_what_the_other_run_wrote() {
     let reads = Arc::new(Reads::default());
-    let (busy, _) = one_worker_with(reads.runs(), reads.clone()).await;
+    let (busy, _) = one_worker_with(runs_seeing(&reads), reads.clone()).await;
     let store = busy.system().store().clone();
     let (free, _) = engine_on_runs(
         ObservedRuns {
@@ -171,7 +173,7 @@ async fn a_queued_run_overtaken_on_its_thread_reads_what_the_other_run_wrote() {
         ["second", "echo: second", "first", "echo: first"]
     );
     assert_eq!(
-        reads.of(made.thread_id).0,
+        reads_of(&reads, made.thread_id).0,
         1,
         "only the overtaking run found the thread empty"
     );

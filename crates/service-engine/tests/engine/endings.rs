@@ -1,7 +1,7 @@
 //! How runs end: cancelled, timed out, failed, rolled back.
 
 use crate::support::*;
-use crate::watched::{SaverWatch, Watched};
+use service_graph::checkpoint::{HookedSaver, SaverHooks};
 
 #[tokio::test]
 async fn cancel_stops_the_graph_mid_node() {
@@ -89,7 +89,7 @@ struct RollbackWitness {
 }
 
 #[async_trait::async_trait]
-impl SaverWatch for RollbackWitness {
+impl SaverHooks for RollbackWitness {
     async fn deleting_run(&self, _thread_id: &str, run_id: &str) {
         let store = self.store.get().expect("the store is set");
         let run = store
@@ -106,11 +106,11 @@ impl SaverWatch for RollbackWitness {
 /// it is settled, the thread's next run may start, and must not read them.
 #[tokio::test]
 async fn a_rolled_back_run_loses_its_checkpoints_before_it_settles() {
-    let witness = Arc::new(Watched::<RollbackWitness>::default());
+    let witness = Arc::new(HookedSaver::<RollbackWitness>::default());
     let checkpointer: Arc<dyn Checkpointer> = witness.clone();
     let harness = harness_with(EngineConfig::default(), checkpointer.clone());
     witness
-        .watch
+        .hooks
         .store
         .set(harness.engine.system().store().clone())
         .ok();
@@ -133,7 +133,7 @@ async fn a_rolled_back_run_loses_its_checkpoints_before_it_settles() {
     })
     .await;
     assert_eq!(
-        *witness.watch.seen.lock().unwrap(),
+        *witness.hooks.seen.lock().unwrap(),
         vec![RunStatus::Running]
     );
     let history = checkpointer

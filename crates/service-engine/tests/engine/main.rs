@@ -14,4 +14,3 @@ mod state;
 mod streams;
 mod support;
 mod telemetry;
-mod watched;

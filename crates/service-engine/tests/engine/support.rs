@@ -14,7 +14,7 @@ pub(crate) use service_graph::{Checkpointer, InMemorySaver};
 pub(crate) use service_store::{Clock, ManualClock};
 pub(crate) use service_store_memory::{MemoryOptions, memory_store};
 pub(crate) use service_types::{
-    CancelAction, CronCreate, IfNotExists, JsonText, MultitaskStrategy, Run, RunCreate, RunStatus,
+    CancelAction, CronCreate, IfNotExists, MultitaskStrategy, Run, RunCreate, RunStatus,
     ThreadCreate, ThreadStatus, Timestamp, TtlSetting,
 };
 pub(crate) use uuid::Uuid;

@@ -6,6 +6,8 @@
 //! state once, straight from its own types, and every saver keeps or sends text. Checkpoint ids increase monotonically ([`new_checkpoint_id`]), so "newest
 //! first" and `before` are plain id comparisons.
 
+#[cfg(feature = "testing")]
+mod hooked;
 mod id;
 mod memory;
 
@@ -16,6 +18,8 @@ use service_types::{JsonText, Metadata, PruneStrategy, Timestamp};
 
 use crate::{CheckpointConfig, GraphError};
 
+#[cfg(feature = "testing")]
+pub use hooked::{HookedSaver, SaverHooks};
 pub use id::new_checkpoint_id;
 pub use memory::InMemorySaver;
 
