@@ -396,7 +396,8 @@ mod tests {
         assert_eq!(
             flags,
             vec![
-                false, false, false, false, true, true, true, false, false, false, false, false
+                false, false, false, false, true, true, true, false, false, false, false, false,
+                false
             ]
         );
     }
