@@ -336,6 +336,17 @@ mod tests {
     }
 
     #[test]
+    fn a_traceparent_in_older_options_is_read_and_never_written() {
+        // A run stored before `Run::traceparent` kept the creating span's context here.
+        let traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        let mut kwargs = written(json!({"assistant_id": "echo"})).to_kwargs();
+        kwargs["traceparent"] = json!(traceparent);
+        let decoded = RunOptions::decode(&run_with(kwargs)).unwrap();
+        assert_eq!(decoded.traceparent.as_deref(), Some(traceparent));
+        assert!(decoded.to_kwargs().get("traceparent").is_none());
+    }
+
+    #[test]
     fn the_stored_keys_are_the_ones_clients_see() {
         let kwargs = written(json!({"assistant_id": "echo"})).to_kwargs();
         let mut keys: Vec<&str> = kwargs
