@@ -259,6 +259,16 @@ impl Harness {
     }
 }
 
+/// A thread as a run made with it creates it: busy, without metadata or TTL.
+pub fn busy_thread(thread_id: Uuid) -> NewThread {
+    NewThread {
+        thread_id,
+        metadata: Metadata::new(),
+        status: ThreadStatus::Busy,
+        ttl: None,
+    }
+}
+
 /// A namespace from string slices.
 pub fn ns(path: &[&str]) -> Vec<String> {
     path.iter().map(|segment| (*segment).to_owned()).collect()

@@ -12,7 +12,7 @@ use service_store::{
 use service_types::{DeliveryStatus, Metadata, RunError, RunStatus, ThreadStatus};
 use uuid::Uuid;
 
-use crate::harness::{Factory, Harness, assert_kind, obj, settlement};
+use crate::harness::{Factory, Harness, assert_kind, busy_thread, obj, settlement};
 pub use crate::runs_claim_checkpoints::*;
 pub use crate::runs_on_existing::*;
 pub use crate::runs_traceparent::*;
@@ -330,12 +330,7 @@ pub async fn run_create_requires_its_assistant_unchanged_when_asked(factory: Fac
         ErrorKind::Stale,
     );
     assert_eq!(h.store.runs().get(stale.run_id).await.expect("get"), None);
-    let new_thread = |thread_id| service_store::NewThread {
-        thread_id,
-        metadata: Default::default(),
-        status: service_types::ThreadStatus::Busy,
-        ttl: None,
-    };
+    let new_thread = busy_thread;
     let fresh = Uuid::now_v7();
     assert_kind(
         h.store

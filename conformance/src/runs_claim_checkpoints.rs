@@ -7,7 +7,7 @@ use service_store::{ClaimNext, NewRun, ThreadMirror, ThreadRunCreated};
 use service_types::{JsonText, RunStatus, ThreadStatus};
 use uuid::Uuid;
 
-use crate::harness::{Factory, Harness, obj, settlement};
+use crate::harness::{Factory, Harness, busy_thread, obj, settlement};
 
 /// A claim by id, and the claim of a settle's next run, say whether the thread has no
 /// checkpoint in the checkpointer its runs write to: a run that started and wrote
@@ -41,12 +41,7 @@ pub async fn run_claim_says_whether_its_thread_has_a_checkpoint(factory: Factory
     };
     let with_thread = |claimed: bool| async move {
         let thread_id = Uuid::now_v7();
-        let thread = service_store::NewThread {
-            thread_id,
-            metadata: Default::default(),
-            status: ThreadStatus::Busy,
-            ttl: None,
-        };
+        let thread = busy_thread(thread_id);
         let run = NewRun {
             claimed,
             ..h.new_run(thread_id)

@@ -3,10 +3,9 @@
 //! starts a span from.
 
 use service_store::{ActiveRunsQuery, NewRun, RunListQuery, ThreadRunCreated};
-use service_types::ThreadStatus;
 use uuid::Uuid;
 
-use crate::harness::{Factory, Harness};
+use crate::harness::{Factory, Harness, busy_thread};
 
 const TRACEPARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
 
@@ -70,12 +69,7 @@ pub async fn run_keeps_its_traceparent_beside_its_kwargs(factory: Factory) {
 
     // With its thread, then claimed by id; and one created without a context.
     let thread_id = Uuid::now_v7();
-    let new_thread = service_store::NewThread {
-        thread_id,
-        metadata: Default::default(),
-        status: ThreadStatus::Busy,
-        ttl: None,
-    };
+    let new_thread = busy_thread(thread_id);
     let created = h
         .store
         .runs()
