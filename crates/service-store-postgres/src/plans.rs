@@ -14,7 +14,7 @@ use crate::db::{Sql, at};
 use crate::{checkpoint, items, runs, threads};
 
 /// The names of the checked statements, in the order [`explain_all`] returns them.
-pub const NAMES: [&str; 8] = [
+pub const NAMES: [&str; 9] = [
     "claim next run",
     "thread search by metadata",
     "latest run of a thread",
@@ -23,6 +23,7 @@ pub const NAMES: [&str; 8] = [
     "active runs of a thread",
     "running runs across threads",
     "store search by filter",
+    "settle, mirror and claim the next run",
 ];
 
 /// Which plan [`explain_all`] shows. A statement runs prepared (the static ones from the
@@ -205,6 +206,33 @@ pub async fn explain_all(
     plans.push((
         NAMES[7],
         explain(client, planning, &text, &sql.params()).await?,
+    ));
+
+    let (run, next, none) = (Uuid::nil(), Uuid::max(), None::<String>);
+    let (values, interrupts) = (json!({}), json!([]));
+    let (status, settled, cancelled, error) = ("idle", "success", "interrupted", json!(null));
+    plans.push((
+        NAMES[8],
+        explain(
+            client,
+            planning,
+            runs::settle_and_mirror_sql(true, false),
+            &[
+                (&run, Type::UUID),
+                (&status, Type::TEXT),
+                (&true, Type::BOOL),
+                (&values, Type::JSONB),
+                (&interrupts, Type::JSONB),
+                (&at(now), Type::TIMESTAMPTZ),
+                (&none, Type::TEXT),
+                (&settled, Type::TEXT),
+                (&cancelled, Type::TEXT),
+                (&error, Type::JSONB),
+                (&next, Type::UUID),
+                (&at(now), Type::TIMESTAMPTZ),
+            ],
+        )
+        .await?,
     ));
     Ok(plans)
 }

@@ -34,7 +34,8 @@ mod insert_sql;
 mod settle_sql;
 
 use insert_sql::{InsertError, is_one_running_violation};
-use settle_sql::{DeliveryParams, settle_and_mirror_sql, settle_sql};
+pub(crate) use settle_sql::settle_and_mirror_sql;
+use settle_sql::{DeliveryParams, settle_sql};
 
 pub(crate) const COLUMNS: &str = "run_id, thread_id, assistant_id, created_at, updated_at, status, \
     metadata, multitask_strategy, kwargs, error, cancel_reason, traceparent";
@@ -115,6 +116,14 @@ fn claimed_run(row: &Row, first: usize) -> StoreResult<ClaimedRun> {
 }
 
 /// The claim statement (shared with the EXPLAIN check): `$1` is now.
+///
+/// Every claim's check that no run of the candidate's thread is running ends in
+/// `OFFSET 0`, which keeps it a correlated subquery: a probe of
+/// `runs_one_running_per_thread` by the candidate's thread. Pulled up into an anti
+/// join, the planner (whose statistics count a handful of running runs) read every
+/// entry of that partial index instead, dead ones included (each run's claim and settle
+/// leave one until vacuum): hundreds of heap pages per claim under load
+/// (docs/performance.md §14).
 pub(crate) const CLAIM_SQL: &str =
     "UPDATE runs SET status = 'running', updated_at = $1, started = true
     FROM (SELECT set_config('synchronous_commit', 'off', true)) AS async_commit
@@ -123,7 +132,7 @@ pub(crate) const CLAIM_SQL: &str =
         WHERE r.status = 'pending' AND r.available_at <= $1
           AND NOT EXISTS (
               SELECT 1 FROM runs busy
-              WHERE busy.thread_id = r.thread_id AND busy.status = 'running')
+              WHERE busy.thread_id = r.thread_id AND busy.status = 'running' OFFSET 0)
           AND NOT EXISTS (
               SELECT 1 FROM thread_state_holds hold
               WHERE hold.thread_id = r.thread_id AND hold.held_until > $1)
@@ -200,7 +209,8 @@ impl Db {
                        AND thread_id IS DISTINCT FROM $3
                        AND NOT EXISTS (
                            SELECT 1 FROM runs busy
-                           WHERE busy.thread_id = runs.thread_id AND busy.status = 'running')
+                           WHERE busy.thread_id = runs.thread_id AND busy.status = 'running'
+                           OFFSET 0)
                        AND NOT EXISTS (
                            SELECT 1 FROM thread_state_holds hold
                            WHERE hold.thread_id = runs.thread_id AND hold.held_until > $2)

@@ -6,7 +6,8 @@
 //! across threads (what recovery reads), store search by an equality filter over a
 //! namespace of many items (bench S5's shape: the fields' index walked newest first,
 //! not the value's GIN index, which finds every item with the value and sorts them,
-//! nor a scan of the namespace). Each is planned twice: with the sample parameters'
+//! nor a scan of the namespace), and a settle with the next run's claim. Both claims'
+//! busy checks must probe the one-running-per-thread index by the thread. Each is planned twice: with the sample parameters'
 //! values, and generically (`plan_cache_mode = force_generic_plan`), the plan
 //! PostgreSQL may keep for a prepared statement after its first executions.
 //!
@@ -40,12 +41,6 @@ async fn hot_statements_can_use_indexes() {
             .await
             .unwrap();
         check_indexed(&plans, planning);
-        // Claim: the one-running-per-thread check is an index probe too.
-        assert!(
-            plans[0].1.contains("runs_one_running_per_thread"),
-            "{planning:?}: {}",
-            plans[0].1
-        );
     }
 }
 
@@ -73,6 +68,10 @@ fn check_indexed(plans: &[(&str, String)], planning: Planning) {
         ("active runs of a thread", "runs_active_by_thread"),
         ("running runs across threads", "runs_one_running_per_thread"),
         ("store search by filter", "store_item_fields_by_value"),
+        (
+            "settle, mirror and claim the next run",
+            "runs_one_running_per_thread",
+        ),
     ];
     for ((name, plan), (wanted_name, index)) in plans.iter().zip(expected) {
         assert_eq!(*name, wanted_name);
@@ -87,6 +86,17 @@ fn check_indexed(plans: &[(&str, String)], planning: Planning) {
         assert!(
             !plan.contains("Seq Scan"),
             "{name} ({planning:?}) scans a table:\n{plan}"
+        );
+    }
+    // Both claims probe the one-running-per-thread index by the candidate's thread,
+    // in every plan: read whole, that partial index holds an entry for every claim
+    // since the last vacuum.
+    for claim in [0, 8] {
+        assert!(
+            busy_check_probes_by_thread(&plans[claim].1),
+            "{} ({planning:?}) reads the running runs whole:\n{}",
+            plans[claim].0,
+            plans[claim].1
         );
     }
     if planning == Planning::Generic {
@@ -108,6 +118,16 @@ fn check_indexed(plans: &[(&str, String)], planning: Planning) {
         "{planning:?}: {}",
         plans[7].1
     );
+}
+
+/// True when the plan reads `runs_one_running_per_thread` for the busy check (alias
+/// `busy`) with the thread as its index condition, not as a filter or join condition.
+fn busy_check_probes_by_thread(plan: &str) -> bool {
+    let lines: Vec<&str> = plan.lines().map(str::trim).collect();
+    lines.windows(2).any(|pair| {
+        pair[0].contains("using runs_one_running_per_thread on runs busy")
+            && pair[1].starts_with("Index Cond: (thread_id = ")
+    })
 }
 
 /// Rows with a realistic spread, then ANALYZE.

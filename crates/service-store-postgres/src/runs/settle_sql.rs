@@ -62,7 +62,8 @@ fn settle_and_mirror_text(with_claim: bool, with_delivery: bool) -> String {
     )
 }
 
-/// The next run's claim of [`settle_and_mirror_text`]: `$11` the run, `$12` now.
+/// The next run's claim of [`settle_and_mirror_text`]: `$11` the run, `$12` now (its
+/// busy check a probe by the thread, as [`CLAIM_SQL`]'s).
 static CLAIM_CTE: LazyLock<String> = LazyLock::new(|| {
     format!(
         ",
@@ -72,7 +73,8 @@ static CLAIM_CTE: LazyLock<String> = LazyLock::new(|| {
                AND thread_id <> (SELECT thread_id FROM settled)
                AND NOT EXISTS (
                    SELECT 1 FROM runs busy
-                   WHERE busy.thread_id = runs.thread_id AND busy.status = 'running')
+                   WHERE busy.thread_id = runs.thread_id AND busy.status = 'running'
+                   OFFSET 0)
                AND NOT EXISTS (
                    SELECT 1 FROM thread_state_holds hold
                    WHERE hold.thread_id = runs.thread_id AND hold.held_until > $12)
@@ -141,7 +143,7 @@ pub(super) fn settle_sql(with_delivery: bool) -> &'static str {
     }
 }
 
-pub(super) fn settle_and_mirror_sql(with_claim: bool, with_delivery: bool) -> &'static str {
+pub(crate) fn settle_and_mirror_sql(with_claim: bool, with_delivery: bool) -> &'static str {
     static TEXTS: LazyLock<[[String; 2]; 2]> = LazyLock::new(|| {
         [false, true].map(|with_claim| {
             [false, true].map(|with_delivery| settle_and_mirror_text(with_claim, with_delivery))
