@@ -140,6 +140,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0013_run_traceparent.sql",
         sql: include_str!("../../../migrations/0013_run_traceparent.sql"),
     },
+    Migration {
+        version: 14,
+        name: "0014_pending_runs_by_availability.sql",
+        sql: include_str!("../../../migrations/0014_pending_runs_by_availability.sql"),
+    },
 ];
 
 /// The ledger table.
@@ -397,7 +402,7 @@ mod tests {
             flags,
             vec![
                 false, false, false, false, true, true, true, false, false, false, false, false,
-                false
+                false, true
             ]
         );
     }

@@ -14,7 +14,7 @@ use crate::db::{Sql, at};
 use crate::{checkpoint, items, runs, threads};
 
 /// The names of the checked statements, in the order [`explain_all`] returns them.
-pub const NAMES: [&str; 9] = [
+pub const NAMES: [&str; 10] = [
     "claim next run",
     "thread search by metadata",
     "latest run of a thread",
@@ -24,6 +24,7 @@ pub const NAMES: [&str; 9] = [
     "running runs across threads",
     "store search by filter",
     "settle, mirror and claim the next run",
+    "next delayed run",
 ];
 
 /// Which plan [`explain_all`] shows. A statement runs prepared (the static ones from the
@@ -231,6 +232,17 @@ pub async fn explain_all(
                 (&next, Type::UUID),
                 (&at(now), Type::TIMESTAMPTZ),
             ],
+        )
+        .await?,
+    ));
+
+    plans.push((
+        NAMES[9],
+        explain(
+            client,
+            planning,
+            runs::NEXT_AVAILABLE_SQL,
+            &[(&at(now), Type::TIMESTAMPTZ)],
         )
         .await?,
     ));

@@ -124,6 +124,10 @@ fn claimed_run(row: &Row, first: usize) -> StoreResult<ClaimedRun> {
 /// entry of that partial index instead, dead ones included (each run's claim and settle
 /// leave one until vacuum): hundreds of heap pages per claim under load
 /// (docs/performance.md §14).
+///
+/// `more_pending` reads the queue in its order, as a scalar subquery: as an `EXISTS`,
+/// whose order PostgreSQL drops, a backlog large enough for the statistics to count
+/// many pending runs made it a scan of the whole table, terminal runs first.
 pub(crate) const CLAIM_SQL: &str =
     "UPDATE runs SET status = 'running', updated_at = $1, started = true
     FROM (SELECT set_config('synchronous_commit', 'off', true)) AS async_commit
@@ -141,10 +145,10 @@ pub(crate) const CLAIM_SQL: &str =
         FOR UPDATE SKIP LOCKED)
     RETURNING run_id, thread_id, assistant_id, created_at, updated_at, status, metadata, \
     multitask_strategy, kwargs, error, cancel_reason, traceparent,
-    EXISTS (
-        SELECT 1 FROM runs more
+    (SELECT true FROM runs more
         WHERE more.status = 'pending' AND more.available_at <= $1
-          AND more.run_id <> runs.run_id) AS more_pending";
+          AND more.run_id <> runs.run_id
+        ORDER BY more.created_at, more.run_id LIMIT 1) IS NOT NULL AS more_pending";
 
 /// The active runs of one thread, oldest first (shared with the EXPLAIN check): `$1`
 /// is the thread, `$2` the limit.
@@ -181,6 +185,11 @@ pub(crate) fn active_sql(query: &ActiveRunsQuery, limit: usize) -> Option<Sql> {
     Some(sql)
 }
 
+/// The earliest instant a pending run not yet claimable becomes so (shared with the
+/// EXPLAIN check): `$1` is now. A probe of `runs_pending_available`.
+pub(crate) const NEXT_AVAILABLE_SQL: &str =
+    "SELECT min(available_at) FROM runs WHERE status = 'pending' AND available_at > $1";
+
 /// The latest-run statement (shared with the EXPLAIN check): `$1` is the thread.
 pub(crate) const LATEST_SQL: &str =
     "SELECT run_id, thread_id, assistant_id, created_at, updated_at, \
@@ -199,13 +208,15 @@ impl Db {
         let client = self.client().await?;
         // A key lookup: the queue's index is not read. A claimer of the same row
         // waits for its lock and then sees the run no longer pending. Committed
-        // asynchronously, as the run's settle makes it durable (`ASYNC_COMMIT`).
+        // asynchronously, as the run's settle makes it durable (`ASYNC_COMMIT`). The
+        // status test is wrapped in `IS TRUE` as the settle's are (`settle_sql`): the
+        // run is read by its primary key.
         let claimed = client
             .query_opt_cached(
                 static_sql!(
                     "UPDATE runs SET status = 'running', updated_at = $2, started = true
                      FROM {ASYNC_COMMIT}
-                     WHERE run_id = $1 AND status = 'pending' AND available_at <= $2
+                     WHERE run_id = $1 AND (status = 'pending') IS TRUE AND available_at <= $2
                        AND thread_id IS DISTINCT FROM $3
                        AND NOT EXISTS (
                            SELECT 1 FROM runs busy
@@ -518,10 +529,7 @@ impl RunsRepo for Db {
     async fn next_available_at(&self, now: Timestamp) -> StoreResult<Option<Timestamp>> {
         let client = self.client().await?;
         let row = client
-            .query_one_cached(
-                "SELECT min(available_at) FROM runs WHERE status = 'pending' AND available_at > $1",
-                &[&at(now)],
-            )
+            .query_one_cached(NEXT_AVAILABLE_SQL, &[&at(now)])
             .await
             .map_err(store_error)?;
         let earliest: Option<chrono::DateTime<chrono::Utc>> =

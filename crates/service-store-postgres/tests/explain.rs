@@ -6,8 +6,9 @@
 //! across threads (what recovery reads), store search by an equality filter over a
 //! namespace of many items (bench S5's shape: the fields' index walked newest first,
 //! not the value's GIN index, which finds every item with the value and sorts them,
-//! nor a scan of the namespace), and a settle with the next run's claim. Both claims'
-//! busy checks must probe the one-running-per-thread index by the thread. Each is planned twice: with the sample parameters'
+//! nor a scan of the namespace), a settle with the next run's claim (both claims'
+//! busy checks must probe the one-running-per-thread index by the thread) and the
+//! earliest delayed run. Each is planned twice: with the sample parameters'
 //! values, and generically (`plan_cache_mode = force_generic_plan`), the plan
 //! PostgreSQL may keep for a prepared statement after its first executions.
 //!
@@ -20,6 +21,12 @@
 //!   cheapest, so the session sets `enable_seqscan = off`; this proves each
 //!   statement's predicates and order match an index (no Sort where the index
 //!   gives the order).
+//! - `claiming_from_a_backlog_reads_the_queue_in_order`: statistics that count
+//!   many pending runs (a backlog); the claim must still read the queue's index, not
+//!   scan the table for a pending run.
+//! - `a_settle_reads_its_runs_by_id_whatever_the_statistics_say`: statistics taken
+//!   before a backlog was queued; the settle must still read its run and the next
+//!   one by the primary key, not walk the backlog in a partial index.
 
 mod support;
 
@@ -72,6 +79,7 @@ fn check_indexed(plans: &[(&str, String)], planning: Planning) {
             "settle, mirror and claim the next run",
             "runs_one_running_per_thread",
         ),
+        ("next delayed run", "runs_pending_available"),
     ];
     for ((name, plan), (wanted_name, index)) in plans.iter().zip(expected) {
         assert_eq!(*name, wanted_name);
@@ -167,5 +175,89 @@ async fn hot_statements_use_indexes_on_populated_tables() {
             .await
             .unwrap();
         check_indexed(&plans, planning);
+    }
+}
+
+/// A backlog: two runs in five pending, the older ones terminal, then ANALYZE.
+const BACKLOG: &str = "
+INSERT INTO threads SELECT gen_random_uuid(), now(), now(), now(), '{}', 'busy', '{}', NULL,
+    '{}', NULL, NULL, NULL, NULL
+FROM generate_series(1, 4000) i;
+INSERT INTO runs SELECT gen_random_uuid(), t.thread_id, gen_random_uuid(),
+    now() - ((10 - g) || ' s')::interval, now(),
+    CASE WHEN g % 5 < 2 THEN 'pending' ELSE 'success' END,
+    '{}', NULL, '{}', NULL, now(), false, false
+FROM threads t, generate_series(1, 5) g;
+ANALYZE threads, runs;
+";
+
+#[tokio::test]
+async fn claiming_from_a_backlog_reads_the_queue_in_order() {
+    let backend = support::fresh_store(Arc::new(SystemClock), 1000).await;
+    let client = backend.pools().store.get().await.expect("connection");
+    client.batch_execute(BACKLOG).await.unwrap();
+    for planning in [Planning::Custom, Planning::Generic] {
+        let plans = plans::explain_all(&client, planning, SystemClock.now())
+            .await
+            .unwrap();
+        for (name, index) in [
+            ("claim next run", "runs_pending_queue"),
+            ("next delayed run", "runs_pending_available"),
+        ] {
+            let (_, plan) = plans.iter().find(|(named, _)| *named == name).unwrap();
+            println!("-- {name} ({planning:?})\n{plan}\n");
+            assert!(
+                plan.contains(index) && !plan.contains("Seq Scan"),
+                "{name} ({planning:?}) should read {index} and scan no table:\n{plan}"
+            );
+        }
+    }
+}
+
+/// True when the plan reads a run by its id through one of the partial indexes of
+/// active runs (a walk of the whole index) rather than through the primary key.
+fn reads_a_run_by_id_through_a_partial_index(plan: &str) -> bool {
+    let lines: Vec<&str> = plan.lines().map(str::trim).collect();
+    lines.windows(2).any(|pair| {
+        (pair[0].contains("using runs_active_by_thread on")
+            || pair[0].contains("using runs_pending_queue on"))
+            && pair[1].starts_with("Index Cond: (run_id = ")
+    })
+}
+
+#[tokio::test]
+async fn a_settle_reads_its_runs_by_id_whatever_the_statistics_say() {
+    let backend = support::fresh_store(Arc::new(SystemClock), 1000).await;
+    let client = backend.pools().store.get().await.expect("connection");
+    // Statistics of a quiet queue, then a backlog they do not know of.
+    client
+        .batch_execute(
+            "INSERT INTO threads SELECT gen_random_uuid(), now(), now(), now(), '{}', 'idle',
+                 '{}', NULL, '{}', NULL, NULL, NULL, NULL
+             FROM generate_series(1, 5000) i;
+             INSERT INTO runs SELECT gen_random_uuid(), t.thread_id, gen_random_uuid(),
+                 now() - interval '1 hour', now(), 'success', '{}', NULL, '{}', NULL, now(),
+                 true, false
+             FROM threads t, generate_series(1, 4) g;
+             ANALYZE threads, runs;
+             INSERT INTO runs SELECT gen_random_uuid(), t.thread_id, gen_random_uuid(), now(),
+                 now(), 'pending', '{}', NULL, '{}', NULL, now(), false, false
+             FROM threads t;",
+        )
+        .await
+        .unwrap();
+    for planning in [Planning::Custom, Planning::Generic] {
+        let plans = plans::explain_all(&client, planning, SystemClock.now())
+            .await
+            .unwrap();
+        let (name, plan) = plans
+            .iter()
+            .find(|(name, _)| *name == "settle, mirror and claim the next run")
+            .unwrap();
+        println!("-- {name} ({planning:?})\n{plan}\n");
+        assert!(
+            !reads_a_run_by_id_through_a_partial_index(plan),
+            "{name} ({planning:?}) walks a partial index for a run's id:\n{plan}"
+        );
     }
 }

@@ -104,7 +104,7 @@ async fn interrupted_concurrent_index_build_is_retried_by_the_next_boot() {
     assert_eq!(index_state(&schema, missing).await, (true, true));
     assert_eq!(
         ledger(&schema).await,
-        vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]
+        vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14]
     );
     drop_schema(&schema).await;
 }

@@ -1,5 +1,12 @@
 //! The settle statements' text: a settle (with or without the thread mirror and the
 //! next run's claim) and the webhook delivery row it may insert in the same statement.
+//!
+//! A run named by its id is found with its status test wrapped in `IS TRUE` (the same
+//! rows): a bare `status IN ('pending', 'running')` lets the planner read the run
+//! through a partial index of active runs instead of the primary key, walking the
+//! whole index for the id. It does so when its statistics were taken with few active
+//! runs, and a plan kept from then walks every entry of a backlog queued since, at each
+//! settle (docs/performance.md §14).
 
 use service_types::DeliveryStatus;
 
@@ -45,7 +52,7 @@ fn settle_and_mirror_text(with_claim: bool, with_delivery: bool) -> String {
                  status = CASE WHEN cancel_requested THEN $9 ELSE $8 END,
                  error = CASE WHEN cancel_requested THEN NULL ELSE $10::jsonb END,
                  updated_at = $6
-             WHERE run_id = $1 AND status IN ('pending', 'running')
+             WHERE run_id = $1 AND (status IN ('pending', 'running')) IS TRUE
              RETURNING {SETTLED_COLUMNS}),
          waiting AS (
              SELECT EXISTS (
@@ -69,7 +76,7 @@ static CLAIM_CTE: LazyLock<String> = LazyLock::new(|| {
         ",
          claimed AS (
              UPDATE runs SET status = 'running', updated_at = $12, started = true
-             WHERE run_id = $11 AND status = 'pending' AND available_at <= $12
+             WHERE run_id = $11 AND (status = 'pending') IS TRUE AND available_at <= $12
                AND thread_id <> (SELECT thread_id FROM settled)
                AND NOT EXISTS (
                    SELECT 1 FROM runs busy
@@ -127,7 +134,7 @@ fn settle_text(with_delivery: bool) -> String {
                  status = CASE WHEN cancel_requested THEN $3 ELSE $2 END,
                  error = CASE WHEN cancel_requested THEN NULL ELSE $4::jsonb END,
                  updated_at = $5
-             WHERE run_id = $1 AND status IN ('pending', 'running')
+             WHERE run_id = $1 AND (status IN ('pending', 'running')) IS TRUE
              RETURNING {SETTLED_COLUMNS}){delivery}
          SELECT settled.*{delivered} FROM settled"
     )
