@@ -186,9 +186,11 @@ pub(crate) fn active_sql(query: &ActiveRunsQuery, limit: usize) -> Option<Sql> {
 }
 
 /// The earliest instant a pending run not yet claimable becomes so (shared with the
-/// EXPLAIN check): `$1` is now. A probe of `runs_pending_available`.
-pub(crate) const NEXT_AVAILABLE_SQL: &str =
-    "SELECT min(available_at) FROM runs WHERE status = 'pending' AND available_at > $1";
+/// EXPLAIN check): `$1` is now. Such a run became claimable later than it was created
+/// (`available_at > created_at`, as `now` is after its creation), which makes this a
+/// probe of `runs_delayed_by_availability`.
+pub(crate) const NEXT_AVAILABLE_SQL: &str = "SELECT min(available_at) FROM runs
+    WHERE status = 'pending' AND available_at > $1 AND available_at > created_at";
 
 /// The latest-run statement (shared with the EXPLAIN check): `$1` is the thread.
 pub(crate) const LATEST_SQL: &str =

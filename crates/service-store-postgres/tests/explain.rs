@@ -35,18 +35,32 @@ use std::sync::Arc;
 use service_store::{Clock, SystemClock};
 use service_store_postgres::plans::{self, Planning};
 
-#[tokio::test]
-async fn hot_statements_can_use_indexes() {
+/// Each planning's plans of the checked statements, on a fresh schema after `setup`
+/// ran in the planning session.
+async fn plans_after(setup: &str) -> Vec<(Planning, Vec<(&'static str, String)>)> {
     let backend = support::fresh_store(Arc::new(SystemClock), 1000).await;
     let client = backend.pools().store.get().await.expect("connection");
-    client
-        .batch_execute("SET enable_seqscan = off")
-        .await
-        .unwrap();
+    client.batch_execute(setup).await.unwrap();
+    let mut planned = Vec::new();
     for planning in [Planning::Custom, Planning::Generic] {
         let plans = plans::explain_all(&client, planning, SystemClock.now())
             .await
             .unwrap();
+        planned.push((planning, plans));
+    }
+    planned
+}
+
+/// The plan of the statement `name`, printed.
+fn plan_named<'a>(plans: &'a [(&str, String)], name: &str, planning: Planning) -> &'a str {
+    let (_, plan) = plans.iter().find(|(named, _)| *named == name).unwrap();
+    println!("-- {name} ({planning:?})\n{plan}\n");
+    plan
+}
+
+#[tokio::test]
+async fn hot_statements_can_use_indexes() {
+    for (planning, plans) in plans_after("SET enable_seqscan = off").await {
         check_indexed(&plans, planning);
     }
 }
@@ -79,7 +93,7 @@ fn check_indexed(plans: &[(&str, String)], planning: Planning) {
             "settle, mirror and claim the next run",
             "runs_one_running_per_thread",
         ),
-        ("next delayed run", "runs_pending_available"),
+        ("next delayed run", "runs_delayed_by_availability"),
     ];
     for ((name, plan), (wanted_name, index)) in plans.iter().zip(expected) {
         assert_eq!(*name, wanted_name);
@@ -167,13 +181,7 @@ ANALYZE threads, runs, checkpoints, checkpoint_writes, store_items, store_item_f
 
 #[tokio::test]
 async fn hot_statements_use_indexes_on_populated_tables() {
-    let backend = support::fresh_store(Arc::new(SystemClock), 1000).await;
-    let client = backend.pools().store.get().await.expect("connection");
-    client.batch_execute(POPULATE).await.unwrap();
-    for planning in [Planning::Custom, Planning::Generic] {
-        let plans = plans::explain_all(&client, planning, SystemClock.now())
-            .await
-            .unwrap();
+    for (planning, plans) in plans_after(POPULATE).await {
         check_indexed(&plans, planning);
     }
 }
@@ -193,19 +201,12 @@ ANALYZE threads, runs;
 
 #[tokio::test]
 async fn claiming_from_a_backlog_reads_the_queue_in_order() {
-    let backend = support::fresh_store(Arc::new(SystemClock), 1000).await;
-    let client = backend.pools().store.get().await.expect("connection");
-    client.batch_execute(BACKLOG).await.unwrap();
-    for planning in [Planning::Custom, Planning::Generic] {
-        let plans = plans::explain_all(&client, planning, SystemClock.now())
-            .await
-            .unwrap();
+    for (planning, plans) in plans_after(BACKLOG).await {
         for (name, index) in [
             ("claim next run", "runs_pending_queue"),
-            ("next delayed run", "runs_pending_available"),
+            ("next delayed run", "runs_delayed_by_availability"),
         ] {
-            let (_, plan) = plans.iter().find(|(named, _)| *named == name).unwrap();
-            println!("-- {name} ({planning:?})\n{plan}\n");
+            let plan = plan_named(&plans, name, planning);
             assert!(
                 plan.contains(index) && !plan.contains("Seq Scan"),
                 "{name} ({planning:?}) should read {index} and scan no table:\n{plan}"
@@ -225,36 +226,25 @@ fn reads_a_run_by_id_through_a_partial_index(plan: &str) -> bool {
     })
 }
 
+/// Statistics of a quiet queue, then a backlog they do not know of.
+const BACKLOG_AFTER_ANALYZE: &str = "
+INSERT INTO threads SELECT gen_random_uuid(), now(), now(), now(), '{}', 'idle', '{}', NULL,
+    '{}', NULL, NULL, NULL, NULL
+FROM generate_series(1, 5000) i;
+INSERT INTO runs SELECT gen_random_uuid(), t.thread_id, gen_random_uuid(),
+    now() - interval '1 hour', now(), 'success', '{}', NULL, '{}', NULL, now(), true, false
+FROM threads t, generate_series(1, 4) g;
+ANALYZE threads, runs;
+INSERT INTO runs SELECT gen_random_uuid(), t.thread_id, gen_random_uuid(), now(), now(),
+    'pending', '{}', NULL, '{}', NULL, now(), false, false
+FROM threads t;
+";
+
 #[tokio::test]
 async fn a_settle_reads_its_runs_by_id_whatever_the_statistics_say() {
-    let backend = support::fresh_store(Arc::new(SystemClock), 1000).await;
-    let client = backend.pools().store.get().await.expect("connection");
-    // Statistics of a quiet queue, then a backlog they do not know of.
-    client
-        .batch_execute(
-            "INSERT INTO threads SELECT gen_random_uuid(), now(), now(), now(), '{}', 'idle',
-                 '{}', NULL, '{}', NULL, NULL, NULL, NULL
-             FROM generate_series(1, 5000) i;
-             INSERT INTO runs SELECT gen_random_uuid(), t.thread_id, gen_random_uuid(),
-                 now() - interval '1 hour', now(), 'success', '{}', NULL, '{}', NULL, now(),
-                 true, false
-             FROM threads t, generate_series(1, 4) g;
-             ANALYZE threads, runs;
-             INSERT INTO runs SELECT gen_random_uuid(), t.thread_id, gen_random_uuid(), now(),
-                 now(), 'pending', '{}', NULL, '{}', NULL, now(), false, false
-             FROM threads t;",
-        )
-        .await
-        .unwrap();
-    for planning in [Planning::Custom, Planning::Generic] {
-        let plans = plans::explain_all(&client, planning, SystemClock.now())
-            .await
-            .unwrap();
-        let (name, plan) = plans
-            .iter()
-            .find(|(name, _)| *name == "settle, mirror and claim the next run")
-            .unwrap();
-        println!("-- {name} ({planning:?})\n{plan}\n");
+    for (planning, plans) in plans_after(BACKLOG_AFTER_ANALYZE).await {
+        let name = "settle, mirror and claim the next run";
+        let plan = plan_named(&plans, name, planning);
         assert!(
             !reads_a_run_by_id_through_a_partial_index(plan),
             "{name} ({planning:?}) walks a partial index for a run's id:\n{plan}"
